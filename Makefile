@@ -1,0 +1,40 @@
+# Two entry points (README Quick start): `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# The CPU wheel keeps dev/CI light; the package itself asks for torch>=2.2.
+TORCH_SPEC ?= torch==2.13.0
+export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
+
+.PHONY: setup run demo test lint bench screenshots clean
+
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.stamp
+
+## Set up and open the app on the bundled demo (runs the demo under the profiler).
+run: setup
+	$(VENV)/bin/stallscope --demo
+
+## Set up and run every test (core, gui, slow included).
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: setup
+	$(VENV)/bin/ruff check core gui tests
+
+## Benchmarks: run by hand, not part of `make test`.
+bench: setup
+	$(PY) tests/bench/bench_load.py
+	$(PY) tests/bench/bench_timeline.py
+	$(PY) tests/bench/bench_runner.py
+	$(PY) tests/bench/bench_lmdb.py
+	$(PY) tests/bench/bench_lineprof.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

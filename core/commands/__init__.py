@@ -1,0 +1,2 @@
+"""CLI subcommands: each module defines `register(subparsers)` that adds its parser
+and sets `func=run(args) -> int` as the default."""

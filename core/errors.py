@@ -1,0 +1,13 @@
+"""Typed errors. Every message names the file and the problem in one line."""
+
+
+class StallscopeError(Exception):
+    """Base of every error stallscope reports to a user (CLI exit 2, a message in the app)."""
+
+
+class TraceError(StallscopeError):
+    """A trace file that cannot be read or is not a trace."""
+
+
+class Cancelled(StallscopeError):
+    """A long job stopped because its cancel flag was set."""

@@ -1,0 +1,1 @@
+"""stallscope GUI: PySide6 + pyqtgraph views over stallscope.core."""

@@ -1,0 +1,106 @@
+"""One worker base for every long job (DESIGN.md): a QRunnable whose signals live on a
+separate QObject. Workers never touch widgets; a newer request cancels the one it supersedes.
+
+    worker = JobWorker(lambda cancel: core_job(..., cancel=cancel))
+    worker.signals.sig_progress.connect(...)   # (done, total)
+    worker.signals.sig_result.connect(...)     # the job's return value
+    worker.signals.sig_error.connect(...)      # one-line message (str)
+    worker.signals.sig_finished.connect(...)   # always, last
+    JobRunner.start(worker)
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from stallscope.core.errors import Cancelled, StallscopeError
+from stallscope.core.jobs import CancelFlag, Job
+
+
+class JobSignals(QObject):
+    sig_progress = Signal(int, int)
+    sig_result = Signal(object)
+    sig_error = Signal(str)
+    sig_cancelled = Signal()
+    sig_finished = Signal()
+
+
+class JobWorker(QRunnable):
+    """Runs `make_job(cancel)`: a generator job (yields (done, total)) or a plain callable result."""
+
+    def __init__(self, make_job: Callable[[CancelFlag], Job[Any] | Any]) -> None:
+        super().__init__()
+        self.setAutoDelete(False)
+        self.signals = JobSignals()
+        self.cancel_flag = CancelFlag()
+        self._make_job = make_job
+
+    def cancel(self) -> None:
+        self.cancel_flag.set()
+
+    def run(self) -> None:  # worker thread
+        try:
+            job = self._make_job(self.cancel_flag)
+            result = self._drain(job) if hasattr(job, "__next__") else job
+            if self.cancel_flag.is_set():
+                self.signals.sig_cancelled.emit()
+            else:
+                self.signals.sig_result.emit(result)
+        except Cancelled:
+            self.signals.sig_cancelled.emit()
+        except StallscopeError as exc:
+            self.signals.sig_error.emit(str(exc))
+        except MemoryError:
+            self.signals.sig_error.emit("out of memory while working; the previous view stays open")
+        except Exception as exc:  # noqa: BLE001 - a bug must still not reach the user as a traceback
+            traceback.print_exc()
+            self.signals.sig_error.emit(f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            self.signals.sig_finished.emit()
+
+    def _drain(self, job: Job[Any]) -> Any:
+        try:
+            while True:
+                done, total = next(job)
+                self.signals.sig_progress.emit(int(done), int(total))
+                if self.cancel_flag.is_set():
+                    job.close()
+                    raise Cancelled("cancelled")
+        except StopIteration as stop:
+            return stop.value
+
+
+class JobRunner(QObject):
+    """Keeps at most one live job per slot: starting a new one cancels the one it supersedes."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._current: dict[str, JobWorker] = {}
+        self._all: set[JobWorker] = set()
+
+    def start(self, worker: JobWorker, slot: str = "default") -> JobWorker:
+        old = self._current.get(slot)
+        if old is not None:
+            old.cancel()
+        self._current[slot] = worker
+        self._all.add(worker)
+        worker.signals.sig_finished.connect(lambda w=worker, s=slot: self._done(w, s))
+        QThreadPool.globalInstance().start(worker)
+        return worker
+
+    def cancel(self, slot: str = "default") -> None:
+        worker = self._current.get(slot)
+        if worker is not None:
+            worker.cancel()
+
+    def is_current(self, worker: JobWorker, slot: str = "default") -> bool:
+        return self._current.get(slot) is worker
+
+    def _done(self, worker: JobWorker, slot: str) -> None:
+        self._all.discard(worker)
+        if self._current.get(slot) is worker:
+            del self._current[slot]
