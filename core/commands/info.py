@@ -1,6 +1,73 @@
-"""`stallscope-cli info` (placeholder, being written)."""
+"""`stallscope-cli info TRACE`: what the file holds."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+
+import numpy as np
+
+from ..trace import STEP_PREFIX, Cat, find_traces, load, resolve
 
 
 def register(sub) -> None:
-    p = sub.add_parser("info", help="(not yet available)")
-    p.set_defaults(func=lambda args: print("stallscope-cli info: not yet available") or 1)
+    p = sub.add_parser("info", help="what a trace holds: events, devices, steps, ranks, span")
+    p.add_argument("trace", help="trace file, TensorBoard log dir or session folder")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=run)
+
+
+def summarize(path) -> dict:
+    t = load(path)
+    cats = Counter({Cat(int(c)).name.lower(): int(n)
+                    for c, n in zip(*np.unique(t.cat, return_counts=True), strict=True)})
+    steps = t.mask_names(lambda n: n.startswith(STEP_PREFIX)) & (t.device < 0) \
+        & (t.cat != Cat.GPU_USER_ANNOTATION)
+    span = (float(t.start.min()), float(t.end.max())) if t.n_events else (0.0, 0.0)
+    return {
+        "trace": str(t.path),
+        "events": t.n_events,
+        "by_category": dict(cats.most_common()),
+        "memory_samples": len(t.mem),
+        "gpu_devices": t.gpu_devices(),
+        "device_names": sorted({str(d.get("name")) for d in t.device_properties if "name" in d}),
+        "steps": [t.names[i] for i in t.name[steps]],
+        "rank": t.rank,
+        "world_size": t.world_size,
+        "threads": len(t.tracks),
+        "span_us": [span[0], span[1]],
+        "dropped_events": dict(t.dropped),
+    }
+
+
+def run(args) -> int:
+    target = resolve(args.trace)
+    info = summarize(target)
+    from pathlib import Path
+
+    if Path(args.trace).is_dir():
+        info["traces_in_folder"] = [str(p) for p in find_traces(args.trace)]
+    if args.json:
+        json.dump(info, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(f"trace      {info['trace']}")
+    print(f"events     {info['events']:,} complete events, {info['memory_samples']:,} memory samples")
+    for cat, n in info["by_category"].items():
+        print(f"  {cat:<20}{n:>10,}")
+    devs = ", ".join(map(str, info["gpu_devices"])) or "none (no GPU activity)"
+    print(f"GPU devices {devs}" + (f"  [{', '.join(info['device_names'])}]"
+                                   if info["device_names"] else ""))
+    steps = info["steps"]
+    print(f"steps      {len(steps)}" + (f": {steps[0]} .. {steps[-1]}" if steps else ""))
+    if info["rank"] is not None:
+        print(f"rank       {info['rank']}" + (f" of {info['world_size']}"
+                                               if info["world_size"] else ""))
+    lo, hi = info["span_us"]
+    print(f"span       {(hi - lo) / 1000:,.2f} ms over {info['threads']} threads/streams")
+    for p in info.get("traces_in_folder", [])[1:]:
+        print(f"also       {p}")
+    if info["dropped_events"]:
+        print("dropped    " + ", ".join(f"{n} {w}" for w, n in info["dropped_events"].items()))
+    return 0

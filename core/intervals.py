@@ -1,0 +1,102 @@
+"""Vectorised interval math on (N, 2) float64 arrays of [start, end).
+
+A "set" here is sorted, disjoint intervals as produced by `union`. Zero-length intervals are
+points: they count as covered (and so split an uncovered gap), but add no length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EMPTY = np.zeros((0, 2), dtype=np.float64)
+
+
+def as_intervals(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.asarray(start, np.float64), np.asarray(end, np.float64)])
+
+
+def clip(iv: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Intervals overlapping [lo, hi], cut to it."""
+    if len(iv) == 0:
+        return EMPTY
+    keep = (iv[:, 0] < hi) & (iv[:, 1] > lo)
+    out = iv[keep].copy()
+    np.clip(out, lo, hi, out=out)
+    return out
+
+
+def union(iv: np.ndarray) -> np.ndarray:
+    """Merge overlapping or touching intervals into a sorted disjoint set."""
+    if len(iv) == 0:
+        return EMPTY
+    iv = iv[np.argsort(iv[:, 0], kind="stable")]
+    starts, ends = iv[:, 0], np.maximum.accumulate(iv[:, 1])
+    new = np.empty(len(iv), dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] > ends[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(iv) - 1)
+    return np.column_stack([starts[first], ends[last]])
+
+
+def length(s: np.ndarray) -> float:
+    return float((s[:, 1] - s[:, 0]).sum()) if len(s) else 0.0
+
+
+def gaps(s: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Maximal uncovered intervals of [lo, hi] for a disjoint set `s` (clipped to [lo, hi])."""
+    if hi <= lo:
+        return EMPTY
+    bounds = np.concatenate([[lo], s.ravel(), [hi]]).reshape(-1, 2)
+    return bounds[bounds[:, 1] > bounds[:, 0]]
+
+
+def covers(s: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each point x, whether the disjoint set s covers it (start <= x < end)."""
+    x = np.asarray(x, dtype=np.float64)
+    if len(s) == 0:
+        return np.zeros(x.shape, dtype=bool)
+    i = np.searchsorted(s[:, 0], x, side="right") - 1
+    return (i >= 0) & (x < s[np.maximum(i, 0), 1])
+
+
+def measure_in(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Covered length of the disjoint set s inside each window [lo_k, hi_k]."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    return _covered_upto(s, hi) - _covered_upto(s, lo)
+
+
+def _covered_upto(s: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if len(s) == 0:
+        return np.zeros(x.shape, dtype=np.float64)
+    lengths = s[:, 1] - s[:, 0]
+    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    i = np.searchsorted(s[:, 0], x, side="right") - 1
+    inside = np.clip(x - s[np.maximum(i, 0), 0], 0.0, lengths[np.maximum(i, 0)])
+    return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0.0)
+
+
+def paint(base: np.ndarray, layers: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Split the disjoint set `base` by priority layers.
+
+    Each piece of `base` gets the index of the first layer covering it, or len(layers) when
+    none does. Returns (spans (K, 2), codes (K,) int8) with adjacent equal codes merged.
+    """
+    if len(base) == 0:
+        return EMPTY, np.zeros(0, dtype=np.int8)
+    lo, hi = base[0, 0], base[-1, 1]
+    cuts = [base.ravel()] + [clip(layer, lo, hi).ravel() for layer in layers]
+    points = np.unique(np.concatenate(cuts))
+    a, b = points[:-1], points[1:]
+    mid = (a + b) / 2
+    keep = covers(base, mid) & (b > a)
+    a, b, mid = a[keep], b[keep], mid[keep]
+    codes = np.full(len(mid), len(layers), dtype=np.int8)
+    for k in range(len(layers) - 1, -1, -1):
+        codes[covers(layers[k], mid)] = k
+    # Merge neighbours that touch and share a code.
+    new = np.ones(len(a), dtype=bool)
+    new[1:] = (a[1:] != b[:-1]) | (codes[1:] != codes[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(a) - 1)
+    return np.column_stack([a[first], b[last]]), codes[first]
