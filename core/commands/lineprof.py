@@ -1,6 +1,42 @@
-"""`stallscope-cli lineprof` (placeholder until its issue lands)."""
+"""`stallscope-cli lineprof SESSION|FILE.json|FILE.lprof [--json] [--trust-pickle]`: print the line
+stats of a session's Dataset.__getitem__ as kernprof does (or as JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import lineprof
 
 
 def register(sub) -> None:
-    p = sub.add_parser("lineprof", help="(not yet available)")
-    p.set_defaults(func=lambda args: print("stallscope-cli lineprof: not yet available") or 1)
+    p = sub.add_parser(
+        "lineprof",
+        help="line-by-line time of Dataset.__getitem__ (a session, its JSON, or a kernprof .lprof)",
+        description="Print line stats recorded with `--lineprof` (or made by kernprof).",
+    )
+    p.add_argument("path", metavar="SESSION|FILE.json|FILE.lprof")
+    p.add_argument("--json", action="store_true", help="print the stats as JSON")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow reading a .lprof file (a pickle: only files you made yourself)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    profiles = lineprof.load_any(args.path, trust_pickle=args.trust_pickle)
+    matches = [lineprof.match_source(p) for p in profiles]
+    if args.json:
+        out = []
+        for p, m in zip(profiles, matches, strict=True):
+            obj = p.to_json()
+            if m.warning:
+                obj["warnings"] = [*obj["warnings"], m.warning]
+            out.append(obj)
+        json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    for i, (p, m) in enumerate(zip(profiles, matches, strict=True)):
+        if i:
+            sys.stdout.write("\n")
+        sys.stdout.write(lineprof.format_table(p, m))
+    return 0
