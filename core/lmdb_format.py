@@ -1,0 +1,151 @@
+"""The on-disk format of a stallscope LMDB: raw bytes behind a small binary header. No pickle.
+
+Keys
+    b"0000000000" ...   one record per sample, zero-padded so key order is sample order
+    b"!meta"            JSON: format, version, source, preprocess, fields, structure, classes, count
+    b"!progress"        JSON: {"next_source": i, "written": k}; committed with the data it counts
+    b"!skip/<source>"   JSON: {"source_index", "path", "reason"}: a sample that could not be read
+    b"!report"          JSON: the finished conversion's summary (written with the last batch)
+
+'!' sorts before the digits, so sample keys can be written with MDB_APPEND.
+
+A sample record is
+    magic b"SSR1" | uint32 source_index | uint16 n_fields | uint16 0
+    n_fields x (uint8 dtype code | uint8 ndim | uint16 0 | uint32 shape[ndim])
+    padding to 16 bytes, then each field's raw C-order bytes, each padded to 16 bytes.
+The 16-byte alignment lets a reader view float/int fields in place with np.frombuffer.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+FORMAT = "stallscope-lmdb"
+VERSION = 1
+KEY_DIGITS = 10
+META_KEY = b"!meta"
+PROGRESS_KEY = b"!progress"
+REPORT_KEY = b"!report"
+SKIP_PREFIX = b"!skip/"
+
+MAGIC = b"SSR1"
+_HEAD = struct.Struct("<4sIHH")
+_FIELD = struct.Struct("<BBH")
+ALIGN = 16
+
+# dtype code -> numpy dtype name; "bfloat16" has no numpy dtype and is stored as its raw 2 bytes.
+DTYPES = (
+    "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
+    "float16", "float32", "float64", "bool", "bfloat16",
+)  # fmt: skip
+DTYPE_CODE = {name: code for code, name in enumerate(DTYPES)}
+_NP_DTYPE = {name: np.dtype("uint16" if name == "bfloat16" else name) for name in DTYPES}
+
+
+class FormatError(ValueError):
+    """A record or metadata value that is not in the stallscope format."""
+
+
+def sample_key(index: int) -> bytes:
+    return b"%0*d" % (KEY_DIGITS, index)
+
+
+def skip_key(source_index: int) -> bytes:
+    return SKIP_PREFIX + b"%0*d" % (KEY_DIGITS, source_index)
+
+
+def dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def loads(raw) -> dict:
+    return json.loads(bytes(raw))
+
+
+def _pad(n: int) -> int:
+    return -n % ALIGN
+
+
+Field = tuple[str, tuple[int, ...], bytes | memoryview]
+
+
+def encode(source_index: int, fields: list[Field]) -> bytes:
+    """fields: (dtype name, shape, raw C-order bytes) per field, in the structure's leaf order."""
+    head = [_HEAD.pack(MAGIC, source_index, len(fields), 0)]
+    for dtype, shape, raw in fields:
+        nbytes = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
+        if len(raw) != nbytes:
+            raise FormatError(f"field of {dtype}{list(shape)} needs {nbytes} bytes, got {len(raw)}")
+        head.append(_FIELD.pack(DTYPE_CODE[dtype], len(shape), 0))
+        head.append(struct.pack(f"<{len(shape)}I", *shape))
+    parts = head
+    size = sum(len(p) for p in parts)
+    parts.append(b"\0" * _pad(size))
+    for _dtype, _shape, raw in fields:
+        parts.append(raw)
+        parts.append(b"\0" * _pad(len(raw)))
+    return b"".join(parts)
+
+
+def encode_arrays(source_index: int, arrays: list[tuple[str, np.ndarray]]) -> bytes:
+    """arrays: (dtype name, C-contiguous array) per field."""
+    return encode(source_index, [(dtype, arr.shape, raw_bytes(arr)) for dtype, arr in arrays])
+
+
+def raw_bytes(arr: np.ndarray) -> memoryview:
+    """The array's C-order bytes without a copy when it is already contiguous."""
+    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+
+
+@dataclass(frozen=True, slots=True)
+class FieldView:
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+
+
+def parse(buf) -> tuple[int, list[FieldView]]:
+    """Header of a record (bytes or memoryview) -> (source_index, field views into buf)."""
+    if len(buf) < _HEAD.size:
+        raise FormatError("record shorter than its header")
+    magic, source_index, n_fields, _ = _HEAD.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise FormatError(f"record starts with {bytes(magic)!r}, not {MAGIC!r}")
+    pos = _HEAD.size
+    heads = []
+    for _ in range(n_fields):
+        code, ndim, _ = _FIELD.unpack_from(buf, pos)
+        shape = struct.unpack_from(f"<{ndim}I", buf, pos + _FIELD.size)
+        pos += _FIELD.size + 4 * ndim
+        heads.append((DTYPES[code], shape))
+    pos += _pad(pos)
+    views = []
+    for dtype, shape in heads:
+        nbytes = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
+        views.append(FieldView(dtype, shape, pos, nbytes))
+        pos += nbytes + _pad(nbytes)
+    if pos > len(buf):
+        raise FormatError(f"record is {len(buf)} bytes, its header describes {pos}")
+    return source_index, views
+
+
+def view_array(buf, field: FieldView) -> np.ndarray:
+    """Zero-copy numpy view of one field (read-only when buf is)."""
+    count = field.nbytes // _NP_DTYPE[field.dtype].itemsize
+    arr = np.frombuffer(buf, dtype=_NP_DTYPE[field.dtype], count=count, offset=field.offset)
+    return arr.reshape(field.shape)
+
+
+def record_size(shapes_dtypes: list[tuple[str, tuple[int, ...]]]) -> int:
+    """Bytes one record takes, for size estimates."""
+    head = _HEAD.size + sum(_FIELD.size + 4 * len(s) for _d, s in shapes_dtypes)
+    size = head + _pad(head)
+    for dtype, shape in shapes_dtypes:
+        n = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
+        size += n + _pad(n)
+    return size
