@@ -177,7 +177,8 @@ def headline(report: Any) -> str:
     if not devices:
         n_steps = len(getattr(report, "steps", []) or [])
         span = f" over {_fmt_duration(window)}" if window > 0 else ""
-        return f"No GPU activity (CPU-only trace), {n_steps} steps{span}"
+        steps = f"{n_steps} step" + ("" if n_steps == 1 else "s")
+        return f"No GPU activity (CPU-only trace), {steps}{span}"
     dev, stats = max(devices.items(), key=lambda kv: (kv[1].idle_us, str(kv[0])))
     who = "GPU" if len(devices) == 1 else f"GPU {dev} (worst of {len(devices)})"
     total = stats.busy_us + stats.idle_us

@@ -1,0 +1,176 @@
+"""Themes, icons, the About dialog and the remembered window layout."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import re
+
+import pytest
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QSplitter
+from stallscope.gui import about, layout_state, theme
+from stallscope.gui.start_screen import ACTIONS
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch):
+    cfg = tmp_path / "config"
+    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(cfg))
+    yield cfg
+    theme.apply_theme(QApplication.instance(), "system")
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_apply_theme_sets_palette_and_style_sheet(qapp, mode):
+    assert theme.apply_theme(qapp, mode) == mode
+    pal = theme.PALETTES[mode]
+    assert qapp.palette().color(QPalette.ColorRole.Window) == QColor(pal.window)
+    assert qapp.palette().color(QPalette.ColorRole.Text) == QColor(pal.text)
+    assert qapp.palette().color(QPalette.ColorRole.Highlight) == QColor(pal.accent)
+    sheet = qapp.styleSheet()
+    assert "$" not in sheet, "every placeholder in app.qss must be filled"
+    assert f"QToolButton#StartPrimary {{\n    background: {pal.accent};" in sheet
+    assert theme.palette() is pal
+
+
+def test_every_placeholder_in_the_sheet_is_a_palette_field():
+    text = theme.STYLE_FILE.read_text()
+    names = set(re.findall(r"\$(\w+)", text))
+    assert names, "the sheet uses the palette"
+    assert names <= set(theme.Palette.__dataclass_fields__)
+
+
+def test_system_mode_follows_the_colour_scheme(qapp):
+    assert theme.resolve("system", Qt.ColorScheme.Dark) == "dark"
+    assert theme.resolve("system", Qt.ColorScheme.Light) == "light"
+    assert theme.resolve("system", Qt.ColorScheme.Unknown) == "light"
+    assert theme.resolve("dark", Qt.ColorScheme.Light) == "dark"  # manual override wins
+    expected = theme.resolve("system", qapp.styleHints().colorScheme())
+    assert theme.apply_theme(qapp, "system") == expected
+    with pytest.raises(ValueError, match="theme mode"):
+        theme.apply_theme(qapp, "purple")
+
+
+def test_switching_emits_theme_changed_and_menu_remembers(qapp, qtbot, config_dir):
+    theme.apply_theme(qapp, "light")
+    with qtbot.waitSignal(theme.controller().sig_theme_changed, timeout=1000) as blocker:
+        theme.apply_theme(qapp, "dark")
+    assert blocker.args == ["dark"]
+
+    menu = theme.theme_menu()
+    actions = {a.data(): a for a in menu.actions()}
+    assert list(actions) == ["system", "light", "dark"]
+    assert actions["dark"].isChecked()
+    actions["light"].trigger()
+    assert theme.controller().name == "light"
+    assert theme.saved_mode() == "light"
+    assert (config_dir / layout_state.SETTINGS_FILE).read_text().count("mode=light") == 1
+    menu.deleteLater()
+
+
+def test_action_icons_draw_in_the_theme_text_colour(qapp):
+    names = {"open", "run", "stop", "compare", "zoom-fit", "next", "prev"}
+    names |= {icon for _k, _t, _h, icon, _s in ACTIONS}
+    for mode in ("light", "dark"):
+        theme.apply_theme(qapp, mode)
+        want = QColor(theme.palette().text)
+        for name in sorted(names):
+            image = theme.icon(name).pixmap(QSize(24, 24)).toImage()
+            ink = [image.pixelColor(x, y) for x in range(24) for y in range(24)
+                   if image.pixelColor(x, y).alpha() >= 160]
+            assert len(ink) > 12, f"{name}: icon is (nearly) empty"
+            for c in ink:
+                assert max(abs(c.red() - want.red()), abs(c.green() - want.green()),
+                           abs(c.blue() - want.blue())) <= 6, f"{name} in {mode}: {c.name()}"
+
+
+def test_app_icon_has_every_size_and_is_drawn(qapp):
+    sizes = sorted(s.width() for s in theme.app_icon().availableSizes())
+    assert sizes == [16, 24, 32, 48, 64, 128, 256]
+    image = theme.app_icon().pixmap(QSize(256, 256)).toImage()
+    assert image.pixelColor(0, 0).alpha() == 0  # rounded corner stays transparent
+    assert image.pixelColor(128, 128).alpha() == 255
+    assert (theme.ICONS_DIR / "stallscope.svg").read_text().startswith("<svg")
+
+
+def test_about_dialog_lists_versions_and_finds_torch(qtbot, qapp):
+    import numpy
+    import PySide6
+    from PySide6.QtCore import qVersion
+
+    dialog = about.AboutDialog()
+    qtbot.addWidget(dialog)
+    assert dialog.labels["Qt"].text() == qVersion()
+    assert dialog.labels["PySide6"].text() == PySide6.__version__
+    assert dialog.labels["numpy"].text() == numpy.__version__
+    qtbot.waitUntil(lambda: dialog.labels["torch"].text() != "looking…", timeout=60_000)
+    try:
+        import torch
+    except ImportError:
+        assert dialog.labels["torch"].text().startswith("not found")
+    else:
+        assert dialog.labels["torch"].text().startswith(torch.__version__)
+    dialog.copy_versions()
+    assert f"Qt: {qVersion()}" in QApplication.clipboard().text()
+
+
+def test_about_dialog_says_when_torch_is_missing(qtbot, tmp_path):
+    dialog = about.AboutDialog(interpreter=str(tmp_path / "no-such-python"))
+    qtbot.addWidget(dialog)
+    qtbot.waitUntil(lambda: dialog.labels["torch"].text() != "looking…", timeout=10_000)
+    assert dialog.labels["torch"].text().startswith("not found")
+    assert dialog.findChildren(QLabel)
+
+
+def _window():
+    win = QMainWindow()
+    splitter = QSplitter()
+    splitter.setObjectName("mainSplitter")
+    splitter.addWidget(QLabel("a"))
+    splitter.addWidget(QLabel("b"))
+    win.setCentralWidget(splitter)
+    for name, area in (("summary", Qt.DockWidgetArea.LeftDockWidgetArea),
+                       ("advice", Qt.DockWidgetArea.RightDockWidgetArea)):
+        dock = QDockWidget(name, win)
+        dock.setObjectName(name)
+        dock.setWidget(QLabel(name))
+        win.addDockWidget(area, dock)
+    return win, splitter
+
+
+def test_layout_is_saved_and_restored(qtbot, config_dir):
+    win, splitter = _window()
+    qtbot.addWidget(win)
+    assert not layout_state.restore_layout(win), "nothing saved yet"
+    win.resize(700, 520)
+    win.show()
+    qtbot.waitExposed(win)
+    advice = win.findChild(QDockWidget, "advice")
+    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, advice)
+    win.findChild(QDockWidget, "summary").hide()
+    splitter.setSizes([150, 500])
+    qtbot.wait(10)
+    saved_sizes = splitter.sizes()
+    layout_state.save_layout(win)
+    win.close()
+    assert (config_dir / layout_state.SETTINGS_FILE).exists()
+
+    again, splitter2 = _window()
+    qtbot.addWidget(again)
+    assert layout_state.restore_layout(again)
+    again.show()
+    qtbot.waitExposed(again)
+    assert again.size() == QSize(700, 520)
+    dock = again.findChild(QDockWidget, "advice")
+    assert again.dockWidgetArea(dock) == Qt.DockWidgetArea.BottomDockWidgetArea
+    assert again.findChild(QDockWidget, "summary").isHidden()
+    assert splitter2.sizes() == saved_sizes
+
+    layout_state.forget_layout()
+    third, _ = _window()
+    qtbot.addWidget(third)
+    assert not layout_state.restore_layout(third)
