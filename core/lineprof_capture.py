@@ -544,7 +544,9 @@ class Capture:
         self.target = target
         self.depth = int(depth)
         self.out_dir = os.path.abspath(out_dir)
-        self.lineprof_dir = os.path.join(self.out_dir, "lineprof")
+        # The session folder or its lineprof/ folder: either way the files land in lineprof/.
+        self.lineprof_dir = (self.out_dir if os.path.basename(self.out_dir) == "lineprof"
+                             else os.path.join(self.out_dir, "lineprof"))
         self.parts_dir = os.path.join(self.lineprof_dir, PARTS_DIR)
         self.emit = emit
         self.enabled = True
@@ -696,7 +698,6 @@ class Capture:
                 self.warn(f"DataLoader worker {wid} (pid {pid}) ended without writing its final "
                           f"stats (crashed or killed); kept its last flush ({n} samples) and the "
                           "other workers' stats")
-        self.workers = len(parts)
         return parts
 
     def _write_profile(self, entry: dict) -> str:
