@@ -87,13 +87,16 @@ def paint(base: np.ndarray, layers: list[np.ndarray]) -> tuple[np.ndarray, np.nd
     lo, hi = base[0, 0], base[-1, 1]
     cuts = [base.ravel()] + [clip(layer, lo, hi).ravel() for layer in layers]
     points = np.unique(np.concatenate(cuts))
+    # Elementary pieces [a, b) never straddle a boundary, so their left end decides membership
+    # (a midpoint can round onto b at 1e15 µs).
     a, b = points[:-1], points[1:]
-    mid = (a + b) / 2
-    keep = covers(base, mid) & (b > a)
-    a, b, mid = a[keep], b[keep], mid[keep]
-    codes = np.full(len(mid), len(layers), dtype=np.int8)
+    keep = covers(base, a) & (b > a)
+    a, b = a[keep], b[keep]
+    if len(a) == 0:
+        return EMPTY, np.zeros(0, dtype=np.int8)
+    codes = np.full(len(a), len(layers), dtype=np.int8)
     for k in range(len(layers) - 1, -1, -1):
-        codes[covers(layers[k], mid)] = k
+        codes[covers(layers[k], a)] = k
     # Merge neighbours that touch and share a code.
     new = np.ones(len(a), dtype=bool)
     new[1:] = (a[1:] != b[:-1]) | (codes[1:] != codes[:-1])

@@ -333,12 +333,25 @@ def _decode_lax(item) -> _Event | None:
                 return None
         if not isinstance(item, dict):
             return None
-        keep = {k: item[k] for k in ("ph", "name", "cat", "pid", "tid", "ts", "dur")
-                if k in item and isinstance(item[k], (str, int, float))}
+        keep = {k: item[k] for k in ("ph", "name", "cat", "pid", "tid")
+                if isinstance(item.get(k), (str, int))}
+        keep.update({k: v for k in ("ts", "dur") if (v := _number(item.get(k))) is not None})
         try:
             return msgspec.convert(keep, _Event, strict=False)
         except msgspec.ValidationError:
             return None
+
+
+def _number(value) -> float | None:
+    """A ts/dur value as a float, or None when it is not a number (then counted as dropped)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 # ----------------------------------------------------------------------------- columns

@@ -53,7 +53,8 @@ def run(args) -> int:
         sys.stdout.write("\n")
         return 0
     print(f"trace      {info['trace']}")
-    print(f"events     {info['events']:,} complete events, {info['memory_samples']:,} memory samples")
+    print(f"events     {info['events']:,} complete events, "
+          f"{info['memory_samples']:,} memory samples")
     for cat, n in info["by_category"].items():
         print(f"  {cat:<20}{n:>10,}")
     devs = ", ".join(map(str, info["gpu_devices"])) or "none (no GPU activity)"

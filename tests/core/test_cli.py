@@ -1,0 +1,91 @@
+"""`stallscope-cli analyze / info` as a user runs them: real processes, real traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "stallscope.core.cli"]
+
+
+def _cli(*args):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_analyze_json_follows_design_names(real_trace):
+    out = _cli("analyze", real_trace("kineto_nw0"), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert {"window_us", "steps", "devices", "memory", "advice"} <= set(doc)
+    lo, hi = doc["window_us"]
+    assert hi - lo == 1623142624345228 + 164261 - 1623142623460172  # last step end - first start
+    step = doc["steps"][0]
+    assert set(step) == {"name", "start_us", "dur_us", "data_loading_us", "optimizer_us",
+                         "gpu_busy_us"}
+    assert step["name"] == "ProfilerStep#5" and step["dur_us"] == 176078.0
+    assert list(step["gpu_busy_us"]) == ["0"]
+    dev = doc["devices"]["0"]
+    assert set(dev) == {"busy_us", "idle_us", "utilization", "idle_gaps", "idle_by_cause"}
+    assert set(dev["idle_by_cause"]) == {"data_loading", "sync", "optimizer", "cpu_ops",
+                                         "uncovered"}
+    assert doc["advice"][0]["id"] == "dataloader_bound"
+    assert set(doc["advice"][0]) == {"id", "title", "evidence", "fix"}
+    assert doc["memory"]["0"]["peak_allocated"] == 2791636480.0
+
+
+def test_analyze_text_report(real_trace):
+    out = _cli("analyze", real_trace("kineto_nw0"))
+    assert out.returncode == 0
+    assert "GPU 0: utilization  56.0%" in out.stdout
+    assert "data loading" in out.stdout and "[dataloader_bound]" in out.stdout
+    assert "ProfilerStep#10" in out.stdout
+
+
+def test_analyze_device_option(real_trace):
+    ok = _cli("analyze", real_trace("hta_df_index_resolver"), "--json", "--device", "1")
+    assert ok.returncode == 0 and list(json.loads(ok.stdout)["devices"]) == ["1"]
+    bad = _cli("analyze", real_trace("hta_df_index_resolver"), "--device", "3")
+    assert bad.returncode == 2
+    assert "no GPU activity on device 3 (devices with activity: 1)" in bad.stderr
+
+
+def test_analyze_cpu_only(real_trace):
+    out = _cli("analyze", real_trace("hta_cpu_only"))
+    assert out.returncode == 0
+    assert "No GPU activity in this trace" in out.stdout
+
+
+def test_info(real_trace):
+    out = _cli("info", real_trace("hta_sampled_rank-1"), "--json")
+    info = json.loads(out.stdout)
+    assert info["gpu_devices"] == [1] and info["rank"] == 1 and info["world_size"] == 128
+    assert info["steps"] == ["ProfilerStep#551", "ProfilerStep#552"]
+    assert info["by_category"]["kernel"] == 1104
+    text = _cli("info", real_trace("hta_sampled_rank-1")).stdout
+    assert "rank       1 of 128" in text
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file or folder"),
+    (b"", "file is empty"),
+    (b"garbage", "not JSON"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, content, message):
+    path = tmp_path / "t.json"
+    if content is not None:
+        path.write_bytes(content)
+    out = _cli("analyze", path)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and message in out.stderr and str(path) in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_folder_with_ranks_all(tmp_path, real_trace):
+    import shutil
+    for r in (0, 1):
+        shutil.copy(real_trace(f"hta_sampled_rank-{r}"), tmp_path / f"r{r}.pt.trace.json.gz")
+    out = _cli("analyze", tmp_path, "--json", "--all")
+    assert sorted(t["rank"] for t in json.loads(out.stdout)["traces"]) == [0, 1]
