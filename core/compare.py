@@ -1,0 +1,190 @@
+"""Numbers the viewer puts side by side: before/after deltas, per-rank rows, per-step breakdown.
+
+Pure functions over analysis Reports. Runs of different length compare fairly because
+times are per step (or per window when a trace has no steps) and utilization is a fraction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .analysis import CAUSE_LABELS, CAUSES, Report
+
+SAME_WITHIN = 0.02  # relative change below which a metric counts as unchanged
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    before: float | None
+    after: float | None
+    lower_is_better: bool | None  # None: informational, no verdict
+
+    @property
+    def delta(self) -> float | None:
+        if self.before is None or self.after is None:
+            return None
+        return self.after - self.before
+
+    @property
+    def rel(self) -> float | None:
+        if self.delta is None or not self.before:
+            return None
+        return self.delta / abs(self.before)
+
+    @property
+    def verdict(self) -> str:
+        """'better', 'worse', 'same' or 'n/a'."""
+        if self.delta is None or self.lower_is_better is None:
+            return "n/a"
+        scale = max(abs(self.before or 0.0), abs(self.after or 0.0))
+        if scale == 0 or abs(self.delta) <= SAME_WITHIN * scale:
+            return "same"
+        improved = (self.delta < 0) == self.lower_is_better
+        return "better" if improved else "worse"
+
+
+def primary_device(report: Report) -> str | None:
+    """The device with the most busy time (the one a single-GPU user cares about)."""
+    if not report.devices:
+        return None
+    return max(report.devices, key=lambda d: (report.devices[d].busy_us, -_dev_num(d)))
+
+
+def _dev_num(dev: str) -> int:
+    return int(dev) if dev.isdigit() else 1 << 30
+
+
+def n_steps(report: Report) -> int:
+    return max(len(report.steps), 1)
+
+
+def step_ms(report: Report) -> float:
+    """Mean step time, or the window when the trace has no steps."""
+    if report.steps:
+        return float(np.mean([s.dur_us for s in report.steps])) / 1000.0
+    return (report.window[1] - report.window[0]) / 1000.0
+
+
+def summary_values(report: Report, device: str | None = None) -> dict[str, tuple]:
+    """key -> (label, unit, value, lower_is_better) for one report."""
+    dev = device if device is not None else primary_device(report)
+    per = 1000.0 * n_steps(report)
+    out: dict[str, tuple] = {
+        "steps": ("steps", "", float(len(report.steps)), None),
+        "step_ms": ("step time (mean)", "ms", step_ms(report), True),
+    }
+    stats = report.devices.get(dev) if dev is not None else None
+    if stats is not None:
+        out["utilization"] = ("GPU utilization", "%", 100.0 * stats.utilization, False)
+        out["idle_ms"] = ("GPU idle per step", "ms", stats.idle_us / per, True)
+        for cause in CAUSES:
+            out[f"idle_{cause}_ms"] = (f"idle: {CAUSE_LABELS[cause]} per step", "ms",
+                                       stats.idle_by_cause.get(cause, 0.0) / per, True)
+    if report.steps:
+        dl = float(np.mean([s.data_loading_us for s in report.steps])) / 1000.0
+        out["data_loading_ms"] = ("CPU data loading per step", "ms", dl, True)
+    mem = report.memory.get(dev) if dev is not None else None
+    if mem is not None and mem.peak_reserved is not None:
+        out["peak_reserved_mib"] = ("peak reserved memory", "MiB", mem.peak_reserved / 2**20, None)
+    if mem is not None and mem.peak_allocated is not None:
+        out["peak_allocated_mib"] = ("peak allocated memory", "MiB",
+                                     mem.peak_allocated / 2**20, None)
+    if mem is not None:
+        out["reserved_drops"] = ("reserved memory drops", "", float(mem.reserved_drops), True)
+    return out
+
+
+def compare_reports(before: Report, after: Report, device_before: str | None = None,
+                    device_after: str | None = None) -> list[Metric]:
+    """Metrics of both runs with deltas, in a stable order (before's keys first)."""
+    a = summary_values(before, device_before)
+    b = summary_values(after, device_after)
+    keys = list(a) + [k for k in b if k not in a]
+    metrics = []
+    for key in keys:
+        label, unit, _, lower = a.get(key) or b[key]
+        metrics.append(Metric(key, label, unit, a[key][2] if key in a else None,
+                              b[key][2] if key in b else None, lower))
+    return metrics
+
+
+# ----------------------------------------------------------------------------- ranks
+
+
+@dataclass(frozen=True)
+class RankRow:
+    label: str
+    step_ms: float
+    utilization: float | None         # 0..1 on the rank's busiest device
+    idle_ms_by_cause: dict[str, float]  # per step
+    slowest: bool = False
+
+
+def rank_rows(reports: list[Report], labels: list[str]) -> list[RankRow]:
+    """One row per rank; the rank with the longest mean step is marked slowest."""
+    rows = []
+    for report, label in zip(reports, labels, strict=True):
+        dev = primary_device(report)
+        stats = report.devices.get(dev) if dev is not None else None
+        per = 1000.0 * n_steps(report)
+        idle = {c: (stats.idle_by_cause.get(c, 0.0) / per if stats else 0.0) for c in CAUSES}
+        rows.append(RankRow(label, step_ms(report), stats.utilization if stats else None, idle))
+    if len(rows) > 1:
+        worst = int(np.argmax([r.step_ms for r in rows]))
+        r = rows[worst]
+        rows[worst] = RankRow(r.label, r.step_ms, r.utilization, r.idle_ms_by_cause, True)
+    return rows
+
+
+# ----------------------------------------------------------------------------- steps
+
+STEP_PARTS = ("compute", "data_loading", "optimizer", "idle")
+
+
+def step_breakdown(report: Report, device: str | None = None) -> dict[str, np.ndarray]:
+    """Per step, µs of the GPU's time split into compute (busy), idle while the main thread
+    loaded data, idle during the optimizer, and other idle (sync, CPU ops, uncovered).
+
+    The four add up to the step's duration, so they stack into one bar per step.
+    """
+    n = len(report.steps)
+    dev = device if device is not None else primary_device(report)
+    out = {part: np.zeros(n) for part in STEP_PARTS}
+    if n == 0:
+        return out
+    lo = np.array([s.start_us for s in report.steps])
+    hi = lo + np.array([s.dur_us for s in report.steps])
+    stats = report.devices.get(dev) if dev is not None else None
+    if stats is None:  # no GPU: the whole step counts as idle, split by the CPU phases
+        out["data_loading"] = np.array([s.data_loading_us for s in report.steps])
+        out["optimizer"] = np.array([s.optimizer_us for s in report.steps])
+        out["idle"] = np.maximum(hi - lo - out["data_loading"] - out["optimizer"], 0.0)
+        return out
+    out["compute"] = np.array([s.gpu_busy_us.get(dev, 0.0) for s in report.steps])
+    spans, codes = stats.cause_spans, stats.cause_codes
+    for cause, part in (("data_loading", "data_loading"), ("optimizer", "optimizer")):
+        out[part] = covered_in(spans[codes == CAUSES.index(cause)], lo, hi)
+    out["idle"] = np.maximum(hi - lo - out["compute"] - out["data_loading"] - out["optimizer"],
+                             0.0)
+    return out
+
+
+def covered_in(spans: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Length of sorted disjoint `spans` inside each window [lo_k, hi_k]."""
+    if len(spans) == 0:
+        return np.zeros(len(lo))
+    lengths = spans[:, 1] - spans[:, 0]
+    cum = np.concatenate([[0.0], np.cumsum(lengths)])
+
+    def upto(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(spans[:, 0], x, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = np.clip(x - spans[j, 0], 0.0, lengths[j])
+        return np.where(i >= 0, cum[j] + inside, 0.0)
+
+    return upto(np.asarray(hi, float)) - upto(np.asarray(lo, float))

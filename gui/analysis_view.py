@@ -1,0 +1,192 @@
+"""The analysis page: rank and step selectors, timeline + memory, summary panel, rank table.
+
+Holds layout; the logic (which report, where to zoom) is small and lives here as slots.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from stallscope.core.document import Document
+
+from .ranks import RankTable
+from .summary import SummaryPanel
+from .timeline import TimelineView
+
+ALL_STEPS = "All steps"
+
+
+class AnalysisView(QWidget):
+    sig_status = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.document: Document | None = None
+        self.rank_index = 0
+
+        self.rank_label = QLabel("Rank:")
+        self.rank_combo = QComboBox()
+        self.rank_combo.currentIndexChanged.connect(self.set_rank)
+        self.step_combo = QComboBox()
+        self.step_combo.setMinimumWidth(190)
+        self.step_combo.currentIndexChanged.connect(self._on_step_chosen)
+        self.prev_button = QPushButton("◀ Step")
+        self.next_button = QPushButton("Step ▶")
+        self.fit_button = QPushButton("Zoom to fit")
+        self.prev_button.setToolTip("Previous step ([)")
+        self.next_button.setToolTip("Next step (])")
+        self.fit_button.setToolTip("Show the whole window (double-click the timeline)")
+        self.prev_button.clicked.connect(lambda: self.step_by(-1))
+        self.next_button.clicked.connect(lambda: self.step_by(+1))
+        self.fit_button.clicked.connect(self.fit)
+        hint = QLabel("wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit")
+        hint.setStyleSheet("color: #5c6670;")
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(6, 4, 6, 0)
+        bar.addWidget(self.rank_label)
+        bar.addWidget(self.rank_combo)
+        bar.addSpacing(12)
+        bar.addWidget(QLabel("Step:"))
+        bar.addWidget(self.step_combo)
+        bar.addWidget(self.prev_button)
+        bar.addWidget(self.next_button)
+        bar.addWidget(self.fit_button)
+        bar.addStretch(1)
+        bar.addWidget(hint)
+
+        self.rank_table = RankTable()
+        self.rank_table.sig_rank_selected.connect(self.set_rank)
+        self.timeline = TimelineView()
+        self.summary = SummaryPanel()
+        self.summary.setMinimumWidth(380)
+        self.summary.sig_cause_activated.connect(self.show_worst_gap)
+        self.summary.sig_advice_activated.connect(self.show_advice)
+
+        left = QWidget()
+        left_box = QVBoxLayout(left)
+        left_box.setContentsMargins(0, 0, 0, 0)
+        self.ranks_heading = QLabel("<b>Ranks</b> (the slowest rank sets everyone's pace; "
+                                    "click a row to view it)")
+        left_box.addWidget(self.ranks_heading)
+        left_box.addWidget(self.rank_table)
+        left_box.addWidget(self.timeline, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(self.summary)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([980, 420])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(bar)
+        layout.addWidget(self.splitter, 1)
+        self._show_rank_widgets(False)
+
+    # ------------------------------------------------------------------ document
+
+    @property
+    def report(self):
+        if self.document is None:
+            return None
+        return self.document.reports[self.rank_index]
+
+    def set_document(self, document: Document) -> None:
+        self.document = document
+        self.rank_index = -1
+        multi = document.multi_rank
+        self._show_rank_widgets(multi)
+        self.rank_combo.blockSignals(True)
+        self.rank_combo.clear()
+        self.rank_combo.addItems(document.labels)
+        self.rank_combo.blockSignals(False)
+        if multi:
+            self.rank_table.set_reports(document.reports, document.labels)
+        start = self.rank_table.slowest_index if multi else 0
+        self.set_rank(start or 0)
+
+    def _show_rank_widgets(self, visible: bool) -> None:
+        for w in (self.rank_label, self.rank_combo, self.rank_table, self.ranks_heading):
+            w.setVisible(visible)
+
+    def set_rank(self, index: int) -> None:
+        if self.document is None or not (0 <= index < len(self.document.reports)):
+            return
+        if index == self.rank_index:
+            return
+        self.rank_index = index
+        report = self.document.reports[index]
+        label = self.document.labels[index]
+        self.rank_combo.blockSignals(True)
+        self.rank_combo.setCurrentIndex(index)
+        self.rank_combo.blockSignals(False)
+        self.rank_table.select_rank(index)
+        self.timeline.set_report(report)
+        title = report.trace.path.name + (f" ({label})" if self.document.multi_rank else "")
+        self.summary.set_report(report, title)
+        self.step_combo.blockSignals(True)
+        self.step_combo.clear()
+        self.step_combo.addItem(ALL_STEPS)
+        self.step_combo.addItems([s.name for s in report.steps])
+        self.step_combo.blockSignals(False)
+        has_steps = bool(report.steps)
+        for w in (self.step_combo, self.prev_button, self.next_button):
+            w.setEnabled(has_steps)
+
+    # ------------------------------------------------------------------ navigation
+
+    def fit(self) -> None:
+        self.step_combo.setCurrentIndex(0)
+        self.timeline.fit()
+
+    def _on_step_chosen(self, combo_index: int) -> None:
+        if combo_index <= 0:
+            self.timeline.fit()
+        else:
+            self.timeline.zoom_to_step(combo_index - 1)
+
+    def step_by(self, delta: int) -> None:
+        n = self.step_combo.count()
+        if n <= 1:
+            return
+        cur = self.step_combo.currentIndex()
+        nxt = 1 if cur <= 0 and delta > 0 else n - 1 if cur <= 0 else cur + delta
+        self.step_combo.setCurrentIndex(min(max(nxt, 1), n - 1))
+
+    def show_worst_gap(self, cause: str) -> bool:
+        report = self.report
+        if report is None or not report.devices:
+            self.sig_status.emit("No GPU in this trace: there are no idle gaps to show.")
+            return False
+        gap = report.worst_gap(cause)
+        if gap is None:
+            self.sig_status.emit(f"No GPU idle time was charged to {cause.replace('_', ' ')}.")
+            return False
+        self.timeline.zoom_to(*gap)
+        self.sig_status.emit(f"Longest {cause.replace('_', ' ')} gap: "
+                             f"{(gap[1] - gap[0]) / 1000:,.2f} ms")
+        return True
+
+    def show_advice(self, index: int) -> bool:
+        report = self.report
+        if report is None or not (0 <= index < len(report.advice)):
+            return False
+        advice = report.advice[index]
+        if advice.focus is not None:
+            self.timeline.zoom_to(*advice.focus)
+            self.sig_status.emit(advice.title)
+            return True
+        if advice.cause is not None:
+            return self.show_worst_gap(advice.cause)
+        self.sig_status.emit(f"{advice.title}: nothing specific to show on the timeline.")
+        return False

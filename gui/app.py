@@ -1,0 +1,109 @@
+"""`stallscope [PATH] [--compare PATH2] [--screenshot OUT.png] [--demo]`: the desktop app.
+
+With --screenshot the window is rendered offscreen to OUT.png once PATH (and PATH2) are
+loaded, and the program exits: 0 on success, 2 with one line on stderr on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from stallscope.core import __version__
+
+DEFAULT_SIZE = (1400, 900)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stallscope", description="Why is my GPU waiting? Open a torch.profiler trace.")
+    parser.add_argument("path", nargs="?", help="trace file, TensorBoard log dir, session or "
+                                                "folder of ranks' traces")
+    parser.add_argument("--compare", metavar="PATH2", help="a second trace to compare (after)")
+    parser.add_argument("--screenshot", metavar="OUT.png",
+                        help="render the window offscreen to OUT.png and exit")
+    parser.add_argument("--size", default=f"{DEFAULT_SIZE[0]}x{DEFAULT_SIZE[1]}",
+                        help="window size for --screenshot, WxH (default %(default)s)")
+    parser.add_argument("--demo", action="store_true", help="run the bundled demo")
+    parser.add_argument("--version", action="version", version=f"stallscope {__version__}")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"stallscope: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise SystemExit(_fail(f"--size {text}: expected WxH, e.g. 1400x900")) from None
+    return w, h
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.screenshot:
+        if not args.path:
+            return _fail("--screenshot needs a PATH to open")
+        for p in (args.path, args.compare):
+            if p and not Path(p).exists():
+                return _fail(f"{p}: no such file or folder")
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("stallscope")
+    app.setOrganizationName("stallscope")
+    try:
+        from . import theme
+
+        theme.apply_theme(app, "light" if args.screenshot else theme.saved_mode())
+        app.setWindowIcon(theme.app_icon())
+    except (ImportError, AttributeError):
+        pass
+
+    from .main_window import MainWindow
+
+    window = MainWindow()
+    if args.screenshot:
+        return screenshot(window, args.path, args.compare, args.screenshot, _size(args.size))
+    window.show()
+    if args.path:
+        window.open_path(args.path)
+        if args.compare:
+            window.sig_document_shown.connect(lambda _doc: window.open_compare(args.compare))
+    elif args.demo:
+        window.run_demo()
+    return app.exec()
+
+
+def screenshot(window, path: str, compare: str | None, out: str,
+               size: tuple[int, int] = DEFAULT_SIZE) -> int:
+    """Load, render the window to `out`, return an exit code (2 on any error)."""
+    errors: list[str] = []
+    window.controller.sig_load_failed.connect(lambda _role, msg: errors.append(msg))
+    window.resize(*size)
+    window.show()
+    window.open_path(path)
+    if not window.wait_for_load() or errors:
+        return _fail(errors[0] if errors else f"{path}: loading timed out")
+    if compare:
+        window.open_compare(compare)
+        if not window.wait_for_load() or errors:
+            return _fail(errors[0] if errors else f"{compare}: loading timed out")
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    if not window.grab().save(out):
+        return _fail(f"{out}: cannot write the PNG")
+    window.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

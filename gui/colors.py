@@ -1,0 +1,50 @@
+"""Colours shared by the timeline, summary, compare and rank views (one place, one meaning)."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor
+
+CAUSE_ORDER = ("data_loading", "sync", "optimizer", "cpu_ops", "uncovered")
+
+CAUSE_COLORS = {
+    "data_loading": "#e8590c",
+    "sync": "#9c36b5",
+    "optimizer": "#2f9e44",
+    "cpu_ops": "#f0a202",
+    "uncovered": "#98a2ad",
+}
+
+CAUSE_LABELS = {
+    "data_loading": "data loading",
+    "sync": "sync",
+    "optimizer": "optimizer",
+    "cpu_ops": "CPU ops",
+    "uncovered": "uncovered",
+}
+
+BUSY_COLOR = "#1f5fa8"
+COMPUTE_COLOR = BUSY_COLOR
+STEP_COLORS = ("#eef2f7", "#dfe6ef")
+ALLOCATED_COLOR = "#1f5fa8"
+RESERVED_COLOR = "#c92a2a"
+BETTER_COLOR = "#2b8a3e"
+WORSE_COLOR = "#c92a2a"
+TEXT_COLOR = "#212529"
+MUTED_TEXT = "#5c6670"
+
+
+def qcolor(hex_color: str, alpha: int = 255) -> QColor:
+    color = QColor(hex_color)
+    color.setAlpha(alpha)
+    return color
+
+
+def lighten(hex_color: str, amount: float) -> str:
+    """Mix with white: idle shading stays readable under the darker busy bars."""
+    color = QColor(hex_color)
+    mix = [round(c + (255 - c) * amount) for c in (color.red(), color.green(), color.blue())]
+    return "#{:02x}{:02x}{:02x}".format(*mix)
+
+
+def cause_label(cause: str) -> str:
+    return CAUSE_LABELS.get(cause, cause.replace("_", " "))

@@ -1,0 +1,181 @@
+"""Compare two runs: a delta table (step time, utilization, each idle cause) over the two
+summaries side by side, so a user sees at a glance whether a fix worked.
+
+Standalone: `python -m stallscope.gui.compare_view BEFORE AFTER [--screenshot OUT.png]`.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from stallscope.core.compare import Metric, compare_reports
+
+from .colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR
+from .summary import SummaryPanel
+
+VERDICT_TEXT = {"better": "▼ better", "worse": "▲ worse", "same": "≈ same", "n/a": ""}
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f} {unit}".strip()
+
+
+class DeltaTable(QTableWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setColumnCount(5)
+        self.setHorizontalHeaderLabels(["metric", "before", "after", "change", ""])
+        self.verticalHeader().setVisible(False)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.metrics: list[Metric] = []
+
+    def set_metrics(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
+        self.setRowCount(len(metrics))
+        bold = QFont(self.font())
+        bold.setBold(True)
+        for r, m in enumerate(metrics):
+            change = "-" if m.delta is None else f"{m.delta:+,.1f} {m.unit}".strip()
+            if m.rel is not None:
+                change += f"  ({100 * m.rel:+.0f}%)"
+            cells = [m.label, _fmt(m.before, m.unit), _fmt(m.after, m.unit), change,
+                     VERDICT_TEXT[m.verdict]]
+            color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(m.verdict, MUTED_TEXT)
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if c:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                if c >= 3:
+                    item.setForeground(QBrush(QColor(color)))
+                    if m.verdict in ("better", "worse"):
+                        item.setFont(bold)
+                self.setItem(r, c, item)
+
+    def metric(self, key: str) -> Metric:
+        return next(m for m in self.metrics if m.key == key)
+
+
+class CompareView(QWidget):
+    """Before/after: deltas on top, both summaries below."""
+
+    sig_cause_activated = Signal(str, str)  # side ("before"/"after"), cause
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.heading = QLabel()
+        self.heading.setStyleSheet("font-size: 15px; font-weight: 700;")
+        self.heading.setWordWrap(True)
+        self.verdict_label = QLabel()
+        self.verdict_label.setWordWrap(True)
+        self.table = DeltaTable()
+        self.before = SummaryPanel(compact=True)
+        self.after = SummaryPanel(compact=True)
+        for side, panel in (("before", self.before), ("after", self.after)):
+            panel.sig_cause_activated.connect(
+                lambda c, side=side: self.sig_cause_activated.emit(side, c))
+        sides = QSplitter(Qt.Orientation.Horizontal)
+        for title, panel in (("BEFORE", self.before), ("AFTER", self.after)):
+            box = QWidget()
+            lay = QVBoxLayout(box)
+            lay.setContentsMargins(0, 0, 0, 0)
+            tag = QLabel(title)
+            tag.setStyleSheet(f"color: {MUTED_TEXT}; font-weight: 700; letter-spacing: 2px;"
+                              " padding-left: 10px;")
+            lay.addWidget(tag)
+            lay.addWidget(panel, 1)
+            sides.addWidget(box)
+        top = QHBoxLayout()
+        top.addWidget(self.heading, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.addLayout(top)
+        layout.addWidget(self.verdict_label)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(sides)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 5)
+        layout.addWidget(split, 1)
+        self.metrics: list[Metric] = []
+
+    def set_reports(self, before, after, before_title: str = "", after_title: str = "") -> None:
+        self.metrics = compare_reports(before, after)
+        b_name = before_title or before.trace.path.name
+        a_name = after_title or after.trace.path.name
+        self.heading.setText(f"{b_name}  →  {a_name}")
+        self.table.set_metrics(self.metrics)
+        self.before.set_report(before, b_name)
+        self.after.set_report(after, a_name)
+        self.verdict_label.setText(self._verdict_text())
+
+    def _verdict_text(self) -> str:
+        by_key = {m.key: m for m in self.metrics}
+        step = by_key.get("step_ms")
+        parts = []
+        if step is not None and step.rel is not None:
+            word = {"better": "faster", "worse": "slower", "same": "about as fast"}[step.verdict]
+            color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(step.verdict, MUTED_TEXT)
+            parts.append(f'<span style="color:{color}; font-weight:600">Steps are {word}: '
+                         f'{step.before:,.1f} → {step.after:,.1f} ms ({100 * step.rel:+.0f}%)'
+                         f'</span>')
+        util = by_key.get("utilization")
+        if util is not None and util.delta is not None:
+            parts.append(f"GPU utilization {util.before:.1f}% → {util.after:.1f}%")
+        dl = by_key.get("idle_data_loading_ms")
+        if dl is not None and dl.delta is not None:
+            parts.append(f"idle on data loading {dl.before:,.1f} → {dl.after:,.1f} ms per step")
+        return " · ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    from PySide6.QtWidgets import QApplication
+
+    from stallscope.core.analysis import analyze
+    from stallscope.core.errors import StallscopeError
+    from stallscope.core.trace import load
+
+    parser = argparse.ArgumentParser(description="Compare two traces.")
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--screenshot", help="save a PNG and exit")
+    args = parser.parse_args(argv)
+    try:
+        before, after = analyze(load(args.before)), analyze(load(args.after))
+    except StallscopeError as exc:
+        print(f"stallscope: error: {exc}", file=sys.stderr)
+        return 2
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    view = CompareView()
+    view.resize(1400, 900)
+    view.set_reports(before, after)
+    if args.screenshot:
+        view.grab().save(args.screenshot)
+        return 0
+    view.show()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,510 @@
+"""The main window: start screen, then tabs (analysis, compare, runs, heatmaps).
+
+Hooks for other views (import lazily, so a missing piece shows a message, never a crash):
+    window.open_path(path)            open a trace / TensorBoard dir / session / rank folder
+    window.open_compare(path)         load a second trace as "after" and compare
+    window.show_run(request=None)     a RunView tab (RunDialog first when no request)
+    window.run_demo()                 run the bundled demo
+    window.show_heatmap(profile)      a HeatmapView tab
+    window.add_page(widget, title)    any other view as a closable tab
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QStackedWidget,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from stallscope.core.document import Document
+from stallscope.core.errors import StallscopeError
+from stallscope.core.report_export import comparison_to_markdown, save_report
+
+from .analysis_view import AnalysisView
+from .compare_view import CompareView
+from .document_controller import DocumentController
+
+TRACE_FILTER = "Traces (*.json *.json.gz);;All files (*)"
+EXPORT_FILTERS = ("PNG image of the panels (*.png);;Report as Markdown (*.md);;"
+                  "Report as JSON (*.json)")
+
+
+class MessagePanel(QFrame):
+    """A non-modal strip above the content for errors and notes (never a traceback dialog)."""
+
+    STYLES = {"error": ("#fff5f5", "#c92a2a"), "info": ("#f1f8ff", "#1f5fa8")}
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.clicked.connect(self.hide)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 6, 6)
+        row.addWidget(self.label, 1)
+        row.addWidget(close)
+        self.level = ""
+        self.hide()
+
+    def show_message(self, text: str, level: str = "error") -> None:
+        bg, fg = self.STYLES.get(level, self.STYLES["info"])
+        self.setStyleSheet(f"MessagePanel {{ background: {bg}; border: 1px solid {fg}; "
+                           f"border-radius: 4px; }} QLabel {{ color: {fg}; }}")
+        self.label.setText(text)
+        self.level = level
+        self.show()
+
+    @property
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""
+
+
+class MainWindow(QMainWindow):
+    sig_document_shown = Signal(object)  # Document
+    sig_compare_shown = Signal(object)   # (before Report, after Report)
+
+    def __init__(self, recent_store=None) -> None:
+        super().__init__()
+        self.setWindowTitle("stallscope")
+        self.resize(1400, 900)
+        self.setAcceptDrops(True)
+        self.document: Document | None = None
+        self.compare_document: Document | None = None
+        self._recent_store = recent_store
+
+        self.controller = DocumentController(self)
+        self.controller.sig_load_started.connect(self._on_load_started)
+        self.controller.sig_load_progress.connect(self._on_progress)
+        self.controller.sig_document_loaded.connect(self._on_loaded)
+        self.controller.sig_load_failed.connect(self._on_failed)
+        self.controller.sig_load_cancelled.connect(self._on_cancelled)
+        self.controller.sig_busy_changed.connect(self._on_busy)
+
+        self.messages = MessagePanel()
+        self.analysis = AnalysisView()
+        self.analysis.sig_status.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.compare = CompareView()
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.setTabsClosable(True)
+        self.tabs.tabCloseRequested.connect(self._close_tab)
+        self.tabs.addTab(self.analysis, "Analysis")
+        self.tabs.tabBar().setTabButton(0, self.tabs.tabBar().ButtonPosition.RightSide, None)
+        self.start = self._make_start_screen()
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.start)
+        self.stack.addWidget(self.tabs)
+
+        central = QWidget()
+        box = QVBoxLayout(central)
+        box.setContentsMargins(4, 4, 4, 0)
+        box.setSpacing(4)
+        box.addWidget(self.messages)
+        box.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
+        self._build_status_bar()
+        self._build_menus()
+
+    # ------------------------------------------------------------------ building
+
+    def _make_start_screen(self) -> QWidget:
+        try:
+            from .start_screen import StartScreen
+        except ImportError:
+            return self._fallback_start()
+        screen = StartScreen(self.recent_store)
+        screen.sig_open_trace_requested.connect(self.choose_trace)
+        screen.sig_open_session_requested.connect(self.choose_session)
+        screen.sig_run_requested.connect(lambda: self.show_run())
+        screen.sig_demo_requested.connect(self.run_demo)
+        screen.sig_convert_requested.connect(self.open_lmdb_wizard)
+        screen.sig_recent_activated.connect(self.open_path)
+        screen.sig_path_dropped.connect(self.open_path)
+        return screen
+
+    def _fallback_start(self) -> QWidget:
+        page = QWidget()
+        col = QVBoxLayout(page)
+        col.addStretch(1)
+        title = QLabel("<h2>stallscope</h2>Why is my GPU waiting?<br><br>"
+                       "Open a torch.profiler trace (File ▸ Open, Ctrl+O) or drop it here.")
+        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        col.addWidget(title)
+        button = QPushButton("Open trace…")
+        button.clicked.connect(self.choose_trace)
+        col.addWidget(button, 0, Qt.AlignmentFlag.AlignCenter)
+        col.addStretch(2)
+        return page
+
+    @property
+    def recent_store(self):
+        if self._recent_store is None:
+            from stallscope.core.recent import RecentStore
+
+            self._recent_store = RecentStore()
+        return self._recent_store
+
+    def _build_status_bar(self) -> None:
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(260)
+        self.progress.setRange(0, 1000)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.controller.cancel)
+        self.status_bar = self.statusBar()
+        self.status_bar.addPermanentWidget(self.progress)
+        self.status_bar.addPermanentWidget(self.cancel_button)
+        self.progress.hide()
+        self.cancel_button.hide()
+
+    def _action(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+        action.triggered.connect(lambda _checked=False: slot())
+        menu.addAction(action)
+        self.actions_by_name[text.rstrip("…").strip()] = action
+        return action
+
+    def _build_menus(self) -> None:
+        self.actions_by_name: dict[str, QAction] = {}
+        bar = self.menuBar()
+        m = bar.addMenu("&File")
+        self._action(m, "Open…", self.choose_trace, QKeySequence.StandardKey.Open,
+                     "Open a trace file (.json, .json.gz)")
+        self._action(m, "Open session…", self.choose_session, "Ctrl+Shift+O",
+                     "Open a session, TensorBoard log folder or a folder of ranks' traces")
+        self._action(m, "Compare with…", self.choose_compare, "Ctrl+D",
+                     "Load a second trace as 'after' and compare it with the open one")
+        self.recent_menu = m.addMenu("Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        m.addSeparator()
+        self._action(m, "Export…", self.choose_export, "Ctrl+E",
+                     "Save the panels as PNG or the report as Markdown/JSON")
+        m.addSeparator()
+        self._action(m, "Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        m = bar.addMenu("&View")
+        self._action(m, "Zoom to fit", self.analysis.fit, "Ctrl+0")
+        self._action(m, "Next step", lambda: self.analysis.step_by(+1), "]")
+        self._action(m, "Previous step", lambda: self.analysis.step_by(-1), "[")
+        m.addSeparator()
+        self._action(m, "Start screen", lambda: self.stack.setCurrentWidget(self.start),
+                     "Ctrl+Shift+H")
+        try:
+            from .theme import theme_menu
+
+            m.addMenu(theme_menu(self))
+        except ImportError:
+            pass
+
+        m = bar.addMenu("&Run")
+        self._action(m, "Run script…", self.show_run, "Ctrl+R",
+                     "Run a training script under the profiler and watch it live")
+        self._action(m, "Run demo", self.run_demo, "Ctrl+Shift+R")
+
+        m = bar.addMenu("&Tools")
+        self._action(m, "Convert dataset to LMDB…", self.open_lmdb_wizard, "Ctrl+L")
+        self._action(m, "Open line profile…", self.choose_line_profile, "Ctrl+Shift+L")
+
+        m = bar.addMenu("&Help")
+        self._action(m, "About stallscope", self.show_about)
+
+    # ------------------------------------------------------------------ opening
+
+    def choose_trace(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open trace", "", TRACE_FILTER)
+        if path:
+            self.open_path(path)
+
+    def choose_session(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open session, log folder or ranks folder")
+        if path:
+            self.open_path(path)
+
+    def choose_compare(self) -> None:
+        if self.document is None:
+            self.show_message("Open a trace first; then compare it with a second one.", "info")
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with (after)", "", TRACE_FILTER)
+        if path:
+            self.open_compare(path)
+
+    def open_path(self, path: str) -> None:
+        self.controller.open(str(path), "main")
+
+    def open_compare(self, path: str) -> None:
+        if self.document is None:
+            self.show_message("Open a trace first; then compare it with a second one.", "info")
+            return
+        self.controller.open(str(path), "compare")
+
+    def _on_load_started(self, role: str, path: str) -> None:
+        what = "comparison trace" if role == "compare" else "trace"
+        self.status_bar.showMessage(f"Loading {what} {Path(path).name}…")
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+
+    def _on_busy(self, busy: bool) -> None:
+        self.progress.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+        if busy:
+            self.progress.setValue(0)
+
+    def _on_loaded(self, role: str, document: Document) -> None:
+        if role == "compare":
+            self.compare_document = document
+            self._show_compare()
+            return
+        self.document = document
+        self.messages.hide()
+        self.analysis.set_document(document)
+        self.stack.setCurrentWidget(self.tabs)
+        self.tabs.setCurrentWidget(self.analysis)
+        self.setWindowTitle(f"stallscope — {document.title}")
+        report = self.analysis.report
+        if not report.devices:
+            self.show_message(f"{document.title}: no GPU activity in this trace; showing the "
+                              "CPU main thread only.", "info")
+        self.status_bar.showMessage(f"Opened {document.title}", 8000)
+        self._remember(document)
+        self.sig_document_shown.emit(document)
+
+    def _show_compare(self) -> None:
+        before = self.analysis.report
+        after_doc = self.compare_document
+        after = after_doc.reports[0]
+        self.compare.set_reports(before, after, self._report_title(self.document, before),
+                                 self._report_title(after_doc, after))
+        if self.tabs.indexOf(self.compare) < 0:
+            self.tabs.addTab(self.compare, "Compare")
+        self.stack.setCurrentWidget(self.tabs)
+        self.tabs.setCurrentWidget(self.compare)
+        self.messages.hide()
+        self.status_bar.showMessage(f"Comparing with {after_doc.title}", 8000)
+        self.sig_compare_shown.emit((before, after))
+
+    def _report_title(self, doc: Document, report) -> str:
+        name = report.trace.path.name
+        if doc.multi_rank:
+            name += f" ({doc.labels[doc.reports.index(report)]})"
+        return name
+
+    def _on_failed(self, role: str, message: str) -> None:
+        kept = " The open document stays as it was." if self.document is not None else ""
+        self.show_message(f"Could not open: {message}.{kept}".replace("..", "."), "error")
+        self.status_bar.showMessage("Open failed", 8000)
+
+    def _on_cancelled(self, role: str) -> None:
+        self.status_bar.showMessage("Loading cancelled", 8000)
+
+    def show_message(self, text: str, level: str = "error") -> None:
+        self.messages.show_message(text, level)
+
+    def _remember(self, document: Document) -> None:
+        try:
+            from stallscope.core.recent import headline
+
+            self.recent_store.add(str(document.path), headline=headline(self.analysis.report))
+        except (OSError, ValueError, StallscopeError, ImportError):
+            return  # a recent list that cannot be written must not spoil an open
+        refresh = getattr(self.start, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        items = self.recent_store.items()
+        if not items:
+            self.recent_menu.addAction("(nothing yet)").setEnabled(False)
+        for item in items:
+            action = self.recent_menu.addAction(Path(item.path).name)
+            action.setToolTip(item.path)
+            action.setStatusTip(item.path)
+            action.triggered.connect(lambda _c=False, p=item.path: self.open_path(p))
+
+    # ------------------------------------------------------------------ drag and drop
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt API
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt API
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_path(url.toLocalFile())
+                event.acceptProposedAction()
+                return
+
+    # ------------------------------------------------------------------ export
+
+    def choose_export(self) -> None:
+        if self.document is None:
+            self.show_message("Nothing to export yet: open a trace first.", "info")
+            return
+        stem = Path(self.analysis.report.trace.path).name.split(".")[0]
+        path, chosen = QFileDialog.getSaveFileName(self, "Export", f"{stem}-stallscope.png",
+                                                   EXPORT_FILTERS)
+        if path:
+            if not Path(path).suffix:
+                path += ".md" if "Markdown" in chosen else ".json" if "JSON" in chosen else ".png"
+            self.export_to(path)
+
+    def export_to(self, path: str) -> bool:
+        """PNG of the visible panels, or the report as .md/.json. Errors become a message."""
+        p = Path(path)
+        try:
+            if p.suffix.lower() == ".png":
+                target = self.tabs.currentWidget() if self.stack.currentWidget() is self.tabs \
+                    else self.centralWidget()
+                if not target.grab().save(str(p)):
+                    raise StallscopeError(f"{p}: cannot write the PNG")
+            elif self.tabs.currentWidget() is self.compare and p.suffix.lower() == ".md":
+                p.write_text(comparison_to_markdown(self.compare.metrics,
+                                                    self.compare.before.title.text(),
+                                                    self.compare.after.title.text()))
+            else:
+                if self.analysis.report is None:
+                    raise StallscopeError("nothing to export: open a trace first")
+                save_report(self.analysis.report, p)
+        except (StallscopeError, OSError) as exc:
+            self.show_message(f"Export failed: {exc}", "error")
+            return False
+        self.status_bar.showMessage(f"Saved {p}", 8000)
+        return True
+
+    # ------------------------------------------------------------------ other views
+
+    def add_page(self, widget: QWidget, title: str) -> int:
+        index = self.tabs.addTab(widget, title)
+        self.stack.setCurrentWidget(self.tabs)
+        self.tabs.setCurrentIndex(index)
+        return index
+
+    def _close_tab(self, index: int) -> None:
+        widget = self.tabs.widget(index)
+        if widget is self.analysis:
+            return
+        self.tabs.removeTab(index)
+        if widget is not self.compare:
+            widget.deleteLater()
+        if self.tabs.count() == 1 and self.document is None:
+            self.stack.setCurrentWidget(self.start)
+
+    def _optional(self, module: str, what: str):
+        """Import a view another part of the app provides; a clear message when it is absent."""
+        try:
+            return importlib.import_module(f"{__package__}.{module}")
+        except ImportError as exc:
+            self.show_message(f"{what} is not available in this build ({exc}).", "info")
+            return None
+
+    def show_run(self, request=None) -> None:
+        run_view = self._optional("run_view", "Running a script")
+        if run_view is None:
+            return
+        if request is None:
+            run_dialog = self._optional("run_dialog", "The run dialog")
+            if run_dialog is None:
+                return
+            dialog = run_dialog.RunDialog(self)
+            if not dialog.exec():
+                return
+            request = dialog.request()
+        view = run_view.RunView(request)
+        view.sig_trace_ready.connect(self.open_path)
+        self.add_page(view, "Run")
+
+    def run_demo(self) -> None:
+        run_view = self._optional("run_view", "The demo run")
+        if run_view is None:
+            return
+        make = getattr(run_view, "demo_request", None)
+        if make is None:
+            self.show_message("The demo run is not available in this build.", "info")
+            return
+        self.show_run(make())
+
+    def show_heatmap(self, profile, title: str = "Line heatmap") -> None:
+        heatmap = self._optional("heatmap", "The line heatmap")
+        if heatmap is None:
+            return
+        view = heatmap.HeatmapView()
+        view.set_profile(profile)
+        self.add_page(view, title)
+
+    def choose_line_profile(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open line profile", "",
+                                              "Line profiles (*.json);;All files (*)")
+        if not path:
+            return
+        try:
+            from stallscope.core import lineprof
+
+            profile = lineprof.load(path)
+        except (ImportError, AttributeError) as exc:
+            self.show_message(f"Line profiles cannot be opened in this build ({exc}).", "info")
+            return
+        except StallscopeError as exc:
+            self.show_message(f"Could not open: {exc}", "error")
+            return
+        self.show_heatmap(profile, Path(path).name)
+
+    def open_lmdb_wizard(self) -> None:
+        wizard = self._optional("lmdb_wizard", "The LMDB wizard")
+        if wizard is not None:
+            wizard.open_lmdb_wizard(self)
+
+    def show_about(self) -> None:
+        about = self._optional("about", "The About dialog")
+        if about is not None:
+            dialog = about.AboutDialog(self)
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            dialog.show()
+
+    # ------------------------------------------------------------------ lifetime
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        self.controller.cancel()
+        super().closeEvent(event)
+
+    def wait_for_load(self, timeout_ms: int = 120_000) -> bool:
+        """Block (running the event loop) until no load is in flight. For scripts and tests."""
+        from PySide6.QtCore import QEventLoop
+
+        if not self.controller.busy:
+            return True
+        loop = QEventLoop()
+
+        def done(busy: bool) -> None:
+            if not busy:
+                loop.quit()
+
+        self.controller.sig_busy_changed.connect(done)
+        QTimer.singleShot(timeout_ms, loop.quit)
+        loop.exec()
+        self.controller.sig_busy_changed.disconnect(done)
+        return not self.controller.busy

@@ -1,0 +1,139 @@
+"""Memory plot: allocated and reserved CUDA memory per device, reserved drops marked.
+
+The x axis is milliseconds since the analysis window's start, shared with the timeline
+(`setXLink`). Lines are downsampled ('peak', so spikes survive) and clipped to the view, so a
+trace with hundreds of thousands of [memory] events stays fluid.
+
+Standalone: `python -m stallscope.gui.memory_plot TRACE`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from .colors import ALLOCATED_COLOR, RESERVED_COLOR, TEXT_COLOR
+
+_DEVICE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
+
+
+def byte_scale(peak: float) -> tuple[float, str]:
+    """Divisor and unit so the y axis reads in MB or GB, not in raw bytes."""
+    if peak >= 2 * 1024**3:
+        return float(1024**3), "GB"
+    return float(1024**2), "MB"
+
+
+class MemoryPlot(pg.PlotItem):
+    """One PlotItem holding, per CUDA device, an allocated and a reserved line and drop marks."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.setMouseEnabled(x=True, y=False)
+        self.showGrid(x=True, y=True, alpha=0.15)
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.getAxis("left").setWidth(130)
+        self.getAxis("bottom").setLabel("time since window start (ms)")
+        self.legend = self.addLegend(offset=(8, 4), labelTextColor=TEXT_COLOR, colCount=4,
+                                     brush=pg.mkBrush(255, 255, 255, 220))
+        self.lines: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem | None]] = {}
+        self.drops: dict[str, pg.ScatterPlotItem] = {}
+        self._empty_text: pg.TextItem | None = None
+        self._series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.scale, self.unit = float(1024**2), "MB"
+
+    def clear_memory(self) -> None:
+        for alloc, reserved in self.lines.values():
+            self.removeItem(alloc)
+            if reserved is not None:
+                self.removeItem(reserved)
+        for scatter in self.drops.values():
+            self.removeItem(scatter)
+        if self._empty_text is not None:
+            self.removeItem(self._empty_text)
+            self._empty_text = None
+        self.legend.clear()
+        self.lines.clear()
+        self.drops.clear()
+        self._series.clear()
+
+    def set_memory(self, memory: dict, t0_us: float, span_ms: float) -> None:
+        """`memory`: Report.memory (device id -> MemoryStats); `t0_us`: the window start."""
+        self.clear_memory()
+        series = {dev: m for dev, m in sorted(memory.items()) if len(m.ts)}
+        if not series:
+            self._show_empty("No CUDA memory events in this trace", span_ms)
+            return
+        peak = max(float(np.nanmax(m.reserved)) if len(m.reserved) and np.isfinite(
+            m.reserved).any() else float(np.nanmax(m.allocated)) for m in series.values())
+        self.scale, self.unit = byte_scale(peak)
+        self.getAxis("left").setLabel(f"memory ({self.unit})")
+        for i, (dev, m) in enumerate(series.items()):
+            style = _DEVICE_STYLES[i % len(_DEVICE_STYLES)]
+            x = (np.asarray(m.ts, dtype=np.float64) - t0_us) / 1000.0
+            alloc = np.asarray(m.allocated, dtype=np.float64) / self.scale
+            reserved = np.asarray(m.reserved, dtype=np.float64) / self.scale
+            self._series[dev] = (x, alloc, reserved)
+            suffix = f" GPU {dev}" if len(series) > 1 else ""
+            a_item = self._line(x, alloc, ALLOCATED_COLOR, style, f"allocated{suffix}")
+            r_item = None
+            if np.isfinite(reserved).any():
+                r_item = self._line(x, reserved, RESERVED_COLOR, style, f"reserved{suffix}")
+            else:  # 2021 traces record no totals: allocated is the running sum of Bytes
+                self.legend.addItem(pg.PlotDataItem([], []), f"reserved{suffix}: not recorded")
+            self.lines[dev] = (a_item, r_item)
+            drop_x, drop_y = self._drop_points(m, x, reserved, t0_us)
+            scatter = pg.ScatterPlotItem(
+                drop_x, drop_y, symbol="t", size=9, pen=pg.mkPen(RESERVED_COLOR),
+                brush=pg.mkBrush(255, 255, 255, 230))
+            self.addItem(scatter)
+            if len(drop_x):
+                self.legend.addItem(scatter, f"reserved drop{suffix} ({len(drop_x)})")
+            self.drops[dev] = scatter
+        # From zero (memory is an amount), with headroom for the legend above the lines.
+        self.setYRange(0, peak / self.scale * 1.4, padding=0)
+
+    def _line(self, x, y, color, style, name) -> pg.PlotDataItem:
+        item = pg.PlotDataItem(x, y, pen=pg.mkPen(color, width=1.6, style=style), name=name)
+        self.addItem(item)  # clipping needs the ViewBox, so only once the item is in it
+        item.setClipToView(True)
+        item.setDownsampling(auto=True, method="peak")
+        return item
+
+    def _drop_points(self, m, x, reserved, t0_us) -> tuple[np.ndarray, np.ndarray]:
+        drop_ts = np.asarray(getattr(m, "drop_ts", ()), dtype=np.float64)
+        if not len(drop_ts) or not len(x):
+            return np.empty(0), np.empty(0)
+        # A drop is marked at the level reserved memory fell to.
+        idx = np.clip(np.searchsorted(np.asarray(m.ts, dtype=np.float64), drop_ts, "right") - 1,
+                      0, len(x) - 1)
+        return (drop_ts - t0_us) / 1000.0, reserved[idx]
+
+    def _show_empty(self, text: str, span_ms: float) -> None:
+        self.getAxis("left").setLabel("memory")
+        self._empty_text = pg.TextItem(text, color="#5c6670", anchor=(0.5, 0.5))
+        self.addItem(self._empty_text)
+        self._empty_text.setPos(span_ms / 2.0, 0.5)
+        self.setYRange(0, 1)
+
+    def describe(self, x_ms: float) -> str | None:
+        """Allocated / reserved at x, for the hover line."""
+        parts = []
+        for dev, (x, alloc, reserved) in self._series.items():
+            i = int(np.searchsorted(x, x_ms, "right")) - 1
+            if 0 <= i < len(x):
+                parts.append(f"GPU {dev}: allocated {alloc[i]:,.1f} {self.unit}, "
+                             f"reserved {reserved[i]:,.1f} {self.unit}")
+        return " | ".join(parts) if parts else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .timeline import run_standalone
+
+    return run_standalone(argv, memory_only=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
