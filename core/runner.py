@@ -108,6 +108,28 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="start a new process group so the app can stop the whole tree")
 
 
+def build_argv(session: str | os.PathLike, script: str, args: list[str],
+               schedule: dict | None = None, options: dict | None = None) -> list[str]:
+    """The runner's command line for a session (used by `stallscope-cli run` and the app)."""
+    schedule = {**DEFAULT_SCHEDULE, **(schedule or {})}
+    options = options or {}
+    argv = ["--session", str(session)]
+    for key in DEFAULT_SCHEDULE:
+        argv += [f"--{key}", str(int(schedule[key]))]
+    for key in ("profile_memory", "record_shapes", "with_stack", "stop_after_window"):
+        if key in options:
+            flag = key.replace("_", "-")
+            argv.append(f"--{flag}" if options[key] else f"--no-{flag}")
+    if int(options.get("nproc_per_node", 1)) > 1:
+        argv += ["--nproc-per-node", str(int(options["nproc_per_node"]))]
+    if options.get("lineprof", "off") not in ("off", "", None):
+        argv += ["--lineprof", str(options["lineprof"]),
+                 "--lineprof-depth", str(int(options.get("lineprof_depth", 0)))]
+    if options.get("process_group"):
+        argv.append("--process-group")
+    return [*argv, "--", str(script), *args]
+
+
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     """Options before `--`, the script and its arguments after (a `--` is optional)."""
     if "--" in argv:
@@ -555,36 +577,33 @@ class TraceWriter:
 
 
 def start_lineprof(opts: argparse.Namespace, session: Path, log: EventLog):
+    """Load lineprof_capture.py from this file's folder by path (stallscope need not be
+    installed) and start it; it reports a missing line_profiler itself, with the install line."""
     if opts.lineprof == "off":
         return None
+
+    def emit(record: dict) -> None:
+        log.emit_dict(record)
+        if record.get("event") in ("warning", "error") and record.get("message"):
+            say(str(record["message"]))
+
     path = Path(__file__).resolve().with_name("lineprof_capture.py")
-    try:
-        import line_profiler  # noqa: F401
-    except ImportError:
-        message = (f"line profiling needs line_profiler in {sys.executable}: run  "
-                   f"{sys.executable} -m pip install line_profiler")
-        log.emit("error", message=message)
-        say(message)
-        return None
     if not path.exists():
-        message = f"line profiling is not available: {path} is missing"
-        log.emit("error", message=message)
-        say(message)
+        emit({"event": "warning", "source": "lineprof",
+              "message": f"line profiling is not available: {path} is missing"})
         return None
-    spec = importlib.util.spec_from_file_location(LINEPROF_MODULE, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[LINEPROF_MODULE] = module
-    spec.loader.exec_module(module)
-    if str(path.parent) not in sys.path:
-        sys.path.append(str(path.parent))  # spawn'd DataLoader workers re-import it by name
-    out_dir = session / LINEPROF
-    out_dir.mkdir(exist_ok=True)
     try:
-        return module.start(opts.lineprof, opts.lineprof_depth, str(out_dir), log.emit_dict)
+        module = sys.modules.get(LINEPROF_MODULE)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(LINEPROF_MODULE, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[LINEPROF_MODULE] = module
+            spec.loader.exec_module(module)
+        return module.start(opts.lineprof, opts.lineprof_depth, str(session / LINEPROF), emit)
     except Exception as exc:  # noqa: BLE001 - a bad target must not stop the run
-        message = f"line profiling could not start for {opts.lineprof!r}: {exc}"
-        log.emit("error", message=message)
-        say(message)
+        emit({"event": "warning", "source": "lineprof",
+              "message": f"line profiling could not start for {opts.lineprof!r}: "
+                         f"{type(exc).__name__}: {exc}"})
         return None
 
 
@@ -597,7 +616,10 @@ def finish_lineprof(capture, log: EventLog) -> None:
         log.emit("error", message=f"line profiling failed: {type(exc).__name__}: {exc}")
         return
     if path:
-        log.emit("lineprof_ready", path=str(path))
+        p = Path(path).resolve()
+        session = log.path.parent.resolve()
+        log.emit("lineprof_ready", path=str(p.relative_to(session) if p.is_relative_to(session)
+                                            else p))
 
 
 # ----------------------------------------------------------------------------- running
@@ -743,14 +765,13 @@ def run_single(opts: argparse.Namespace) -> int:
     try:
         script = Path(opts.script).expanduser().resolve()
         try:
-            torch = import_torch()
-            info = torch_info(torch)
+            check_script(script)
+            info = torch_info(import_torch())
             if rank is None or (rank == 0 and not (session / RUN_JSON).exists()):
                 write_run_json(session, opts, script, info)
             log.emit("started", script=str(script), args=opts.script_args, cwd=os.getcwd(),
                      pid=os.getpid(), python=sys.executable, session=str(session),
                      schedule={k: getattr(opts, k) for k in DEFAULT_SCHEDULE}, **info)
-            check_script(script)
             install_stop_handler()
             result = run_script(opts, session, log, script, rank)
         except SetupError as exc:
@@ -779,8 +800,8 @@ def run_distributed(opts: argparse.Namespace) -> int:
     try:
         script = Path(opts.script).expanduser().resolve()
         try:
-            info = torch_info(import_torch())
             check_script(script)
+            info = torch_info(import_torch())
             write_run_json(session, opts, script, info)
             own, _ = split_argv(opts.argv)
             rank_args = [a for a in drop_option(drop_option(own, "--nproc-per-node"), "--session")

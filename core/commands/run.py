@@ -1,6 +1,121 @@
-"""`stallscope-cli run` (placeholder until its issue lands)."""
+"""`stallscope-cli run [options] -- script.py [args]`: capture a session headless.
+
+The runner runs in a child process (by file path, in `--python` when given), so that a runner
+killed by a signal still leaves a session ending with a `finished` record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import runner
+from ..errors import StallscopeError
+from ..session import open_session, write_finished
+
+RUNNER_PATH = Path(runner.__file__).resolve()
 
 
 def register(sub) -> None:
-    p = sub.add_parser("run", help="(not yet available)")
-    p.set_defaults(func=lambda args: print("stallscope-cli run: not yet available") or 1)
+    p = sub.add_parser(
+        "run", help="run a training script under torch.profiler into a session folder",
+        usage="stallscope-cli run [options] -- script.py [args]",
+        description="Run an unmodified training script under torch.profiler. Steps follow "
+                    "optimizer.step() (or DataLoader batches); the trace, per-step events and "
+                    "the script's output land in a session folder.",
+    )
+    runner.add_run_options(p)
+    p.add_argument("--python", default=sys.executable, metavar="PATH",
+                   help="interpreter that runs the script; it needs torch, not stallscope "
+                        "(default: this one)")
+    p.add_argument("--cwd", metavar="DIR", help="the script's working directory (default: here)")
+    p.add_argument("--analyze", action=argparse.BooleanOptionalAction, default=True,
+                   help="print the analysis of the trace at the end (default on)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- script.py [args]")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise StallscopeError("no script given: stallscope-cli run [options] -- script.py [args]")
+    cwd = Path(args.cwd).expanduser().resolve() if args.cwd else Path.cwd()
+    if not cwd.is_dir():
+        raise StallscopeError(f"{cwd}: working directory does not exist")
+    script = Path(command[0]).expanduser()
+    script = script if script.is_absolute() else cwd / script
+    session = (Path(args.session).expanduser().resolve() if args.session
+               else runner.default_session_dir(script.name))
+    options = {k: getattr(args, k) for k in ("profile_memory", "record_shapes", "with_stack",
+                                              "stop_after_window", "nproc_per_node", "lineprof",
+                                              "lineprof_depth")}
+    schedule = {k: getattr(args, k) for k in runner.DEFAULT_SCHEDULE}
+    argv = runner.build_argv(session, str(script), command[1:], schedule, options)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        proc = subprocess.Popen([args.python, str(RUNNER_PATH), *argv], cwd=cwd, env=env)
+    except OSError as exc:
+        message = f"cannot start the interpreter {args.python}: {exc.strerror or exc}"
+        _close_session(session, None, message)
+        raise StallscopeError(message) from None
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:  # the runner got the same SIGINT: let it write its trace
+        rc = proc.wait()
+    if rc < 0:
+        import signal
+        _close_session(session, rc, f"killed by {signal.Signals(-rc).name}")
+    elif session.is_dir():
+        _close_session(session, rc, f"runner ended with code {rc} without a finished record")
+    if session.is_dir():
+        _report(session, args.analyze)
+    return rc if rc >= 0 else 128 - rc
+
+
+def _close_session(session: Path, rc: int | None, reason: str) -> None:
+    try:
+        write_finished(session, rc, reason)
+    except OSError:
+        pass  # an unwritable session folder: the runner already said so
+
+
+def _report(session: Path, analyze: bool) -> None:
+    try:
+        s = open_session(session).summary()
+    except StallscopeError:
+        return
+    line = f"stallscope: session {s['session']}: {s['reason']} (rc {s['rc']}), {s['steps']} steps"
+    if "median_step_ms" in s:
+        line += (f"; median step {s['median_step_ms']:.1f} ms, data-wait "
+                 f"{s['median_data_wait_ms']:.1f} ms ({100 * s['data_wait_share']:.0f}%)")
+    print(line, file=sys.stderr)
+    for trace in s["traces"]:
+        print(f"stallscope: trace {trace}", file=sys.stderr)
+    if s.get("warning"):
+        print(f"stallscope: {s['warning']}", file=sys.stderr)
+    if not s["traces"]:
+        return
+    if analyze:
+        _print_advice(Path(s["traces"][-1]))
+    print(f"stallscope: open it with:  stallscope {session}    or:  stallscope-cli analyze "
+          f"{session}", file=sys.stderr)
+
+
+def _print_advice(trace_path: Path) -> None:
+    try:
+        from ..analysis import analyze
+        from ..trace import load
+    except ImportError:
+        return
+    try:
+        report = analyze(load(trace_path))
+    except StallscopeError as exc:
+        print(f"stallscope: analysis failed: {exc}", file=sys.stderr)
+        return
+    for advice in report.advice:
+        print(f"stallscope: [{advice.id}] {advice.title}", file=sys.stderr)

@@ -1,0 +1,250 @@
+"""Read a session folder written by the runner: run.json, events, traces, stdout.
+
+Replay reads every events*.jsonl at once; `EventFollower` reads what was appended since the last
+poll and never hands out a line that is not yet complete (the runner may be mid-write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import StallscopeError
+from .runner import EVENTS, RUN_JSON, STDOUT_LOG, TRACE_SUFFIX, TRACES
+
+EVENT_GLOB = "events*.jsonl"
+STEP_FIELDS = ("n", "wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")
+
+
+def is_session(path: str | os.PathLike) -> bool:
+    p = Path(path)
+    return p.is_dir() and ((p / RUN_JSON).is_file() or any(p.glob(EVENT_GLOB)))
+
+
+def rank_of_file(path: Path) -> int | None:
+    """events.rank3.jsonl -> 3; events.jsonl -> None."""
+    parts = path.name.split(".")
+    if len(parts) == 3 and parts[1].startswith("rank") and parts[1][4:].isdigit():
+        return int(parts[1][4:])
+    return None
+
+
+def parse_lines(data: bytes, source_rank: int | None) -> tuple[list[dict], int]:
+    """Complete JSON lines to events; returns (events, lines that were not JSON objects)."""
+    events, bad = [], 0
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(record, dict) or "event" not in record:
+            bad += 1
+            continue
+        if source_rank is not None:
+            record.setdefault("rank", source_rank)
+        events.append(record)
+    return events, bad
+
+
+def read_events(path: str | os.PathLike) -> list[dict]:
+    """All events of one events file. A torn last line (a runner killed mid-write) is skipped."""
+    p = Path(path)
+    events, _ = parse_lines(p.read_bytes(), rank_of_file(p))
+    return events
+
+
+class EventFollower:
+    """Incremental reader of a session's events*.jsonl files (new rank files are picked up)."""
+
+    def __init__(self, session: str | os.PathLike) -> None:
+        self.path = Path(session)
+        self._offsets: dict[Path, int] = {}
+        self._tails: dict[Path, bytes] = {}
+        self.bad_lines = 0
+
+    def poll(self) -> list[dict]:
+        out: list[dict] = []
+        for p in sorted(self.path.glob(EVENT_GLOB)):
+            out.extend(self._read_new(p))
+        out.sort(key=lambda e: e.get("t", 0.0))
+        return out
+
+    def _read_new(self, p: Path) -> list[dict]:
+        offset = self._offsets.get(p, 0)
+        try:
+            size = p.stat().st_size
+            if size < offset:  # rewritten from scratch: start over
+                offset, self._tails[p] = 0, b""
+            if size == offset:
+                return []
+            with open(p, "rb") as f:
+                f.seek(offset)
+                data = f.read(size - offset)
+        except OSError:
+            return []
+        self._offsets[p] = offset + len(data)
+        data = self._tails.get(p, b"") + data
+        cut = data.rfind(b"\n") + 1
+        self._tails[p] = data[cut:]
+        events, bad = parse_lines(data[:cut], rank_of_file(p))
+        self.bad_lines += bad
+        return events
+
+
+@dataclass
+class Steps:
+    """Per-step figures of one rank as numpy columns (NaN where a figure was not recorded)."""
+
+    n: np.ndarray
+    wall_ms: np.ndarray
+    data_wait_ms: np.ndarray
+    rss: np.ndarray
+    cuda_allocated: np.ndarray
+    cuda_reserved: np.ndarray
+    phase: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_events(cls, events: list[dict], rank: int | None = None) -> Steps:
+        rows = [e for e in events if e.get("event") == "step"
+                and (rank is None or e.get("rank", 0) == rank)]
+        cols = {k: np.array([_num(e.get(k)) for e in rows], dtype=np.float64)
+                for k in STEP_FIELDS}
+        return cls(**cols, phase=[str(e.get("phase", "")) for e in rows])
+
+    def __len__(self) -> int:
+        return len(self.n)
+
+
+def _num(value) -> float:
+    return float(value) if isinstance(value, int | float) else np.nan
+
+
+@dataclass
+class Session:
+    path: Path
+    run: dict
+    events: list[dict]
+
+    @property
+    def finished(self) -> dict | None:
+        """The launcher's (or single process's) finished record; else the last rank's."""
+        done = [e for e in self.events if e.get("event") == "finished"]
+        top = [e for e in done if "rank" not in e]
+        return (top or done or [None])[-1]
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({e["rank"] for e in self.events if isinstance(e.get("rank"), int)})
+
+    def steps(self, rank: int | None = None) -> Steps:
+        if rank is None and self.ranks:
+            rank = self.ranks[0]
+        return Steps.from_events(self.events, rank)
+
+    def traces(self) -> list[Path]:
+        """Announced traces that exist, in the order written, then any others in traces/."""
+        seen: list[Path] = []
+        for e in self.events:
+            if e.get("event") == "trace_ready" and e.get("path"):
+                p = resolve_path(self.path, e["path"])
+                if p.is_file() and p not in seen:
+                    seen.append(p)
+        extra = sorted((p for p in (self.path / TRACES).glob(f"*{TRACE_SUFFIX}")
+                        if p not in seen), key=lambda p: p.stat().st_mtime)
+        return seen + extra
+
+    def stdout(self, limit: int = 4 << 20) -> str:
+        """The tail of stdout.log (the launcher's, or rank 0's under torchrun)."""
+        for name in (STDOUT_LOG, "stdout.rank0.log"):
+            p = self.path / name
+            if p.is_file():
+                with open(p, "rb") as f:
+                    f.seek(max(0, p.stat().st_size - limit))
+                    return f.read().decode("utf-8", errors="replace")
+        return ""
+
+    def summary(self) -> dict:
+        steps = self.steps()
+        # Step 0 carries start-up (imports, worker start) and would skew the medians.
+        body = slice(1, None) if len(steps) > 1 else slice(None)
+        wall, wait = steps.wall_ms[body], steps.data_wait_ms[body]
+        fin = self.finished or {}
+        out = {"session": str(self.path), "rc": fin.get("rc"), "reason": fin.get("reason"),
+               "steps": len(steps), "traces": [str(p) for p in self.traces()]}
+        if len(wall):
+            out["median_step_ms"] = float(np.nanmedian(wall))
+            out["median_data_wait_ms"] = float(np.nanmedian(wait))
+            total = float(np.nansum(wall))
+            out["data_wait_share"] = float(np.nansum(wait) / total) if total > 0 else 0.0
+        if fin.get("warning"):
+            out["warning"] = fin["warning"]
+        return out
+
+
+def resolve_path(session: Path, path: str) -> Path:
+    """Event paths are relative to the session (it may have been copied from another machine)."""
+    p = Path(path)
+    if not p.is_absolute():
+        return session / p
+    if not p.exists() and (session / TRACES / p.name).exists():
+        return session / TRACES / p.name
+    return p
+
+
+def open_session(path: str | os.PathLike) -> Session:
+    p = Path(path)
+    if not p.is_dir():
+        raise StallscopeError(f"{p}: not a folder")
+    if not is_session(p):
+        raise StallscopeError(f"{p}: not a stallscope session (no run.json nor events.jsonl)")
+    run = {}
+    if (p / RUN_JSON).is_file():
+        try:
+            run = json.loads((p / RUN_JSON).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise StallscopeError(f"{p / RUN_JSON}: unreadable ({exc})") from None
+    events: list[dict] = []
+    for f in sorted(p.glob(EVENT_GLOB)):
+        events.extend(read_events(f))
+    events.sort(key=lambda e: e.get("t", 0.0))
+    return Session(p, run if isinstance(run, dict) else {}, events)
+
+
+def has_finished(path: str | os.PathLike) -> bool:
+    p = Path(path) / EVENTS
+    return p.is_file() and any(e.get("event") == "finished" for e in read_events(p))
+
+
+def write_finished(path: str | os.PathLike, rc: int | None, reason: str, **extra) -> bool:
+    """Close a session the runner could not close itself (killed, failed to start).
+
+    Returns False (and writes nothing) when events.jsonl already ends the run."""
+    p = Path(path)
+    if has_finished(p):
+        return False
+    p.mkdir(parents=True, exist_ok=True)
+    events = p / EVENTS
+    record = {"event": "finished", "t": round(time.time(), 6), "rc": rc, "reason": reason,
+              "written_by": "stallscope app", **extra}
+    with open(events, "ab") as f:
+        if events.stat().st_size and not _ends_with_newline(events):
+            f.write(b"\n")  # a torn last line stays torn; the record starts on its own line
+        f.write((json.dumps(record) + "\n").encode())
+    log = p / STDOUT_LOG
+    if not log.exists():
+        log.touch()
+    return True
+
+
+def _ends_with_newline(p: Path) -> bool:
+    with open(p, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
