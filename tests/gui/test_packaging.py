@@ -61,7 +61,8 @@ def test_built_app_starts_and_opens_a_trace(tmp_path):
     )
     build_s = time.monotonic() - started
     assert build.returncode == 0, build.stderr[-3000:]
-    binary = tmp_path / "dist" / "stallscope" / ("stallscope.exe" if os.name == "nt" else "stallscope")
+    name = "stallscope.exe" if os.name == "nt" else "stallscope"
+    binary = tmp_path / "dist" / "stallscope" / name
     assert binary.exists()
     print(f"PyInstaller build: {build_s:.0f} s")
 
