@@ -124,6 +124,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self._build_status_bar()
         self._build_menus()
+        self._dress_shell()
 
     # ------------------------------------------------------------------ building
 
@@ -230,6 +231,33 @@ class MainWindow(QMainWindow):
 
         m = bar.addMenu("&Help")
         self._action(m, "About stallscope", self.show_about)
+
+    def _dress_shell(self) -> None:
+        """Themed icons on the actions, their shortcuts on the start screen, the saved layout."""
+        try:
+            from . import layout_state, theme
+        except ImportError:
+            return
+        icons = {"Open": "open", "Open session": "session", "Compare with": "compare",
+                 "Zoom to fit": "zoom-fit", "Next step": "next", "Previous step": "prev",
+                 "Run script": "run", "Run demo": "demo", "Convert dataset to LMDB": "convert",
+                 "Start screen": "recent", "About stallscope": "about"}
+
+        def set_icons(_name: str = "") -> None:
+            for action_name, icon_name in icons.items():
+                if action_name in self.actions_by_name:
+                    self.actions_by_name[action_name].setIcon(theme.icon(icon_name))
+
+        set_icons()
+        theme.controller().sig_theme_changed.connect(set_icons)
+        if hasattr(self.start, "set_shortcut_hints"):
+            keys = {"open_trace": "Open", "open_session": "Open session", "run": "Run script",
+                    "demo": "Run demo", "convert": "Convert dataset to LMDB"}
+            self.start.set_shortcut_hints({
+                key: self.actions_by_name[name].shortcut().toString(
+                    QKeySequence.SequenceFormat.NativeText)
+                for key, name in keys.items() if name in self.actions_by_name})
+        layout_state.restore_layout(self)
 
     # ------------------------------------------------------------------ opening
 
@@ -489,6 +517,12 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         self.controller.cancel()
+        try:
+            from . import layout_state
+
+            layout_state.save_layout(self)
+        except (ImportError, OSError):
+            pass  # a layout that cannot be saved must not stop the window closing
         super().closeEvent(event)
 
     def wait_for_load(self, timeout_ms: int = 120_000) -> bool:
