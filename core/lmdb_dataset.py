@@ -13,6 +13,7 @@ torch is imported on first item access, not on import.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -76,20 +77,20 @@ class LMDBDataset:
         self.close()
 
     def close(self) -> None:
-        if getattr(self, "_env", None) is not None and self._pid == os.getpid():
-            self._txn.abort()
-            self._env.close()
+        if getattr(self, "_pid", None) == os.getpid():
+            _release(self.path)
         self._env = self._txn = self._pid = None
 
     def _open(self):
-        if self._pid != os.getpid():  # a forked worker must not use its parent's handle
-            self._env = lmdb.open(
-                self.path, readonly=True, lock=False, readahead=self.readahead,
-                meminit=False, subdir=os.path.isdir(self.path), max_readers=2048,
-            )  # fmt: skip
-            self._txn = self._env.begin(buffers=True)  # readonly and unchanging: one txn suffices
+        if self._pid != os.getpid():  # first use in this process (a fresh or forked worker)
+            self._env, self._txn = _acquire(self.path, self.readahead)
             self._pid = os.getpid()
         return self._txn
+
+    @property
+    def env(self) -> lmdb.Environment:
+        self._open()
+        return self._env
 
     def _record(self, index: int):
         if index < 0:
@@ -138,20 +139,58 @@ class LMDBDataset:
         return f"LMDBDataset({self.path!r}, {self._count} samples, fields={self.fields})"
 
 
+# LMDB allows one handle per file per process, so readers of the same path share one, opened
+# readonly and lock-free, with one long read transaction (the data never changes under it).
+_SHARED: dict[str, list] = {}  # realpath -> [pid, env, txn, users]
+
+
+def _acquire(path: str, readahead: bool):
+    key = os.path.realpath(path)
+    entry = _SHARED.get(key)
+    if entry is not None and entry[0] != os.getpid():
+        stale = list(_SHARED.values())  # handles inherited through fork belong to the parent
+        _SHARED.clear()
+        for _pid, env, txn, _users in stale:
+            with contextlib.suppress(lmdb.Error):
+                txn.abort()
+                env.close()  # in the child only: the parent's handle stays open
+        entry = None
+    if entry is None:
+        env = lmdb.open(
+            path, readonly=True, lock=False, readahead=readahead, meminit=False,
+            subdir=os.path.isdir(path), max_readers=2048,
+        )  # fmt: skip
+        entry = _SHARED[key] = [os.getpid(), env, env.begin(buffers=True), 0]
+    entry[3] += 1
+    return entry[1], entry[2]
+
+
+def _release(path: str) -> None:
+    key = os.path.realpath(path)
+    entry = _SHARED.get(key)
+    if entry is None or entry[0] != os.getpid():
+        return
+    entry[3] -= 1
+    if entry[3] <= 0:
+        del _SHARED[key]
+        entry[2].abort()
+        entry[1].close()
+
+
 def read_meta(path: str | os.PathLike) -> tuple[dict, dict]:
     """(metadata, progress) of a stallscope LMDB; StallscopeError when it is not one."""
     path = str(path)
     if not os.path.exists(path):
         raise StallscopeError(f"{path}: no such LMDB")
     try:
-        env = lmdb.open(path, readonly=True, lock=False, subdir=os.path.isdir(path))
+        _env, txn = _acquire(path, readahead=False)
     except lmdb.Error as exc:
         raise StallscopeError(f"{path}: not an LMDB ({exc})") from exc
     try:
-        with env.begin() as txn:
-            meta, progress = txn.get(fmt.META_KEY), txn.get(fmt.PROGRESS_KEY)
+        meta, progress = txn.get(fmt.META_KEY), txn.get(fmt.PROGRESS_KEY)
+        meta, progress = (bytes(v) if v is not None else None for v in (meta, progress))
     finally:
-        env.close()
+        _release(path)
     try:
         meta = fmt.loads(meta) if meta is not None else None
     except ValueError:

@@ -118,11 +118,14 @@ def parse(buf) -> tuple[int, list[FieldView]]:
         raise FormatError(f"record starts with {bytes(magic)!r}, not {MAGIC!r}")
     pos = _HEAD.size
     heads = []
-    for _ in range(n_fields):
-        code, ndim, _ = _FIELD.unpack_from(buf, pos)
-        shape = struct.unpack_from(f"<{ndim}I", buf, pos + _FIELD.size)
-        pos += _FIELD.size + 4 * ndim
-        heads.append((DTYPES[code], shape))
+    try:
+        for _ in range(n_fields):
+            code, ndim, _ = _FIELD.unpack_from(buf, pos)
+            shape = struct.unpack_from(f"<{ndim}I", buf, pos + _FIELD.size)
+            pos += _FIELD.size + 4 * ndim
+            heads.append((DTYPES[code], shape))
+    except (struct.error, IndexError) as exc:
+        raise FormatError(f"record header is damaged ({exc})") from exc
     pos += _pad(pos)
     views = []
     for dtype, shape in heads:

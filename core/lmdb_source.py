@@ -392,7 +392,7 @@ def load_factory(path: str, name: str):
     if not hasattr(module, name):
         raise SourceError(f"{path}: has no attribute {name!r}")
     obj = getattr(module, name)
-    if callable(obj) and not hasattr(obj, "__getitem__"):
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "__getitem__")):
         try:
             obj = obj()
         except Exception as exc:  # noqa: BLE001
@@ -505,7 +505,10 @@ def inspect_source(
     preview: list[tuple[str, np.ndarray]] = []
     structure, first = None, None
     sizes: list[int] = []
-    for index in _spread(n, max(n_preview, 1)):
+    candidates = dict.fromkeys(_spread(n, max(n_preview, 1)) + _spread(n, 3 * n_preview + 3))
+    for index in candidates:  # spread over the classes; more tries if some are unreadable
+        if len(preview) >= n_preview and structure is not None:
+            break
         entry = source.task(index, index + 1)[0]
         try:
             _, st, leaves = decoder.sample(entry)

@@ -77,8 +77,7 @@ def _verify(ds: LMDBDataset, n: int, seed: int, cancel) -> Job[VerifyResult]:
         return result
     from .lmdb_convert import read_skipped
 
-    ds._open()
-    result.skipped = len(read_skipped(ds._env))
+    result.skipped = len(read_skipped(ds.env))
     if result.count + result.skipped != result.source_count:
         result.mismatches.append(
             f"{result.count} stored + {result.skipped} skipped != {result.source_count} in source"
