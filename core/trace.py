@@ -12,8 +12,10 @@ import json
 import os
 import re
 import zlib
+from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import IntEnum
+from operator import attrgetter
 from pathlib import Path
 
 import msgspec
@@ -84,7 +86,7 @@ class _Event(msgspec.Struct, gc=False):
     tid: int | str = 0
     ts: float | None = None
     dur: float | None = None
-    args: _Args | None = None
+    args: _Args = msgspec.field(default_factory=_Args)
 
 
 class _Document(msgspec.Struct):
@@ -95,6 +97,7 @@ class _Document(msgspec.Struct):
 
 _event_decoder = msgspec.json.Decoder(_Event)
 _event_decoder_lax = msgspec.json.Decoder(_Event, strict=False)
+_batch_decoder = msgspec.json.Decoder(list[_Event])
 
 
 # ----------------------------------------------------------------------------- the Trace
@@ -186,7 +189,7 @@ def load_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[T
     total = max(len(events), 1)
     for lo in range(0, len(events), _BATCH):
         cancel.check()
-        cols.add(_decode_batch(events[lo:lo + _BATCH], cols))
+        cols.add(_decode_batch(events[lo:lo + _BATCH], cols, data))
         yield 400 + 600 * min(lo + _BATCH, total) // total, 1000
     del events, data
     trace = cols.finish(p)
@@ -302,7 +305,13 @@ def _split_lenient(p: Path, data: bytes, first_error: Exception) -> tuple[list, 
                                 "distributedInfo": info if isinstance(info, dict) else None}
 
 
-def _decode_batch(items: list, cols: _Columns) -> list[_Event]:
+def _decode_batch(items: list, cols: _Columns, data: bytes) -> list[_Event]:
+    """One decode call per batch; per-event decoding only for a batch holding a bad event."""
+    if items and isinstance(items[0], msgspec.Raw):
+        try:
+            return _batch_decoder.decode(_span_of(items, data))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
     out = []
     for item in items:
         try:
@@ -317,6 +326,18 @@ def _decode_batch(items: list, cols: _Columns) -> list[_Event]:
             else:
                 out.append(ev)
     return out
+
+
+def _span_of(items: list[msgspec.Raw], data: bytes) -> bytes:
+    """The JSON array text of consecutive Raw slices of `data`: one slice of the original bytes
+    from the first to the last (commas and whitespace included) instead of joining the pieces."""
+    base = np.frombuffer(data, np.uint8).__array_interface__["data"][0]
+    a = np.frombuffer(items[0], np.uint8).__array_interface__["data"][0] - base
+    last = np.frombuffer(items[-1], np.uint8)
+    b = last.__array_interface__["data"][0] - base + len(last)
+    if not 0 <= a <= b <= len(data):  # not slices of `data` (cannot happen for bytes input)
+        return b"[" + b",".join(items) + b"]"
+    return b"[" + data[a:b] + b"]"
 
 
 def _decode_lax(item) -> _Event | None:
@@ -356,13 +377,25 @@ def _number(value) -> float | None:
 
 # ----------------------------------------------------------------------------- columns
 
+_PH, _TS, _DUR, _CAT, _NAME, _ARGS = (attrgetter(f) for f in ("ph", "ts", "dur", "cat", "name",
+                                                               "args"))
+_PIDTID = attrgetter("pid", "tid")
+_DEVICE, _STREAM = attrgetter("args.device"), attrgetter("args.stream")
+
+
+def _interner() -> defaultdict:
+    """A dict giving each new key the next id, without leaving C (key -> len at insertion)."""
+    d: defaultdict = defaultdict()
+    d.default_factory = d.__len__
+    return d
+
 class _Columns:
     """Accumulates decoded batches as Python lists of scalars, then packs numpy arrays once."""
 
     def __init__(self) -> None:
-        self.names: dict[str, int] = {}
-        self.cats: dict[str, int] = {}
-        self.tracks: dict[tuple, int] = {}
+        self.names: dict[str, int] = _interner()
+        self.cats: dict[str, int] = _interner()
+        self.tracks: dict[tuple, int] = _interner()
         self.x: dict[str, list] = {k: [] for k in ("ts", "dur", "cat", "name", "track", "dev",
                                                     "stream")}
         self.m: dict[str, list] = {k: [] for k in ("ts", "dtype", "did", "bytes", "alloc", "res")}
@@ -372,47 +405,44 @@ class _Columns:
         self.dropped[why] = self.dropped.get(why, 0) + n
 
     def add(self, events: list[_Event]) -> None:
-        names, cats, tracks, x, m = self.names, self.cats, self.tracks, self.x, self.m
-        x_ts, x_dur, x_cat, x_name = x["ts"], x["dur"], x["cat"], x["name"]
-        x_track, x_dev, x_stream = x["track"], x["dev"], x["stream"]
+        """Pull columns out of one decoded batch with C-level maps, then drop the structs."""
+        phs = list(map(_PH, events))
+        xs = [e for e, ph in zip(events, phs, strict=True) if ph == "X"]
+        mems = [e for e, ph in zip(events, phs, strict=True)
+                if (ph == "i" or ph == "I") and e.name == "[memory]"]
+        x, n = self.x, len(xs)
+        for key, get in (("ts", _TS), ("dur", _DUR), ("dev", _DEVICE), ("stream", _STREAM)):
+            x[key].append(_floats_of(xs, get))
+        for key, get, ids in (("cat", _CAT, self.cats), ("name", _NAME, self.names),
+                              ("track", _PIDTID, self.tracks)):
+            x[key].append(np.fromiter(map(ids.__getitem__, map(get, xs)), np.int32, count=n))
+        if mems:
+            self._add_memory(mems)
+
+    def _add_memory(self, events: list[_Event]) -> None:
+        m = self.m
         for e in events:
-            ph = e.ph
-            if ph == "X":
-                x_ts.append(e.ts)
-                x_dur.append(e.dur)
-                x_cat.append(cats.setdefault(e.cat, len(cats)))
-                x_name.append(names.setdefault(e.name, len(names)))
-                x_track.append(tracks.setdefault((e.pid, e.tid), len(tracks)))
-                a = e.args
-                if a is None:
-                    x_dev.append(None)
-                    x_stream.append(-1)
-                else:
-                    x_dev.append(a.device)
-                    x_stream.append(-1 if a.stream is None else a.stream)
-            elif (ph == "i" or ph == "I") and e.name == "[memory]":
-                a = e.args
-                if a is None or a.nbytes is None:
-                    self.drop("[memory] event without Bytes")
-                    continue
-                m["ts"].append(e.ts)
-                m["dtype"].append(-1 if a.device_type is None else a.device_type)
-                m["did"].append(-1 if a.device_id is None else a.device_id)
-                m["bytes"].append(a.nbytes)
-                m["alloc"].append(a.total_allocated)
-                m["res"].append(a.total_reserved)
+            a = e.args
+            if a.nbytes is None:
+                self.drop("[memory] event without Bytes")
+                continue
+            m["ts"].append(e.ts)
+            m["dtype"].append(-1 if a.device_type is None else a.device_type)
+            m["did"].append(-1 if a.device_id is None else a.device_id)
+            m["bytes"].append(a.nbytes)
+            m["alloc"].append(a.total_allocated)
+            m["res"].append(a.total_reserved)
 
     def finish(self, path: Path) -> Trace:
-        x = self.x
-        start = _floats(x["ts"])
-        dur = _floats(x["dur"])
+        x = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.x.items()}
+        start, dur = x["ts"], x["dur"]
         cat_table = np.array([_category(c) for c in self.cats], dtype=np.int8)
-        cat = cat_table[np.array(x["cat"], dtype=np.int32)] if x["cat"] else np.zeros(0, np.int8)
-        name = np.array(x["name"], dtype=np.int32)
+        cat = cat_table[x["cat"]] if len(x["cat"]) else np.zeros(0, np.int8)
+        name = x["name"].astype(np.int32)
         names = list(self.names)
-        track, tracks, track_pid = self._canonical_tracks(np.array(x["track"], dtype=np.int32))
+        track, tracks, track_pid = self._canonical_tracks(x["track"].astype(np.int32))
         device = self._devices(x["dev"], cat, track, track_pid)
-        stream = np.array(x["stream"], dtype=np.int64).clip(-1, 2**31 - 1).astype(np.int32)
+        stream = np.nan_to_num(x["stream"], nan=-1).clip(-1, 2**31 - 1).astype(np.int32)
 
         # 2021 traces file annotations under `Operator`.
         annot = np.array([n.startswith(ANNOTATION_PREFIXES) for n in names], dtype=bool)
@@ -463,8 +493,8 @@ class _Columns:
         return track, list(canon), pids
 
     @staticmethod
-    def _devices(raw: list, cat: np.ndarray, track: np.ndarray, track_pid: list[str]):
-        dev = np.array([-1 if d is None else d for d in raw], dtype=np.int64)
+    def _devices(raw: np.ndarray, cat: np.ndarray, track: np.ndarray, track_pid: list[str]):
+        dev = np.nan_to_num(raw, nan=-1).astype(np.int64)
         gpu = np.isin(cat, np.array(GPU_CATS, dtype=np.int8))
         # A GPU event without args.device lives on the device its pid names.
         pid_dev = np.array([int(p) if p.isdigit() else -1 for p in track_pid], dtype=np.int64)
@@ -486,6 +516,14 @@ class _Columns:
             ts=ts[order], device_type=np.array(m["dtype"], dtype=np.int32)[order],
             device_id=np.array(m["did"], dtype=np.int32)[order], nbytes=nbytes[order],
             total_allocated=_floats(m["alloc"])[order], total_reserved=_floats(m["res"])[order])
+
+
+def _floats_of(events: list, get) -> np.ndarray:
+    """A float column of one batch; None (an absent value) becomes NaN."""
+    try:
+        return np.fromiter(map(get, events), dtype=np.float64, count=len(events))
+    except TypeError:
+        return np.array([get(e) for e in events], dtype=np.float64)
 
 
 def _floats(values: list) -> np.ndarray:
