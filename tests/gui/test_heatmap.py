@@ -1,0 +1,223 @@
+"""The line heatmap view: colours by share, top lines that scroll to their line, before/after,
+warnings, and opening .json / .lprof files (the pickle only after confirmation)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QMessageBox
+
+from stallscope.core import lineprof
+from stallscope.gui.colors import BETTER_COLOR, WORSE_COLOR
+from stallscope.gui.heatmap import (
+    HEAT_STOPS,
+    HeatmapView,
+    find_line_stats,
+    heat_color,
+    open_profiles,
+)
+
+FILLER = 150  # lines before the slow one, so selecting it must scroll
+
+SOURCE = "class Ds:\n    def __getitem__(self, i):\n" + "".join(
+    f"        v{k} = i + {k}\n" for k in range(FILLER)) + textwrap.indent(textwrap.dedent('''\
+    img = decode(i)
+    arr = to_array(img)
+    return arr
+'''), "        ")
+
+
+def make_profile(folder: Path, times: dict[str, float], samples=20) -> lineprof.Profile:
+    """A profile of SOURCE (written to folder/ds.py): `times` maps a line's text to seconds;
+    every other body line costs 1 µs."""
+    file = folder / "ds.py"
+    file.write_text(SOURCE)
+    lines = []
+    for n, text in enumerate(SOURCE.splitlines(), 1):
+        if n < 2:
+            continue
+        body = n > 2
+        t = times.get(text.strip(), 1e-6) if body else 0.0
+        lines.append(lineprof.Line(n, samples if body else 0, t, text))
+    return lineprof.Profile("__getitem__", "Ds.__getitem__", str(file), 2, lines,
+                            samples=samples, workers=2)
+
+
+def luminance(c: QColor) -> float:
+    return 0.299 * c.red() + 0.587 * c.green() + 0.114 * c.blue()
+
+
+def row_of(view: HeatmapView, text: str) -> int:
+    return next(i for i, ln in enumerate(view.profile.lines) if ln.source.strip() == text)
+
+
+def cell(view: HeatmapView, row: int, column: str, role=Qt.ItemDataRole.DisplayRole):
+    col = view.model.headers().index(column)
+    return view.model.data(view.model.index(row, col), role)
+
+
+def test_lines_are_painted_by_their_share(qtbot, tmp_path):
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profile(make_profile(tmp_path, {"img = decode(i)": 0.6, "arr = to_array(img)": 0.2}))
+    view.resize(1100, 600)
+    view.show()
+    heavy, mid = row_of(view, "img = decode(i)"), row_of(view, "arr = to_array(img)")
+    cheap = row_of(view, "v3 = i + 3")
+    bg = [cell(view, r, "Source", Qt.ItemDataRole.BackgroundRole).color()
+          for r in (heavy, mid, cheap)]
+    assert bg[0] == heat_color(1.0) == QColor(HEAT_STOPS[-1][1])  # the darkest colour
+    assert luminance(bg[0]) < luminance(bg[1]) < luminance(bg[2])
+    assert cell(view, 0, "Source", Qt.ItemDataRole.BackgroundRole) is None  # the def line
+    total = 0.6 + 0.2 + 1e-6 * (FILLER + 1)
+    assert cell(view, heavy, "%") == f"{100 * 0.6 / total:.1f}"
+    assert cell(view, heavy, "Hits") == "20"
+    assert cell(view, heavy, "Per hit") == "30.00 ms"
+    assert cell(view, heavy, "Time") == "600.00 ms"
+    assert cell(view, heavy, "Source").strip() == "img = decode(i)"
+    # Text stays readable on the dark end of the scale.
+    fg = cell(view, heavy, "Source", Qt.ItemDataRole.ForegroundRole).color()
+    assert fg == QColor("#ffffff")
+    assert "Ds.__getitem__" in view.title.text()
+    assert "20 samples" in view.subtitle.text() and "merged over 2 workers" in view.subtitle.text()
+    assert not view.warnings.isVisible()
+
+
+def test_legend_draws_the_scale(qtbot, tmp_path):
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profile(make_profile(tmp_path, {"img = decode(i)": 0.6}))
+    view.resize(1100, 600)
+    view.show()
+    image = view.legend.grab().toImage()
+    y = view.legend.fontMetrics().height() + 2 + 6
+    left, right = image.pixelColor(10, y), image.pixelColor(image.width() - 10, y)
+    assert luminance(left) > 230 and abs(left.blue() - QColor(HEAT_STOPS[0][1]).blue()) < 30
+    assert abs(right.red() - 0xc9) < 25 and right.green() < 80
+    assert view.legend.max_share == pytest.approx(view.model.scale_max)
+
+
+def test_top_lines_are_listed_and_selecting_one_scrolls_to_it(qtbot, tmp_path):
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profile(make_profile(tmp_path, {"img = decode(i)": 0.6, "arr = to_array(img)": 0.2,
+                                             "v10 = i + 10": 0.05}))
+    view.resize(1100, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    items = [view.top_list.item(i) for i in range(view.top_list.count())]
+    assert [it.data(Qt.ItemDataRole.UserRole) for it in items[:3]] == [FILLER + 3, FILLER + 4, 13]
+    assert items[0].text().splitlines()[1] == "img = decode(i)"
+    heavy = row_of(view, "img = decode(i)")
+    rect = view.table.visualRect(view.model.index(heavy, 0))
+    assert not view.table.viewport().rect().intersects(rect)  # off screen at first
+    with qtbot.waitSignal(view.sig_line_selected) as sig:
+        view.top_list.setCurrentItem(items[0])
+    assert sig.args == [FILLER + 3]
+    assert view.table.currentIndex().row() == heavy
+    rect = view.table.visualRect(view.model.index(heavy, 0))
+    assert view.table.viewport().rect().contains(rect)
+    view.top_list.setCurrentItem(items[2])
+    assert view.table.currentIndex().row() == row_of(view, "v10 = i + 10")
+
+
+def test_before_after_columns(qtbot, tmp_path):
+    before = make_profile(tmp_path, {"img = decode(i)": 0.6, "arr = to_array(img)": 0.2})
+    after_dir = tmp_path / "after"
+    after_dir.mkdir()
+    after = make_profile(after_dir, {"img = decode(i)": 0.1, "arr = to_array(img)": 0.3},
+                         samples=40)
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profile(after, compare=before)
+    assert view.model.headers()[5:7] == ("Before ms/sample", "Δ ms/sample")
+    heavy = row_of(view, "img = decode(i)")
+    # per sample: before 600 ms / 20 = 30 ms, after 100 ms / 40 = 2.5 ms
+    assert cell(view, heavy, "Before ms/sample") == "30.000"
+    assert cell(view, heavy, "Δ ms/sample") == "-27.5 ms"
+    assert cell(view, heavy, "Δ ms/sample", Qt.ItemDataRole.ForegroundRole).color() == \
+        QColor(BETTER_COLOR)
+    arr = row_of(view, "arr = to_array(img)")  # 10 ms -> 7.5 ms per sample
+    assert cell(view, arr, "Δ ms/sample") == "-2.500 ms"
+    worse = make_profile(after_dir, {"img = decode(i)": 2.0}, samples=20)
+    view.set_profile(worse, compare=before)
+    assert cell(view, heavy, "Δ ms/sample") == "+70.0 ms"
+    assert cell(view, heavy, "Δ ms/sample", Qt.ItemDataRole.ForegroundRole).color() == \
+        QColor(WORSE_COLOR)
+    assert "before:" in view.subtitle.text()
+
+
+def test_changed_source_is_warned_and_profiled_code_shown(qtbot, tmp_path):
+    profile = make_profile(tmp_path, {"img = decode(i)": 0.6})
+    Path(profile.file).write_text(SOURCE.replace("img = decode(i)", "img = decode_fast(i)"))
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profile(profile)
+    view.show()
+    assert view.warnings.isVisible()
+    assert "ds.py changed since the run" in view.warnings.text()
+    assert cell(view, row_of(view, "img = decode(i)"), "Source").strip() == "img = decode(i)"
+
+
+def test_several_functions_get_a_chooser(qtbot, tmp_path):
+    main = make_profile(tmp_path, {"img = decode(i)": 0.6})
+    helper = lineprof.Profile("decode", "decode", main.file, 1,
+                              [lineprof.Line(1, 20, 0.5, "def decode(i): return i")],
+                              samples=20, root=False)
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profiles([main, helper])
+    view.show()
+    assert view.function_box.isVisible() and view.function_box.count() == 2
+    view.function_box.setCurrentIndex(1)
+    assert view.profile is helper and view.model.rowCount() == 1
+    view.set_profiles([])
+    assert view.empty.isVisible() and view.model.rowCount() == 0
+
+
+def test_open_json_session_and_lprof_after_confirmation(qtbot, tmp_path, monkeypatch):
+    profile = make_profile(tmp_path, {"img = decode(i)": 0.6})
+    session = tmp_path / "session"
+    lineprof.save(profile, session / "lineprof" / "Ds.__getitem__.json")
+    assert find_line_stats(session) == [session / "lineprof" / "Ds.__getitem__.json"]
+    assert open_profiles(session)[0].qualname == "Ds.__getitem__"
+
+    from line_profiler import LineStats
+
+    lprof = tmp_path / "run.lprof"
+    key = (profile.file, 2, "Ds.__getitem__")
+    LineStats({key: [(FILLER + 3, 5, 3_000_000)]}, 1e-9).to_file(lprof)
+    asked = []
+    assert open_profiles(lprof, confirm=lambda _p, path: asked.append(path) or False) is None
+    assert asked == [lprof]
+    (p,) = open_profiles(lprof, confirm=lambda _p, _path: True)
+    assert p.line(FILLER + 3).hits == 5 and p.line(FILLER + 3).total_s == pytest.approx(0.003)
+    assert p.line(FILLER + 3).source.strip() == "img = decode(i)"
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a: shown.append(a[2]))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    assert open_profiles(bad) is None
+    assert len(shown) == 1 and str(bad) in shown[0] and "not JSON" in shown[0]
+
+
+def test_missing_line_profiler_banner_offers_the_install(qtbot):
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    banner = view.show_missing_line_profiler(sys.executable)
+    assert f"{sys.executable} -m pip install line_profiler" in banner.label.text()
+    # In this interpreter line_profiler is already there: pip succeeds without the network.
+    with qtbot.waitSignal(banner.sig_install_finished, timeout=60_000) as sig:
+        banner.button.click()
+    assert sig.args == [True]
+    assert "installed" in banner.label.text() and not banner.button.isEnabled()
