@@ -1,0 +1,88 @@
+"""Shared by the runner tests: run a tiny script through core/runner.py BY FILE PATH, as the app
+does in the user's interpreter, and read what it wrote."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from stallscope.core import runner
+from stallscope.core.session import Session, open_session
+
+RUNNER = Path(runner.__file__).resolve()
+DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo" / "train_demo.py"
+
+# A DataLoader whose every item sleeps 2 ms, so each batch of 8 waits at least 16 ms.
+LOADER = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __init__(self, n=96):
+        self.n = n
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return torch.randn(8), torch.randn(1)
+"""
+
+TRAIN = LOADER + """
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+print("stallscope modules:", sorted(m for m in sys.modules if m.startswith("stallscope")))
+print("argv:", sys.argv[1:])
+for epoch in range(2):
+    for i, (x, y) in enumerate(DataLoader(Slow(), batch_size=8)):
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+print("done", flush=True)
+"""
+
+
+def write_script(tmp_path: Path, source: str, name: str = "script.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return path
+
+
+def run(tmp_path: Path, script: Path | str, *options: str, args=(), python: list[str] | None = None,
+        timeout: float = 120) -> tuple[subprocess.CompletedProcess, Path]:
+    session = tmp_path / "session"
+    cmd = [*(python or [sys.executable]), str(RUNNER), "--session", str(session), *options,
+           "--", str(script), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=timeout)
+    return proc, session
+
+
+def events(session: Path, kind: str | None = None, name: str = "events.jsonl") -> list[dict]:
+    lines = (session / name).read_text(encoding="utf-8").splitlines()
+    out = [json.loads(line) for line in lines]
+    return [e for e in out if kind is None or e["event"] == kind]
+
+
+def finished(session: Path) -> dict:
+    last = events(session)[-1]
+    assert last["event"] == "finished", last
+    return last
+
+
+def trace_events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)["traceEvents"]
+
+
+def spans(trace: list[dict], prefix: str) -> list[tuple[float, float, str]]:
+    return sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in trace
+                  if e.get("ph") == "X" and e.get("name", "").startswith(prefix)
+                  and e.get("cat") != "gpu_user_annotation")
+
+
+def session_of(session: Path) -> Session:
+    return open_session(session)
