@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .analysis import CAUSE_LABELS, CAUSES, Advice, DeviceStats
+from .lineprof import advice_evidence
 from .trace import Cat
 
 if TYPE_CHECKING:
@@ -89,7 +90,8 @@ def _dataloader_bound(report: Report) -> Advice | None:
                     f"GPU {dev} idles {_ms(stats.idle_by_cause['data_loading'])} while the main "
                     f"thread waits on the DataLoader: {_pct(share)} of the "
                     f"{_ms(width)} window, the largest idle cause "
-                    f"(GPU utilization {_pct(stats.utilization)}).",
+                    f"(GPU utilization {_pct(stats.utilization)})."
+                    + advice_evidence(report.trace.path),
                     FIXES["dataloader_bound"], cause="data_loading",
                     focus=report.worst_gap("data_loading", dev))
         return None
@@ -101,7 +103,7 @@ def _dataloader_bound(report: Report) -> Advice | None:
             "dataloader_bound", "Steps wait for data",
             f"{_pct(waiting / total)} of step time ({_ms(waiting)} of {_ms(total)} over "
             f"{len(report.steps)} steps) is spent waiting on the DataLoader "
-            "(no GPU activity in this trace).",
+            "(no GPU activity in this trace)." + advice_evidence(report.trace.path),
             FIXES["dataloader_bound"], cause="data_loading",
             focus=_longest(report.phases["data_loading"]))
     return None

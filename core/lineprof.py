@@ -427,6 +427,31 @@ def heaviest_line(session_dir: str | os.PathLike) -> tuple[str, int, str, float]
     return (top.qualname, line.lineno, line.source.strip(), line.total_s / total)
 
 
+def session_of(path: str | os.PathLike | None) -> Path | None:
+    """The session folder holding line stats for a trace file (session/traces/x.json.gz) or a
+    session folder; None when there are none."""
+    if path is None:
+        return None
+    p = Path(path)
+    for folder in (p, p.parent, p.parent.parent):
+        if (folder / LINEPROF_DIR).is_dir() and find_profiles(folder):
+            return folder
+    return None
+
+
+def advice_evidence(trace_path: str | os.PathLike | None) -> str:
+    """A sentence for the dataloader_bound advice naming the heaviest line of __getitem__ when
+    the trace's session has line stats; "" otherwise."""
+    session = session_of(trace_path)
+    found = heaviest_line(session) if session is not None else None
+    if found is None:
+        return ""
+    func, lineno, source, share = found
+    code = source if len(source) <= 70 else source[:67] + "..."
+    return (f" Line heatmap: the heaviest line is {func} line {lineno} (`{code}`), "
+            f"{100 * share:.0f}% of the time in __getitem__.")
+
+
 def _calls(source: str, name: str) -> bool:
     import re
 
