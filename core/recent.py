@@ -175,10 +175,7 @@ def headline(report: Any) -> str:
     devices = getattr(report, "devices", None) or {}
     window = _window_us(report)
     if not devices:
-        n_steps = len(getattr(report, "steps", []) or [])
-        span = f" over {_fmt_duration(window)}" if window > 0 else ""
-        steps = f"{n_steps} step" + ("" if n_steps == 1 else "s")
-        return f"No GPU activity (CPU-only trace), {steps}{span}"
+        return _cpu_only_headline(report, window)
     dev, stats = max(devices.items(), key=lambda kv: (kv[1].idle_us, str(kv[0])))
     who = "GPU" if len(devices) == 1 else f"GPU {dev} (worst of {len(devices)})"
     total = stats.busy_us + stats.idle_us
@@ -194,6 +191,17 @@ def headline(report: Any) -> str:
     if share >= 0.5:
         return f"{who} idle {_pct(idle_frac)}, mostly {label}"
     return f"{who} idle {_pct(idle_frac)}, largest cause {label} ({_pct(share)} of it)"
+
+
+def _cpu_only_headline(report: Any, window: float) -> str:
+    steps = getattr(report, "steps", None) or []
+    step_us = sum(float(st.dur_us) for st in steps)
+    data_us = sum(float(st.data_loading_us) for st in steps)
+    if step_us > 0 and data_us / step_us >= 0.05:
+        return f"No GPU in trace; steps wait on data loading {_pct(data_us / step_us)} of the time"
+    count = f"{len(steps)} step" + ("" if len(steps) == 1 else "s")
+    span = f" over {_fmt_duration(window)}" if window > 0 else ""
+    return f"No GPU in trace (CPU only), {count}{span}"
 
 
 def _window_us(report: Any) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings
 from PySide6.QtWidgets import QMainWindow, QSplitter, QWidget
+
 from stallscope.core.recent import config_dir
 
 # Bump when the dock set changes so an old saved state is not forced onto new docks.

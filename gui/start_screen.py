@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from stallscope.core import __version__
 from stallscope.core.recent import RecentItem, RecentStore
 

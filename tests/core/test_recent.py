@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
 from stallscope.core import recent
 from stallscope.core.recent import RecentStore, headline
 
@@ -118,8 +119,12 @@ def test_headline_wording_from_numbers():
     busy = SimpleNamespace(window=(0, 1000), steps=[], devices={"0": _stats(980.0, 20.0, {})})
     assert headline(busy) == "GPU busy 98%, no idle time worth chasing"
 
-    cpu = SimpleNamespace(window=(0.0, 2.5e6), steps=[1, 2, 3], devices={})
-    assert headline(cpu) == "No GPU activity (CPU-only trace), 3 steps over 2.5 s"
+    step = SimpleNamespace(dur_us=100.0, data_loading_us=2.0)
+    cpu = SimpleNamespace(window=(0.0, 2.5e6), steps=[step] * 3, devices={})
+    assert headline(cpu) == "No GPU in trace (CPU only), 3 steps over 2.5 s"
+    starved = SimpleNamespace(dur_us=100.0, data_loading_us=78.0)
+    cpu = SimpleNamespace(window=(0.0, 300.0), steps=[starved, step], devices={})
+    assert headline(cpu) == "No GPU in trace; steps wait on data loading 40% of the time"
 
 
 def test_headline_of_a_real_trace():

@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel
+
 from stallscope.core.recent import RecentStore
 from stallscope.gui import theme
 from stallscope.gui.start_screen import ACTIONS, RecentRow, StartScreen, ago

@@ -12,6 +12,7 @@ import pytest
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QSplitter
+
 from stallscope.gui import about, layout_state, theme
 from stallscope.gui.start_screen import ACTIONS
 
