@@ -252,7 +252,8 @@ class SummaryPanel(QScrollArea):
             item = QListWidgetItem(f"{cause_label(cause):<14}  {fmt_ms_us(us):>12}   "
                                    f"{share:5.1f}% of idle")
             item.setData(Qt.ItemDataRole.UserRole, cause)
-            item.setForeground(qcolor(TEXT_COLOR if us > 0 else MUTED_TEXT))
+            # the list's own text colour, so the dark theme stays readable
+            item.setForeground(self.cause_list.palette().text() if us > 0 else qcolor(MUTED_TEXT))
             item.setIcon(_chip(CAUSE_COLORS[cause]))
             item.setToolTip(f"Zoom the timeline to the longest {cause_label(cause)} gap")
             self.cause_list.addItem(item)
