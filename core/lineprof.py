@@ -354,7 +354,7 @@ def find_profiles(path: str | os.PathLike) -> list[Path]:
     """Line-stats JSON files of a session folder (or its lineprof/ folder)."""
     path = Path(path)
     folder = path / LINEPROF_DIR if (path / LINEPROF_DIR).is_dir() else path
-    if not folder.is_dir():
+    if not folder.is_dir() or folder.name != LINEPROF_DIR:
         return []
     return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
 

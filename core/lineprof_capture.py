@@ -611,7 +611,9 @@ class Capture:
             return
         found, why = _resolve_explicit(self.target)
         if found is None:
-            self._explicit_why = why
+            # The script's own module is gone once it has ended: keep what was seen while it ran.
+            if self._explicit_why is None or "was not imported" not in why:
+                self._explicit_why = why
             return
         self._explicit_done = True
         self._explicit_why = None

@@ -1,0 +1,114 @@
+"""End to end: the runner (launched by file path, as the app does) with --lineprof auto writes
+lineprof/*.json whose hits equal the samples the script fetched, and the advice names the
+heaviest line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from stallscope.core import lineprof
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "core" / "runner.py"
+DEMO = ROOT / "resources" / "demo" / "train_demo.py"
+
+SCRIPT = textwrap.dedent('''
+    import sys
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Norm(Dataset):
+        def __init__(self, n):
+            self.n = n
+            self.buf = torch.ones(3, 720, 1280)
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            x = self.buf.fill_(float(i + 1))
+            a = x / 255.0
+            b = x.div_(255.0)
+            return a[0, 0, :4] + b[0, 0, :4]
+
+
+    def main():
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        fetched = 0
+        for x in DataLoader(Norm(12), batch_size=3, num_workers=int(sys.argv[1])):
+            fetched += len(x)
+            loss = model(x).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        print("fetched", fetched)
+
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def run_runner(tmp_path: Path, script: Path, *options: str, args=()) -> tuple[str, Path, list]:
+    session = tmp_path / "session"
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), "--session", str(session), *options, "--", str(script),
+         *args], capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [json.loads(s) for s in (session / "events.jsonl").read_text().splitlines()]
+    return proc.stdout, session, events
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_runner_lineprof_auto_counts_every_fetched_sample(tmp_path, workers):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    out, session, events = run_runner(tmp_path, script, "--lineprof", "auto",
+                                      "--no-stop-after-window", args=[str(workers)])
+    assert "fetched 12" in out
+    (ready,) = [e for e in events if e["event"] == "lineprof_ready"]
+    path = session / ready["path"]
+    assert path == session / "lineprof" / "Norm.__getitem__.json"
+    p = lineprof.load(path)
+    assert p.samples == 12 and p.workers == workers
+    assert [ln.hits for ln in p.lines if ln.hits] == [12, 12, 12, 12]
+    assert p.top_lines(1)[0].source.strip() == "a = x / 255.0"
+    assert [e for e in events if e["event"] == "warning"] == []
+    assert not (session / "lineprof" / ".parts").exists()
+
+
+def test_runner_bad_target_says_which_names_exist(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    _out, session, events = run_runner(tmp_path, script, "--lineprof",
+                                       f"{script}:Nrom.__getitem__", args=["0"])
+    warnings = [e["message"] for e in events if e["event"] == "warning"]
+    assert any("Nrom.__getitem__ not found" in w and "Norm" in w for w in warnings), warnings
+    assert not [e for e in events if e["event"] == "lineprof_ready"]
+    assert lineprof.find_profiles(session) == []
+
+
+def test_demo_advice_names_the_heaviest_line(tmp_path):
+    if not DEMO.exists():
+        pytest.skip(f"the bundled demo is not in this checkout ({DEMO})")
+    from stallscope.core.analysis import analyze
+    from stallscope.core.trace import load
+
+    _out, session, events = run_runner(
+        tmp_path, DEMO, "--lineprof", "auto",
+        args=["--images", "32", "--image-size", "256", "--epochs", "1", "--batch-size", "8"])
+    assert any(e["event"] == "lineprof_ready" for e in events)
+    func, lineno, source, share = lineprof.heaviest_line(session)
+    assert func == "JpegFolder.__getitem__" and "Image.open" in source
+    report = analyze(load(session))
+    (advice,) = [a for a in report.advice if a.id == "dataloader_bound"]
+    assert f"heaviest line is JpegFolder.__getitem__ line {lineno}" in advice.evidence
+    assert f"{100 * share:.0f}% of the time in __getitem__" in advice.evidence
