@@ -1,0 +1,501 @@
+"""A run, live: step time and data-wait per step, memory, the script's console, Stop.
+
+    view = RunView(request)              # starts the run (RunView() + view.start(request) too)
+    view.sig_trace_ready.connect(...)    # absolute path of each trace as it is written
+    view.sig_run_finished.connect(...)   # the run's exit code
+
+The script runs in a QProcess (separate stdout/stderr, an explicit environment) through the
+runner by file path; events.jsonl is followed on a timer. `RunView.replay(session)` shows a
+finished session the same way.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QProcess, QProcessEnvironment, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from stallscope.core.errors import StallscopeError
+from stallscope.core.session import EventFollower, open_session, resolve_path, write_finished
+
+from .colors import ALLOCATED_COLOR, CAUSE_COLORS, MUTED_TEXT, RESERVED_COLOR
+from .run_dialog import RunRequest, demo_request
+
+__all__ = ["RunView", "RunRequest", "demo_request"]
+
+POLL_MS = 200
+STOP_GRACE_MS = 5000
+STEP_COLOR = "#1f5fa8"
+WAIT_COLOR = CAUSE_COLORS["data_loading"]
+RSS_COLOR = "#5c6670"
+STDERR_COLOR = "#c92a2a"
+NOTE_COLOR = "#9c5b00"
+MB = 1 << 20
+
+
+def swatch(color: str) -> str:
+    return f"<span style='color:{color}'>&#9632;</span>"
+
+
+class StepSeries:
+    """Growing per-step columns (amortised appends; plots take slices)."""
+
+    FIELDS = ("wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cols = {k: np.full(256, np.nan) for k in self.FIELDS}
+        self.active: list[int] = []
+
+    def add(self, event: dict) -> None:
+        if self.n == len(self.cols["wall_ms"]):
+            for k, col in self.cols.items():
+                self.cols[k] = np.concatenate([col, np.full(len(col), np.nan)])
+        for k in self.FIELDS:
+            v = event.get(k)
+            self.cols[k][self.n] = float(v) if isinstance(v, int | float) else np.nan
+        if event.get("phase") == "active":
+            self.active.append(self.n)
+        self.n += 1
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.cols[key][: self.n]
+
+
+class RunView(QWidget):
+    sig_trace_ready = Signal(str)
+    sig_lineprof_ready = Signal(str)
+    sig_run_finished = Signal(int)
+    sig_status_changed = Signal(str)
+
+    def __init__(self, request: RunRequest | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.request: RunRequest | None = None
+        self.session: Path | None = None
+        self.process: QProcess | None = None
+        self.follower: EventFollower | None = None
+        self.series = StepSeries()
+        self.traces: list[str] = []
+        self.finished_record: dict | None = None
+        self.exit_code: int | None = None
+        self._stopping = False
+        self._tree: list = []
+        self._decoders = {}
+        self._timer = QTimer(self, interval=POLL_MS)
+        self._timer.timeout.connect(self.poll)
+        self._kill_timer = QTimer(self, singleShot=True, interval=STOP_GRACE_MS)
+        self._kill_timer.timeout.connect(self._kill_tree)
+        self._build()
+        if request is not None:
+            # Start once the caller has connected its signals.
+            QTimer.singleShot(0, lambda: self.start(request))
+
+    # ------------------------------------------------------------------ layout
+    def _build(self) -> None:
+        self.title = QLabel("No run yet")
+        font = self.title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.2)
+        font.setBold(True)
+        self.title.setFont(font)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.figures = QLabel("")
+        self.figures.setStyleSheet(f"color: {MUTED_TEXT};")
+        self.session_label = QLabel("")
+        self.session_label.setStyleSheet(f"color: {MUTED_TEXT};")
+        self.session_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("End the script and every process it started")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop)
+        self.open_button = QPushButton("Open trace")
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(lambda: self.traces and
+                                         self.sig_trace_ready.emit(self.traces[-1]))
+
+        head = QHBoxLayout()
+        text = QVBoxLayout()
+        text.addWidget(self.title)
+        text.addWidget(self.status)
+        text.addWidget(self.figures)
+        head.addLayout(text, 1)
+        head.addWidget(self.open_button, 0, Qt.AlignmentFlag.AlignTop)
+        head.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignTop)
+
+        self.plots = pg.GraphicsLayoutWidget()
+        self.step_plot = self.plots.addPlot(row=0, col=0)
+        self.step_plot.setTitle(f"{swatch(STEP_COLOR)} step time &nbsp; {swatch(WAIT_COLOR)} "
+                                "data-wait &nbsp; (ms per step)", size="10pt")
+        self.step_plot.showGrid(y=True, alpha=0.2)
+        self.step_plot.setLabel("left", "ms")
+        self.window_region = pg.LinearRegionItem(movable=False,
+                                                 brush=pg.mkBrush(90, 140, 220, 35),
+                                                 pen=pg.mkPen(None))
+        self.window_region.setVisible(False)
+        self.window_region.setZValue(-10)
+        self.step_plot.addItem(self.window_region)
+        self.step_curve = self.step_plot.plot(
+            [0, 1], [0], stepMode="center", fillLevel=0,
+            pen=pg.mkPen(STEP_COLOR, width=1.5), brush=pg.mkBrush(QColor(STEP_COLOR).lighter(170)))
+        self.wait_curve = self.step_plot.plot(
+            [0, 1], [0], stepMode="center", fillLevel=0,
+            pen=pg.mkPen(WAIT_COLOR, width=1.5), brush=pg.mkBrush(QColor(WAIT_COLOR).lighter(140)))
+        self.window_label = pg.TextItem("profiled", color=STEP_COLOR, anchor=(0, 0))
+        self.window_label.setVisible(False)
+        self.step_plot.addItem(self.window_label)
+
+        self.mem_plot = self.plots.addPlot(row=1, col=0)
+        self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS (MB)", size="10pt")
+        self.mem_plot.showGrid(y=True, alpha=0.2)
+        self.mem_plot.setLabel("bottom", "step")
+        self.mem_plot.setXLink(self.step_plot)
+        self.rss_curve = self.mem_plot.plot([], [], pen=pg.mkPen(RSS_COLOR, width=1.5))
+        self.alloc_curve = self.mem_plot.plot([], [], pen=pg.mkPen(ALLOCATED_COLOR, width=1.5))
+        self.reserved_curve = self.mem_plot.plot([], [], pen=pg.mkPen(RESERVED_COLOR, width=1.5))
+        for curve in (self.step_curve, self.wait_curve, self.rss_curve, self.alloc_curve,
+                      self.reserved_curve):
+            curve.setClipToView(True)
+        self.plots.ci.layout.setRowStretchFactor(0, 3)
+        self.plots.ci.layout.setRowStretchFactor(1, 2)
+
+        self.console = QPlainTextEdit(readOnly=True)
+        self.console.setMaximumBlockCount(20_000)
+        mono = QFont("monospace")
+        mono.setStyleHint(QFont.StyleHint.Monospace)
+        self.console.setFont(mono)
+        self.console.setPlaceholderText("The script's output appears here.")
+
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.plots)
+        split.addWidget(self.console)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(head)
+        layout.addWidget(self.session_label)
+        layout.addWidget(split, 1)
+
+    # ------------------------------------------------------------------ running
+    @property
+    def is_running(self) -> bool:
+        return (self.process is not None
+                and self.process.state() != QProcess.ProcessState.NotRunning)
+
+    def start(self, request: RunRequest) -> Path | None:
+        if self.is_running:
+            raise RuntimeError("a run is already going on in this view")
+        self._reset()
+        self.request = request
+        self.session = request.new_session_dir()
+        program, arguments = request.command(self.session)
+        script = Path(request.script)
+        self.title.setText(" ".join([script.name, *request.args]))
+        self.session_label.setText(f"Session: {self.session}")
+        self._set_status(f"Starting {program} …")
+        self.follower = EventFollower(self.session)
+
+        env = QProcessEnvironment.systemEnvironment()
+        for key, value in request.env.items():
+            env.insert(key, value)
+        env.insert("PYTHONUNBUFFERED", "1")
+        env.remove("QT_QPA_PLATFORM")  # the app's display setting is not the script's business
+        proc = QProcess(self)
+        proc.setProgram(program)
+        proc.setArguments(arguments)
+        proc.setWorkingDirectory(str(request.workdir))
+        proc.setProcessEnvironment(env)
+        proc.setProcessChannelMode(QProcess.ProcessChannelMode.SeparateChannels)
+        proc.readyReadStandardOutput.connect(lambda: self._read(False))
+        proc.readyReadStandardError.connect(lambda: self._read(True))
+        proc.finished.connect(self._on_finished)
+        proc.errorOccurred.connect(self._on_error)
+        self.process = proc
+        self.stop_button.setEnabled(True)
+        proc.start()
+        self._timer.start()
+        return self.session
+
+    def stop(self) -> None:
+        """SIGTERM to the runner (it saves what it has and writes `finished`), then, after a
+        grace period, SIGKILL to the whole tree."""
+        if not self.is_running:
+            return
+        self._stopping = True
+        self.stop_button.setEnabled(False)
+        self._set_status("Stopping…")
+        self._tree = self._process_tree()
+        pid = int(self.process.processId())
+        if pid > 0:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        self._kill_timer.start()
+
+    def _process_tree(self) -> list:
+        try:
+            import psutil
+
+            return psutil.Process(int(self.process.processId())).children(recursive=True)
+        except Exception:  # noqa: BLE001 - psutil missing or the process just ended
+            return []
+
+    def _kill_tree(self) -> None:
+        """Whatever is left: the runner's process group, then every process seen in its tree."""
+        tree = self._tree + (self._process_tree() if self.is_running else [])
+        pid = int(self.process.processId()) if self.process is not None else 0
+        if pid > 0 and hasattr(os, "killpg"):
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the runner leads its own group
+            except OSError:
+                pass
+        for proc in tree:
+            try:
+                proc.kill()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if self.is_running:
+            self.process.kill()
+
+    def _read(self, is_err: bool) -> None:
+        if self.process is None:
+            return
+        raw = bytes(self.process.readAllStandardError() if is_err
+                    else self.process.readAllStandardOutput())
+        decoder = self._decoders.setdefault(is_err, codecs.getincrementaldecoder("utf-8")(
+            errors="replace"))
+        self.append_console(decoder.decode(raw), STDERR_COLOR if is_err else None)
+
+    def append_console(self, text: str, color: str | None = None) -> None:
+        if not text:
+            return
+        bar = self.console.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        cursor = QTextCursor(self.console.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        fmt = QTextCharFormat()
+        if color:
+            fmt.setForeground(QColor(color))
+        cursor.insertText(text.replace("\r\n", "\n"), fmt)
+        if at_end:
+            bar.setValue(bar.maximum())
+
+    def _on_error(self, error: QProcess.ProcessError) -> None:
+        if error != QProcess.ProcessError.FailedToStart:
+            return
+        program = self.process.program() if self.process else "?"
+        message = f"cannot start the interpreter {program}: {self.process.errorString()}"
+        self.append_console(f"stallscope: {message}\n", STDERR_COLOR)
+        self._close_session(None, message)
+        self._end(-1)
+
+    def _on_finished(self, code: int, status: QProcess.ExitStatus) -> None:
+        if status == QProcess.ExitStatus.CrashExit:
+            code = -1
+            reason = "stopped by the app" if self._stopping else "ended by a signal"
+        else:
+            reason = f"runner ended with code {code} without a finished record"
+        self._read(False)
+        self._read(True)
+        self.poll()
+        if self.finished_record is None:
+            self._close_session(code, reason)
+            self.poll()
+        self._kill_timer.stop()
+        if self._tree or self._stopping:
+            QTimer.singleShot(0, self._kill_tree)  # no orphaned DataLoader workers
+        self._end(code)
+
+    def _close_session(self, code: int | None, reason: str) -> None:
+        if self.session is None:
+            return
+        try:
+            write_finished(self.session, code, reason)
+        except OSError as exc:
+            self.append_console(f"stallscope: could not write to {self.session}: {exc}\n",
+                                STDERR_COLOR)
+        if self.finished_record is None:
+            self.finished_record = {"rc": code, "reason": reason}
+            self._show_finished()
+
+    def _end(self, code: int) -> None:
+        self._timer.stop()
+        self.stop_button.setEnabled(False)
+        self.exit_code = code
+        self.sig_run_finished.emit(code)
+
+    # ------------------------------------------------------------------ events
+    def poll(self) -> None:
+        if self.follower is None:
+            return
+        events = self.follower.poll()
+        steps = False
+        for e in events:
+            kind = e.get("event")
+            if kind == "step" and e.get("rank", 0) in (0, None):
+                self.series.add(e)
+                steps = True
+            elif kind == "started" and "rank" not in e:
+                self._on_started(e)
+            elif kind == "trace_ready" and e.get("path"):
+                path = str(resolve_path(self.session, e["path"]))
+                self.traces.append(path)
+                self.open_button.setEnabled(True)
+                self._set_status(f"Trace written: {Path(path).name}"
+                                 + ("" if e.get("complete", True) else " (partial window)"))
+                self.sig_trace_ready.emit(path)
+            elif kind == "lineprof_ready" and e.get("path"):
+                self.sig_lineprof_ready.emit(str(resolve_path(self.session, e["path"])))
+            elif kind in ("warning", "error"):
+                self.append_console(f"stallscope: {e.get('message', '')}\n", NOTE_COLOR)
+            elif kind == "finished" and ("rank" not in e or self.finished_record is None):
+                self.finished_record = e
+                self._show_finished()
+        if steps:
+            self._redraw()
+
+    def _on_started(self, e: dict) -> None:
+        device = ", ".join(e.get("devices") or []) or "CPU only"
+        self._set_status(f"Running · torch {e.get('torch', '?')} · {device} · "
+                         f"{e.get('python', 'python')}")
+
+    def _show_finished(self) -> None:
+        e = self.finished_record or {}
+        rc, reason = e.get("rc"), e.get("reason", "")
+        steps = e.get("steps")
+        text = f"Finished: {reason}" + (f" · {steps} steps" if steps is not None else "")
+        text += f" · exit code {rc}"
+        exc = e.get("exception")
+        if exc:
+            text += f"\n{exc.get('type')}: {exc.get('message')}"
+        if e.get("warning"):
+            text += f"\n{e['warning']}"
+        ok = rc == 0 and not e.get("warning")
+        self._set_status(text, None if ok else STDERR_COLOR if rc not in (0, None) else NOTE_COLOR)
+
+    def _set_status(self, text: str, color: str | None = None) -> None:
+        self.status.setStyleSheet(f"color: {color};" if color else "")
+        self.status.setText(text)
+        self.sig_status_changed.emit(text)
+
+    def _redraw(self) -> None:
+        s = self.series
+        n = s.n
+        if n == 0:
+            return
+        edges = np.arange(n + 1, dtype=np.float64)
+        wall, wait = s["wall_ms"], s["data_wait_ms"]
+        self.step_curve.setData(edges, np.nan_to_num(wall))
+        self.wait_curve.setData(edges, np.nan_to_num(wait))
+        x = np.arange(n) + 0.5
+        self.rss_curve.setData(x, s["rss"] / MB)
+        if np.isfinite(s["cuda_allocated"]).any():
+            self.alloc_curve.setData(x, s["cuda_allocated"] / MB)
+            self.reserved_curve.setData(x, s["cuda_reserved"] / MB)
+            self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS &nbsp; "
+                                   f"{swatch(ALLOCATED_COLOR)} CUDA allocated &nbsp; "
+                                   f"{swatch(RESERVED_COLOR)} CUDA reserved (MB)", size="10pt")
+        if s.active:
+            lo, hi = s.active[0], s.active[-1] + 1
+            self.window_region.setRegion((lo, hi))
+            self.window_region.setVisible(True)
+            self.window_label.setPos(lo, float(np.nanmax(wall)) if n else 0.0)
+            self.window_label.setVisible(True)
+        body = slice(1, None) if n > 1 else slice(None)  # step 0 carries start-up
+        med_wall = float(np.nanmedian(wall[body]))
+        med_wait = float(np.nanmedian(wait[body]))
+        total = float(np.nansum(wall[body]))
+        share = float(np.nansum(wait[body])) / total if total > 0 else 0.0
+        rss = s["rss"][-1]
+        self.figures.setText(
+            f"step {n - 1} · median step {med_wall:.1f} ms · data-wait {med_wait:.1f} ms "
+            f"({share:.0%} of step time)" + (f" · RSS {rss / MB:.0f} MB" if np.isfinite(rss)
+                                             else ""))
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, session: str | os.PathLike) -> None:
+        """Show a finished (or still running elsewhere) session from its files."""
+        if self.is_running:
+            raise RuntimeError("a run is going on in this view")
+        self._reset()
+        s = open_session(session)
+        self.session = s.path
+        script = s.run.get("script", "")
+        self.title.setText(" ".join([Path(script).name or s.path.name, *s.run.get("args", [])]))
+        self.session_label.setText(f"Session: {s.path}")
+        self.append_console(s.stdout())
+        self.follower = EventFollower(s.path)
+        self.poll()
+        if self.finished_record is None:
+            self._set_status("No finished record yet: the run may still be going on, or was "
+                             "killed", NOTE_COLOR)
+
+    def _reset(self) -> None:
+        self.series = StepSeries()
+        self.traces = []
+        self.finished_record = None
+        self.exit_code = None
+        self._stopping = False
+        self._tree = []
+        self._decoders = {}
+        self.console.clear()
+        self.figures.setText("")
+        self.open_button.setEnabled(False)
+        self.window_region.setVisible(False)
+        self.window_label.setVisible(False)
+        for curve in (self.rss_curve, self.alloc_curve, self.reserved_curve):
+            curve.setData([], [])
+        self.step_curve.setData([0, 1], [0])
+        self.wait_curve.setData([0, 1], [0])
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        if self.is_running:
+            self.stop()
+            self.process.waitForFinished(STOP_GRACE_MS)
+            if self.is_running:
+                self._kill_tree()
+                self.process.waitForFinished(2000)
+        super().closeEvent(event)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m stallscope.gui.run_view [SESSION | --demo]`: replay a session or run the demo."""
+    from PySide6.QtWidgets import QApplication
+
+    argv = sys.argv[1:] if argv is None else argv
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    view = RunView()
+    view.resize(1000, 700)
+    try:
+        if argv and argv[0] != "--demo":
+            view.replay(argv[0])
+        else:
+            view.start(demo_request())
+    except StallscopeError as exc:
+        print(f"stallscope: error: {exc}", file=sys.stderr)
+        return 2
+    view.show()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
