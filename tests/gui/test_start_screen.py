@@ -4,17 +4,20 @@ holds (with headlines), clicking a row opens it, and both themes render."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QLabel
 
 from stallscope.core.recent import RecentStore
 from stallscope.gui import theme
 from stallscope.gui.start_screen import ACTIONS, RecentRow, StartScreen, ago
+
+TRACES = Path(__file__).resolve().parents[2].parent / "shared/fixtures/traces"
 
 
 @pytest.fixture(autouse=True)
@@ -158,3 +161,32 @@ def test_ago_wording():
     assert ago(0.0, 3 * 3600 + 5) == "3 h ago"
     assert ago(0.0, 30 * 3600) == "yesterday"
     assert ago(0.0, 5 * 86400) == "5 days ago"
+
+
+def test_in_the_main_window_a_recent_click_opens_the_trace_and_records_its_headline(qtbot):
+    traces = sorted(TRACES.glob("kineto_nw0_*"))
+    if not traces:
+        pytest.skip(f"fixture trace kineto_nw0_* absent from {TRACES}")
+    from stallscope.gui.main_window import MainWindow
+
+    store = RecentStore()
+    store.add(traces[0], opened=1.0)  # known, never analysed
+    theme.apply_theme(qtbot_app(), "light")
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    screen = window.start
+    assert screen.buttons["open_trace"].key_label.text() == (
+        window.actions_by_name["Open"].shortcut().toString(QKeySequence.SequenceFormat.NativeText))
+    assert not window.actions_by_name["Run script"].icon().isNull()
+    row = screen.recent_list.itemWidget(screen.recent_list.item(0))
+    assert row.headline_label.text() == "Not analysed yet"
+
+    lst = screen.recent_list
+    with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
+        qtbot.mouseClick(lst.viewport(), Qt.MouseButton.LeftButton,
+                         pos=lst.visualItemRect(lst.item(0)).center())
+    (item,) = RecentStore().items()
+    assert item.headline == "GPU idle 44%, mostly data loading"
+    row = screen.recent_list.itemWidget(screen.recent_list.item(0))
+    assert row.headline_label.text() == "GPU idle 44%, mostly data loading"

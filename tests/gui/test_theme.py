@@ -175,3 +175,27 @@ def test_layout_is_saved_and_restored(qtbot, config_dir):
     third, _ = _window()
     qtbot.addWidget(third)
     assert not layout_state.restore_layout(third)
+
+
+def test_main_window_remembers_its_layout(qtbot, config_dir):
+    from stallscope.gui.main_window import MainWindow
+
+    first = MainWindow()
+    qtbot.addWidget(first)
+    first.resize(720, 530)
+    first.show()
+    qtbot.waitExposed(first)
+    default_sizes = first.analysis.splitter.sizes()
+    first.analysis.splitter.setSizes([sum(default_sizes) - 420, 420])
+    sizes = first.analysis.splitter.sizes()
+    assert sizes != default_sizes
+    size = first.size()
+    first.close()  # closeEvent saves
+    assert (config_dir / layout_state.SETTINGS_FILE).exists()
+
+    second = MainWindow()
+    qtbot.addWidget(second)
+    second.show()
+    qtbot.waitExposed(second)
+    assert second.size() == size
+    assert second.analysis.splitter.sizes() == sizes
