@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import mmap
 import multiprocessing as mp
 import os
 import signal
@@ -36,6 +37,7 @@ from .lmdb_source import (
     SampleError,
     Source,
     SourceError,
+    lmdb_bytes,
     open_source,
     source_desc,
 )
@@ -155,62 +157,64 @@ def convert(
     if state.complete:
         lock.close()
         return _result(dst, meta, t0, 0, progress["next_source"], already_complete=True)
+    est = _record_estimate(source, pre)
     if map_size is None:
-        from .lmdb_source import inspect_source
-
-        map_size = int(inspect_source(src, pre, n_preview=2, n_size=16).estimated_bytes * 1.1)
+        map_size = int(n * lmdb_bytes(est) * 1.1) + (8 << 20)
     env = lmdb.open(
         str(dst), map_size=map_size if map_size > 0 else MIN_MAP_SIZE,
         subdir=True, readahead=False, meminit=False, max_dbs=0,
     )  # fmt: skip
-    writer = _Writer(env, progress)
+    writer = _Writer(env, source, progress)
     if state.kind != "ours":
-        writer.commit([], [], meta=meta)  # claims dst before any sample is written
+        writer.commit(meta=meta)  # claims dst before any sample is written
     start = progress["next_source"]
     workers = (os.cpu_count() or 1) if workers is None else max(0, int(workers))
-    chunk = chunk or max(1, min(64, (n - start) // (max(workers, 1) * 8)))
-    decoder = _Pool(source, pre, structure, workers, mp_context)
-    pending: list[tuple[int, bytes, bytes]] = []  # (source index, key, record), in key order
-    skips: list[tuple[int, bytes, bytes]] = []
-    last_commit = time.monotonic()
+    if chunk is None:  # a few MB per task: enough to amortise IPC, small in /dev/shm
+        chunk = min(64, (8 << 20) // max(est, 1), (n - start) // (max(workers, 1) * 4))
+    chunk = max(1, int(chunk))
+    pool = _Pool(source, pre, structure, workers, mp_context)
+    limits = (commit_every, commit_bytes, commit_seconds)
     try:
-        inflight: deque = deque()
-        next_task = start
-        depth = max(2, 2 * workers)
+        while True:
+            try:
+                yield from _pump(writer, pool, source, chunk, limits, cancel)
+                meta = dict(meta, complete=True, count=writer.cur_written)
+                writer.commit(meta=meta, report=_report(writer, meta, t0, start))
+                break
+            except lmdb.MapFullError:
+                writer.grow()  # the uncommitted range is decoded again
+    except (Cancelled, GeneratorExit):
+        writer.commit_or_abort()  # stopped at a safe point: keep what is decoded
+        raise
+    finally:
+        writer.abort()  # no-op after a commit; after Ctrl-C drops only the uncommitted batch
+        pool.close()
+        env.close()
+        lock.close()
+    done = writer.next_source - start
+    return _result(dst, meta, t0, done, start, growths=writer.growths)
+
+
+def _pump(writer, pool, source, chunk: int, limits, cancel) -> Job[None]:
+    """Decode in the pool, write in order; yields (source samples done, total)."""
+    n = len(source)
+    inflight: deque = deque()
+    next_task = writer.next_source
+    depth = max(2, 2 * pool.workers)
+    try:
         while next_task < n or inflight:
             while next_task < n and len(inflight) < depth:
                 stop = min(n, next_task + chunk)
-                inflight.append(decoder.submit(source.task(next_task, stop)))
+                inflight.append(pool.submit(source.task(next_task, stop)))
                 next_task = stop
-            for index, record, reason in inflight.popleft().get():
-                if record is None:
-                    skips.append((index, fmt.skip_key(index), _skip_value(source, index, reason)))
-                else:
-                    key = fmt.sample_key(writer.written + len(pending))
-                    pending.append((index, key, record))
-            nbytes = sum(len(r) for _i, _k, r in pending)
-            if (
-                len(pending) >= commit_every
-                or nbytes >= commit_bytes
-                or time.monotonic() - last_commit >= commit_seconds
-            ):
-                writer.commit(pending, skips)
-                last_commit = time.monotonic()
-            yield writer.pending_source(pending, skips), n
+            writer.add(inflight.popleft().get())
+            if writer.due(*limits):
+                writer.commit()
+            yield writer.cur_source, n
             if cancel is not None:
                 cancel.check()
-        meta = dict(meta, complete=True, count=writer.written + len(pending))
-        skipped = read_skipped(env) + [fmt.loads(v) for *_, v in skips]
-        report = _report(meta, skipped, t0, start)
-        writer.commit(pending, skips, meta=meta, report=report)
-    except (Cancelled, KeyboardInterrupt, GeneratorExit):
-        writer.commit(pending, skips)  # keep what is decoded; resume continues from here
-        raise
     finally:
-        decoder.close()
-        env.close()
-        lock.close()
-    return _result(dst, meta, t0, writer.next_source - start, start, growths=writer.growths)
+        pool.discard(inflight)
 
 
 def _structure(source: Source, pre: Preprocess) -> dict:
@@ -225,6 +229,17 @@ def _structure(source: Source, pre: Preprocess) -> dict:
         except SampleError as exc:
             errors.append(f"[{index}] {exc}")
     raise SourceError(f"{source.spec}: the first samples cannot be read: {errors[0]}")
+
+
+def _record_estimate(source: Source, pre: Preprocess) -> int:
+    """Mean record size from a few image headers (folders) or decoded samples (factories)."""
+    from .lmdb_source import _header_sizes, inspect_source
+
+    if isinstance(source, FolderSource):
+        sizes = _header_sizes(source, pre, 16)
+        if sizes:
+            return int(sum(sizes) / len(sizes))
+    return int(inspect_source(source.spec, pre, n_preview=2, n_size=4).bytes_per_sample)
 
 
 def _new_meta(source: Source, pre: Preprocess, structure: dict) -> dict:
@@ -294,68 +309,117 @@ def _skip_value(source: Source, index: int, reason: str) -> bytes:
 
 
 class _Writer:
-    """The one writer. Each commit holds data and progress together, and grows the map on need.
+    """The one writer. Records go straight into an open write transaction; a commit adds the
+    progress marker (the last source index written + 1) to that same transaction, so committed
+    data and committed progress always agree, whatever stops the process."""
 
-    Progress is derived from the batch itself (the last source index it holds), so whatever point
-    an interruption hits, the committed marker and the committed samples agree.
-    """
-
-    def __init__(self, env: lmdb.Environment, progress: dict) -> None:
+    def __init__(self, env: lmdb.Environment, source: Source, progress: dict) -> None:
         self.env = env
-        self.written = int(progress["written"])
-        self.next_source = int(progress["next_source"])
+        self.source = source
+        self.written = self.cur_written = int(progress["written"])
+        self.next_source = self.cur_source = int(progress["next_source"])
+        self.txn = None
+        self.batch_n = self.batch_bytes = 0
+        self.last_commit = time.monotonic()
         self.growths = 0
 
-    def pending_source(self, records, skips) -> int:
-        last = max(records[-1][0] if records else -1, skips[-1][0] if skips else -1)
-        return max(self.next_source, last + 1)
+    def _txn(self):
+        if self.txn is None:
+            self.txn = self.env.begin(write=True)
+        return self.txn
 
-    def commit(self, records, skips, meta: dict | None = None, report: dict | None = None) -> None:
-        """Writes and then empties records and skips: [(source index, key, value)]."""
-        progress = {
-            "next_source": self.pending_source(records, skips),
-            "written": self.written + len(records),
-        }
-        while True:
-            try:
-                with self.env.begin(write=True) as txn:
-                    for _index, key, value in records:
-                        txn.put(key, value, append=True)
-                    for _index, key, value in skips:
-                        txn.put(key, value)
-                    txn.put(fmt.PROGRESS_KEY, fmt.dumps(progress))
-                    if meta is not None:
-                        txn.put(fmt.META_KEY, fmt.dumps(meta))
-                    if report is not None:
-                        txn.put(fmt.REPORT_KEY, fmt.dumps(report))
-                break
-            except lmdb.MapFullError:
-                size = self.env.info()["map_size"]
-                need = sum(len(v) for *_, v in records) + sum(len(v) for *_, v in skips)
-                self.env.set_mapsize(max(2 * size, size + 2 * need + (1 << 20)))
-                self.growths += 1
-            except lmdb.Error as exc:
-                raise StallscopeError(f"{self.env.path()}: writing failed: {exc}") from exc
-        records.clear()
-        skips.clear()
-        self.written = progress["written"]
-        self.next_source = progress["next_source"]
+    def add(self, result) -> None:
+        """One task's result from the pool: ('shm', name, entries) or ('inline', records)."""
+        txn = self._txn()
+        if result[0] == "inline":
+            for index, record, reason in result[1]:
+                self._put(txn, index, record, reason)
+            return
+        _, name, entries = result
+        with _read_shm(name) as mv:
+            for index, offset, size, reason in entries:
+                if reason:
+                    self._put(txn, index, None, reason)
+                else:
+                    with mv[offset : offset + size] as record:
+                        self._put(txn, index, record, "")
+
+    def _put(self, txn, index: int, record, reason: str) -> None:
+        if record is None:
+            txn.put(fmt.skip_key(index), _skip_value(self.source, index, reason))
+        else:
+            txn.put(fmt.sample_key(self.cur_written), record, append=True)
+            self.cur_written += 1
+            self.batch_n += 1
+            self.batch_bytes += len(record)
+        self.cur_source = index + 1
+
+    def due(self, every: int, nbytes: int, seconds: float) -> bool:
+        return (
+            self.batch_n >= every
+            or self.batch_bytes >= nbytes
+            or time.monotonic() - self.last_commit >= seconds
+        )
+
+    def commit(self, meta: dict | None = None, report: dict | None = None) -> None:
+        txn = self._txn()
+        progress = {"next_source": self.cur_source, "written": self.cur_written}
+        try:
+            txn.put(fmt.PROGRESS_KEY, fmt.dumps(progress))
+            if meta is not None:
+                txn.put(fmt.META_KEY, fmt.dumps(meta))
+            if report is not None:
+                txn.put(fmt.REPORT_KEY, fmt.dumps(report))
+            txn.commit()
+        except lmdb.MapFullError:
+            raise
+        except lmdb.Error as exc:
+            self.abort()
+            raise StallscopeError(f"{self.env.path()}: writing failed: {exc}") from exc
+        self.txn = None
+        self.written, self.next_source = self.cur_written, self.cur_source
+        self.batch_n = self.batch_bytes = 0
+        self.last_commit = time.monotonic()
+
+    def commit_or_abort(self) -> None:
+        try:
+            self.commit()
+        except lmdb.Error:
+            self.abort()
+
+    def abort(self) -> None:
+        if self.txn is not None:
+            with contextlib.suppress(lmdb.Error):
+                self.txn.abort()
+            self.txn = None
+        self.cur_written, self.cur_source = self.written, self.next_source
+        self.batch_n = self.batch_bytes = 0
+
+    def grow(self) -> None:
+        self.abort()
+        size = self.env.info()["map_size"]
+        self.env.set_mapsize(2 * size + (1 << 20))
+        self.growths += 1
 
 
-def _report(meta: dict, skipped: list[dict], t0: float, start: int) -> dict:
+def _report(writer: _Writer, meta: dict, t0: float, start: int) -> dict:
     return {
         "count": meta["count"],
         "total": meta["source"]["count"],
-        "skipped": skipped,
+        "skipped": read_skipped(writer._txn()),
         "seconds_last_run": round(time.perf_counter() - t0, 3),
         "resumed_from": start,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
-def read_skipped(env: lmdb.Environment) -> list[dict]:
+def read_skipped(env_or_txn) -> list[dict]:
+    """The skip list, from an environment or inside an open transaction."""
+    if isinstance(env_or_txn, lmdb.Environment):
+        with env_or_txn.begin() as txn:
+            return read_skipped(txn)
     out = []
-    with env.begin() as txn, txn.cursor() as cur:
+    with env_or_txn.cursor() as cur:
         if cur.set_range(fmt.SKIP_PREFIX):
             for key, value in cur:
                 if not key.startswith(fmt.SKIP_PREFIX):
@@ -383,6 +447,14 @@ def _result(dst: Path, meta: dict, t0: float, done: int, start: int, *, already_
 # ----------------------------------------------------------------------------- decoding pool
 
 
+# Decoded records travel from the workers to the writer through files in /dev/shm (one per
+# task, unlinked as soon as the writer maps it): a pipe would cost four extra copies and
+# several context switches per image, as much CPU as decoding it. Without /dev/shm (or when
+# it is full) records travel inline through the pool's pipe.
+SHM_DIR = Path("/dev/shm")
+SHM_PREFIX = "stallscope-lmdb-"
+
+
 class _Done:
     def __init__(self, value) -> None:
         self.value = value
@@ -400,24 +472,76 @@ class _Pool:
     mp_context: str | None
     _pool: object = field(default=None, init=False)
     _local: Decoder | None = field(default=None, init=False)
+    _tasks: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         args = (source_desc(self.source), self.pre.to_dict(), self.structure)
         if self.workers == 0:
             self._local = Decoder(*args)
             return
+        _remove_stale_shm()
         ctx = mp.get_context(self.mp_context or default_context())
         self._pool = ctx.Pool(self.workers, _init_worker, (os.getpid(), *args))
 
     def submit(self, task):
         if self._local is not None:
-            return _Done(self._local.records(task))
-        return self._pool.apply_async(_decode_task, (task,))
+            return _Done(("inline", self._local.records(task)))
+        self._tasks += 1
+        return self._pool.apply_async(_decode_task, (self._tasks, task))
+
+    def discard(self, inflight) -> None:
+        """Results that will not be written: wait for them and free their segments."""
+        while inflight:
+            result = inflight.popleft()
+            if self._pool is None:
+                continue
+            with contextlib.suppress(Exception):
+                value = result.get(timeout=60)
+                if value[0] == "shm":
+                    (SHM_DIR / value[1]).unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()
+            for path in SHM_DIR.glob(f"{SHM_PREFIX}{os.getpid()}-*"):
+                path.unlink(missing_ok=True)
+
+
+class _read_shm:  # noqa: N801 - used as a context manager
+    """Map a task's segment read-only, unlink it at once, hand out a memoryview."""
+
+    def __init__(self, name: str) -> None:
+        path = SHM_DIR / name
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            self._map = mmap.mmap(fd, size, flags, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+        self._view = memoryview(self._map)
+
+    def __enter__(self) -> memoryview:
+        return self._view
+
+    def __exit__(self, *exc) -> None:
+        self._view.release()
+        self._map.close()
+
+
+def _remove_stale_shm() -> None:
+    """Segments left by a converter that was killed before it read them."""
+    if not SHM_DIR.is_dir():
+        return
+    for path in SHM_DIR.glob(f"{SHM_PREFIX}*-*"):
+        try:
+            os.kill(int(path.name[len(SHM_PREFIX) :].split("-")[0]), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except (ValueError, OSError):
+            continue
 
 
 def default_context() -> str:
@@ -429,12 +553,14 @@ def default_context() -> str:
 
 _DECODER: Decoder | None = None
 _INIT_ERROR: str | None = None
+_PARENT = 0
 
 
 def _init_worker(parent_pid: int, desc: dict, pre: dict, structure: dict) -> None:
-    global _DECODER, _INIT_ERROR
+    global _DECODER, _INIT_ERROR, _PARENT
+    _PARENT = parent_pid
     _die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and commits
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     try:
         _DECODER = Decoder(desc, pre, structure)
     except Exception as exc:  # noqa: BLE001 - reported by the first task, not by a respawn loop
@@ -444,10 +570,45 @@ def _init_worker(parent_pid: int, desc: dict, pre: dict, structure: dict) -> Non
         torch.set_num_threads(1)
 
 
-def _decode_task(task: list) -> list:
+def _decode_task(task_id: int, task: list):
     if _DECODER is None:
         raise SourceError(_INIT_ERROR or "decoder did not start")
-    return _DECODER.records(task)
+    decoded = _DECODER.decode(task)
+    total = sum(planned[2] for _i, planned, _r in decoded if planned is not None)
+    if total and SHM_DIR.is_dir():
+        name = f"{SHM_PREFIX}{_PARENT}-{task_id}"
+        try:
+            return ("shm", name, _write_shm(name, total, decoded))
+        except OSError:
+            (SHM_DIR / name).unlink(missing_ok=True)
+    records = []
+    for index, planned, reason in decoded:
+        record = None
+        if planned is not None:
+            header, offsets, size, arrays = planned
+            record = bytearray(size)
+            fmt.write(memoryview(record), 0, header, offsets, arrays)
+        records.append((index, record, reason))
+    return ("inline", records)
+
+
+def _write_shm(name: str, total: int, decoded) -> list:
+    fd = os.open(SHM_DIR / name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, total)  # ENOSPC now, not SIGBUS while writing
+        with mmap.mmap(fd, total) as m, memoryview(m) as mv:
+            entries, pos = [], 0
+            for index, planned, reason in decoded:
+                if planned is None:
+                    entries.append((index, 0, 0, reason))
+                    continue
+                header, offsets, size, arrays = planned
+                fmt.write(mv, pos, header, offsets, arrays)
+                entries.append((index, pos, size, ""))
+                pos += size
+    finally:
+        os.close(fd)
+    return entries
 
 
 def _die_with_parent(parent_pid: int) -> None:

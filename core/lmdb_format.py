@@ -70,35 +70,45 @@ def _pad(n: int) -> int:
     return -n % ALIGN
 
 
-Field = tuple[str, tuple[int, ...], bytes | memoryview]
+Shape = tuple[int, ...]
 
 
-def encode(source_index: int, fields: list[Field]) -> bytes:
-    """fields: (dtype name, shape, raw C-order bytes) per field, in the structure's leaf order."""
+def plan(source_index: int, fields: list[tuple[str, Shape]]) -> tuple[bytes, list[int], int]:
+    """(header bytes, payload offset per field, record size) for fields [(dtype name, shape)]."""
     head = [_HEAD.pack(MAGIC, source_index, len(fields), 0)]
-    for dtype, shape, raw in fields:
-        nbytes = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
-        if len(raw) != nbytes:
-            raise FormatError(f"field of {dtype}{list(shape)} needs {nbytes} bytes, got {len(raw)}")
+    for dtype, shape in fields:
         head.append(_FIELD.pack(DTYPE_CODE[dtype], len(shape), 0))
         head.append(struct.pack(f"<{len(shape)}I", *shape))
-    parts = head
-    size = sum(len(p) for p in parts)
-    parts.append(b"\0" * _pad(size))
-    for _dtype, _shape, raw in fields:
-        parts.append(raw)
-        parts.append(b"\0" * _pad(len(raw)))
-    return b"".join(parts)
+    header = b"".join(head)
+    pos = len(header) + _pad(len(header))
+    offsets = []
+    for dtype, shape in fields:
+        offsets.append(pos)
+        nbytes = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
+        pos += nbytes + _pad(nbytes)
+    return header, offsets, pos
 
 
-def encode_arrays(source_index: int, arrays: list[tuple[str, np.ndarray]]) -> bytes:
-    """arrays: (dtype name, C-contiguous array) per field."""
-    return encode(source_index, [(dtype, arr.shape, raw_bytes(arr)) for dtype, arr in arrays])
+def write(buf, pos: int, header: bytes, offsets: list[int], arrays: list[np.ndarray]) -> None:
+    """Fill a planned record at buf[pos:] (writable, zeroed). Arrays may be strided views (an
+    HWC image transposed to CHW): the copy into the record is the only copy."""
+    buf[pos : pos + len(header)] = header
+    for offset, arr in zip(offsets, arrays, strict=True):
+        if arr.nbytes == 0:
+            continue
+        dst = np.frombuffer(buf, np.uint8, arr.nbytes, pos + offset)
+        np.copyto(dst.view(arr.dtype).reshape(arr.shape), arr, casting="no")
 
 
-def raw_bytes(arr: np.ndarray) -> memoryview:
-    """The array's C-order bytes without a copy when it is already contiguous."""
-    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+def encode_arrays(source_index: int, arrays: list[tuple[str, np.ndarray]]) -> bytearray:
+    """A record from [(dtype name, array)] (bfloat16 as its raw uint16 array)."""
+    for dtype, arr in arrays:
+        if _NP_DTYPE[dtype] != arr.dtype:
+            raise FormatError(f"array of {arr.dtype} stored as {dtype}")
+    header, offsets, size = plan(source_index, [(d, a.shape) for d, a in arrays])
+    buf = bytearray(size)
+    write(memoryview(buf), 0, header, offsets, [a for _d, a in arrays])
+    return buf
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +154,6 @@ def view_array(buf, field: FieldView) -> np.ndarray:
     return arr.reshape(field.shape)
 
 
-def record_size(shapes_dtypes: list[tuple[str, tuple[int, ...]]]) -> int:
+def record_size(fields: list[tuple[str, Shape]]) -> int:
     """Bytes one record takes, for size estimates."""
-    head = _HEAD.size + sum(_FIELD.size + 4 * len(s) for _d, s in shapes_dtypes)
-    size = head + _pad(head)
-    for dtype, shape in shapes_dtypes:
-        n = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
-        size += n + _pad(n)
-    return size
+    return plan(0, fields)[2]

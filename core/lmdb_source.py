@@ -127,7 +127,10 @@ def preprocess_image(img: Image.Image, pre: Preprocess) -> Image.Image:
 
 
 def image_to_chw(img: Image.Image) -> tuple[str, np.ndarray]:
-    """A PIL image -> (dtype, CHW array) in its own colour mode (palette and 1-bit widened)."""
+    """A PIL image -> (dtype, CHW array) in its own colour mode (palette and 1-bit widened).
+
+    The array may be a transposed view of PIL's HWC bytes: whoever stores it makes the one
+    contiguous copy (straight into the record)."""
     if img.mode == "1":
         img = img.convert("L")
     elif img.mode in ("P", "PA"):
@@ -135,14 +138,11 @@ def image_to_chw(img: Image.Image) -> tuple[str, np.ndarray]:
     elif img.mode in ("CMYK", "YCbCr", "LAB", "HSV"):
         img = img.convert("RGB")
     w, h = img.size
-    if img.mode in ("L", "LA", "RGB", "RGBA", "RGBX"):
-        bands = img.split()  # planar bytes straight from PIL: CHW without a numpy transpose
-        raw = b"".join(band.tobytes() for band in bands)
-        return "uint8", np.frombuffer(raw, np.uint8).reshape(len(bands), h, w)
-    arr = np.asarray(img)  # I;16 -> uint16, I -> int32, F -> float32
+    arr = np.asarray(img)  # L/RGB/RGBA -> uint8, I;16 -> uint16, I -> int32, F -> float32
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
-    return arr.dtype.name, np.ascontiguousarray(arr.reshape(1, h, w))
+    chw = arr.reshape(h, w, -1).transpose(2, 0, 1)
+    return arr.dtype.name, chw
 
 
 def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
@@ -440,19 +440,34 @@ class Decoder:
             raise SampleError(f"structure {describe(structure)} differs from sample 0's")
         return index, structure, leaves
 
-    def records(self, task: list) -> list[tuple[int, bytes | None, str]]:
-        """-> [(source index, record or None, reason)]."""
-        from .lmdb_format import encode, raw_bytes
+    def decode(self, task: list) -> list[tuple[int, tuple | None, str]]:
+        """-> [(source index, (header, offsets, size, arrays) or None, reason)]."""
+        from .lmdb_format import plan
 
         out = []
         for entry in task:
             index = entry if self.kind == "factory" else entry[0]
             try:
                 _, _, leaves = self.sample(entry)
-                record = encode(index, [(d, a.shape, raw_bytes(a)) for _k, d, a in leaves])
-                out.append((index, record, ""))
             except SampleError as exc:
                 out.append((index, None, str(exc)))
+                continue
+            header, offsets, size = plan(index, [(d, a.shape) for _k, d, a in leaves])
+            out.append((index, (header, offsets, size, [a for _k, _d, a in leaves]), ""))
+        return out
+
+    def records(self, task: list) -> list[tuple[int, bytearray | None, str]]:
+        """-> [(source index, record or None, reason)]."""
+        from .lmdb_format import write
+
+        out = []
+        for index, planned, reason in self.decode(task):
+            record = None
+            if planned is not None:
+                header, offsets, size, arrays = planned
+                record = bytearray(size)
+                write(memoryview(record), 0, header, offsets, arrays)
+            out.append((index, record, reason))
         return out
 
 
