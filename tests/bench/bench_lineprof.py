@@ -114,30 +114,31 @@ def main() -> None:
     print(f"  profiled  {on * 1e6:8.3f} µs/sample   (+{(on - off) * 1e6:.2f} µs/sample, "
           f"{(on - off) * 1e6 / 6:.2f} µs per profiled line)")
 
-    # DataLoader with 2 workers, whole epochs: plain vs profiled classes.
-    def epoch() -> float:
-        t = time.perf_counter()
-        n = 0
-        for images, _labels in DataLoader(ds, batch_size=16, num_workers=2):
-            n += len(images)
-        return (time.perf_counter() - t) / n
-
-    epochs_off, epochs_on = [], []
-    for _ in range(max(2, args.rounds // 2)):
-        demo.JpegFolder.__getitem__ = plain_demo
-        epochs_off.append(epoch())
-        demo.JpegFolder.__getitem__ = prof_demo
+    # DataLoader with 2 workers, whole epochs; the order flips every round (the machine's load
+    # drifts, and whichever goes second would otherwise pay for it).
+    def epoch(profiled: bool) -> float:
+        demo.JpegFolder.__getitem__ = prof_demo if profiled else plain_demo
         loader = DataLoader(ds, batch_size=16, num_workers=2)
-        cap.on_dataloader(loader)
+        if profiled:
+            cap.on_dataloader(loader)  # what the runner's patched DataLoader.__iter__ does
         t = time.perf_counter()
         n = 0
         for images, _labels in loader:
             n += len(images)
-        epochs_on.append((time.perf_counter() - t) / n)
-    off, on = statistics.median(epochs_off), statistics.median(epochs_on)
+        return (time.perf_counter() - t) / n
+
+    epochs = {False: [], True: []}
+    for r in range(max(4, args.rounds)):
+        for profiled in ((False, True) if r % 2 == 0 else (True, False)):
+            epochs[profiled].append(epoch(profiled))
+    demo.JpegFolder.__getitem__ = prof_demo
+    off, on = statistics.median(epochs[False]), statistics.median(epochs[True])
     print("DataLoader(num_workers=2, batch_size=16), wall time per sample incl. worker start:")
-    print(f"  plain     {off * 1e3:8.3f} ms/sample")
-    print(f"  profiled  {on * 1e3:8.3f} ms/sample   overhead {100 * (on - off) / off:+.1f}%")
+    print(f"  plain     {off * 1e3:8.3f} ms/sample  "
+          f"(rounds: {' '.join(f'{x * 1e3:.2f}' for x in epochs[False])})")
+    print(f"  profiled  {on * 1e3:8.3f} ms/sample  "
+          f"(rounds: {' '.join(f'{x * 1e3:.2f}' for x in epochs[True])})   "
+          f"overhead {100 * (on - off) / off:+.1f}%")
     t = time.perf_counter()
     path = cap.finish()
     print(f"finish() merged main + worker stats in {(time.perf_counter() - t) * 1e3:.1f} ms: "
