@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from stallscope.core import runner
 from stallscope.resources import RESOURCES
@@ -121,6 +122,13 @@ def detect_interpreters(script: str = "") -> list[str]:
     return out
 
 
+def run_settings() -> QSettings:
+    """Run settings live with the rest of stallscope's config (tests point it at a tmp dir)."""
+    from stallscope.core.recent import config_dir
+
+    return QSettings(str(config_dir() / "runs.ini"), QSettings.Format.IniFormat)
+
+
 def settings_key(script: str) -> str:
     return "runs/" + hashlib.sha1(str(Path(script).resolve()).encode()).hexdigest()[:16]
 
@@ -146,7 +154,7 @@ class RunDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Run a training script")
         self.setMinimumWidth(640)
-        self.settings = settings or QSettings()
+        self.settings = settings or run_settings()
         self._probe: QProcess | None = None
         self._request: RunRequest | None = None
         self._build()
@@ -381,11 +389,7 @@ class RunDialog(QDialog):
     # ------------------------------------------------------------------ interpreter check
     def _probe_python(self, _text: str = "") -> None:
         python = self._python()
-        if self._probe is not None:
-            self._probe.kill()
-            self._probe.waitForFinished(1000)
-            self._probe.deleteLater()
-            self._probe = None
+        self._stop_probe()
         if not python or not (Path(python).is_file() or shutil.which(python)):
             self._set_python_status(f"{python or 'No interpreter'}: not found", ok=False)
             return
@@ -394,13 +398,32 @@ class RunDialog(QDialog):
         probe.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
         probe.finished.connect(lambda code, _status, p=probe, py=python:
                                self._on_probe(p, py, code))
-        probe.errorOccurred.connect(lambda _e, py=python: self._set_python_status(
-            f"{py}: cannot be started", ok=False))
+        probe.errorOccurred.connect(lambda error, p=probe, py=python:
+                                    self._on_probe_error(p, py, error))
         self._probe = probe
         probe.start(python, ["-c", TORCH_PROBE])
 
+    def _stop_probe(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is None:
+            return
+        for sig in (probe.finished, probe.errorOccurred):
+            try:
+                sig.disconnect()
+            except (RuntimeError, TypeError):
+                pass
+        probe.kill()
+        probe.waitForFinished(1000)
+        probe.deleteLater()
+
+    def _on_probe_error(self, probe: QProcess, python: str, error) -> None:
+        if not (isValid(self) and isValid(probe)) or probe is not self._probe:
+            return  # the dialog went away while its probe still ran
+        if error == QProcess.ProcessError.FailedToStart:
+            self._set_python_status(f"{python}: cannot be started", ok=False)
+
     def _on_probe(self, probe: QProcess, python: str, code: int) -> None:
-        if probe is not self._probe:
+        if not (isValid(self) and isValid(probe)) or probe is not self._probe:
             return
         out = bytes(probe.readAll()).decode(errors="replace").strip().splitlines()
         last = out[-1] if out else ""
@@ -438,10 +461,7 @@ class RunDialog(QDialog):
         return self._request
 
     def done(self, result: int) -> None:
-        if self._probe is not None:
-            self._probe.kill()
-            self._probe.waitForFinished(1000)
-            self._probe = None
+        self._stop_probe()
         super().done(result)
 
 

@@ -1,0 +1,145 @@
+"""The Run dialog: fields -> RunRequest, remembered per script, the interpreter probe, and the
+whole path from clicking Run on the demo to its trace open in the main window."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+
+from stallscope.gui import run_view
+from stallscope.gui.run_dialog import DEMO_SCRIPT, RunDialog, RunRequest, parse_env
+
+SHOTS = Path("/tmp/stallscope-shots")
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(tmp_path / "config"))
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return QSettings(str(tmp_path / "runs.ini"), QSettings.Format.IniFormat)
+
+
+def script(tmp_path, name: str) -> Path:
+    path = tmp_path / name
+    path.write_text("print('hi')\n")
+    return path
+
+
+def test_request_from_fields_and_remembered_per_script(qtbot, tmp_path, settings):
+    a, b = script(tmp_path, "a.py"), script(tmp_path, "b.py")
+    dialog = RunDialog(settings=settings, script=str(a))
+    qtbot.addWidget(dialog)
+    dialog.args_edit.setText("--lr 0.1 --name 'two words'")
+    dialog.env_edit.setPlainText("CUDA_VISIBLE_DEVICES=1\n# a comment\nOMP_NUM_THREADS=2")
+    dialog.spins["active"].setValue(3)
+    dialog.checks["profile_memory"].setChecked(False)
+    dialog.checks["stop_after_window"].setChecked(False)
+    dialog.lineprof_combo.setCurrentText("auto")
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    req = dialog.request()
+    assert dialog.result() == RunDialog.DialogCode.Accepted
+    assert req.script == str(a.resolve()) and req.args == ["--lr", "0.1", "--name", "two words"]
+    assert req.env == {"CUDA_VISIBLE_DEVICES": "1", "OMP_NUM_THREADS": "2"}
+    assert req.schedule == {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
+    assert req.options["profile_memory"] is False and req.options["lineprof"] == "auto"
+    assert req.python == sys.executable
+
+    program, arguments = req.command(tmp_path / "s")
+    assert program == sys.executable and arguments[0].endswith("core/runner.py")
+    assert "--no-profile-memory" in arguments and "--no-stop-after-window" in arguments
+    assert "--process-group" in arguments  # so Stop can end the whole tree
+    assert arguments[-5:] == [str(a.resolve()), "--lr", "0.1", "--name", "two words"]
+
+    again = RunDialog(settings=settings)  # the last script comes back with its settings
+    qtbot.addWidget(again)
+    assert again.script_edit.text() == str(a.resolve())
+    assert again.spins["active"].value() == 3 and not again.checks["profile_memory"].isChecked()
+    assert "OMP_NUM_THREADS=2" in again.env_edit.toPlainText()
+    again.script_edit.setText(str(b))
+    again.script_edit.editingFinished.emit()
+    # b was never run: its own fields are the defaults, a's are not carried over
+    again.set_request(RunRequest(script=str(b)))
+    assert again.spins["active"].value() == 4 and again.checks["profile_memory"].isChecked()
+
+
+def test_bad_input_keeps_the_dialog_open(qtbot, tmp_path, settings):
+    dialog = RunDialog(settings=settings, script=str(tmp_path / "missing.py"))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.accept()
+    assert dialog.isVisible() and "missing.py: no such script" in dialog.error_label.text()
+    dialog.script_edit.setText(str(script(tmp_path, "ok.py")))
+    dialog.env_edit.setPlainText("JUSTANAME")
+    dialog.accept()
+    assert dialog.isVisible() and "environment line 1" in dialog.error_label.text()
+    dialog.env_edit.setPlainText("")
+    dialog.python_combo.setCurrentText(str(tmp_path / "nope" / "python"))
+    dialog.accept()
+    assert dialog.isVisible() and "no such Python interpreter" in dialog.error_label.text()
+    assert dialog.request() is None
+    with pytest.raises(ValueError):
+        parse_env("A B=1")
+
+
+def test_interpreter_probe_names_torch_or_its_absence(qtbot, tmp_path, settings):
+    dialog = RunDialog(settings=settings, script=str(script(tmp_path, "t.py")))
+    qtbot.addWidget(dialog)
+    qtbot.waitUntil(lambda: dialog.python_status.text().startswith("torch "), timeout=60_000)
+    assert "CUDA" in dialog.python_status.text()
+
+    # the same interpreter without site-packages: no torch there
+    no_torch = tmp_path / "python-without-torch"
+    no_torch.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    no_torch.chmod(no_torch.stat().st_mode | stat.S_IXUSR)
+    dialog.python_combo.setCurrentText(str(no_torch))
+    qtbot.waitUntil(lambda: "has no torch" in dialog.python_status.text(), timeout=60_000)
+    assert f"{no_torch} -m pip install torch" in dialog.python_status.text()
+
+
+def test_run_dialog_launches_demo_and_the_trace_opens(qtbot, tmp_path, settings, monkeypatch):
+    from stallscope.gui.main_window import MainWindow
+
+    dialog = RunDialog(settings=settings, script=str(DEMO_SCRIPT))
+    qtbot.addWidget(dialog)
+    dialog.resize(720, 480)
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.python_status.text().startswith("torch "), timeout=60_000)
+    SHOTS.mkdir(exist_ok=True)
+    dialog.grab().save(str(SHOTS / "run_dialog.png"))
+    dialog.args_edit.setText("--images 96")
+    dialog.session_edit.setText(str(tmp_path / "demo-session"))
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    request = dialog.request()
+    assert request is not None and request.script == str(DEMO_SCRIPT)
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.resize(1300, 850)
+    window.show()
+    shown = []
+    window.sig_document_shown.connect(shown.append)
+    window.show_run(request)
+    view = window.tabs.currentWidget()
+    assert isinstance(view, run_view.RunView)
+    with qtbot.waitSignal(view.sig_trace_ready, timeout=120_000) as ready:
+        pass
+    trace = Path(ready.args[0])
+    assert trace.parent == tmp_path / "demo-session" / "traces" and trace.is_file()
+    qtbot.waitUntil(lambda: bool(shown), timeout=60_000)
+    assert shown[0].path == trace
+    assert "dataloader_bound" in [a.id for a in window.analysis.report.advice]
+    qtbot.waitUntil(lambda: view.exit_code is not None, timeout=60_000)
+    assert view.exit_code == 0 and view.finished_record["reason"].startswith("stopped after")
+    window.grab().save(str(SHOTS / "run_main_window_trace.png"))
+    window.tabs.setCurrentWidget(view)
+    view.grab().save(str(SHOTS / "run_view_finished.png"))
