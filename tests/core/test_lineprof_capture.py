@@ -118,6 +118,11 @@ DATASETS = textwrap.dedent('''
             return torch.tensor([i])
 
 
+    def mark_worker(worker_id):
+        """The user's own worker_init_fn: must still run in every worker."""
+        open(os.path.join(os.environ["MARK_DIR"], f"worker{worker_id}"), "w").close()
+
+
     class Wrapper(Dataset):
         """A user wrapper that keeps its source in .dataset."""
 
@@ -161,6 +166,7 @@ DRIVER = textwrap.dedent('''
         fetched = 0
         error = None
         here = os.path.dirname(os.path.abspath(__file__))
+        os.environ["MARK_DIR"] = here
         kw = dict(batch_size=3)
         if scenario.startswith("png"):
             nw = int(scenario[-1])
@@ -170,13 +176,13 @@ DRIVER = textwrap.dedent('''
             nw = int(scenario[-1])
             loaders = [DataLoader(D.NormDataset(12), num_workers=nw, **kw)]
         elif scenario == "spawn":
-            loaders = [DataLoader(D.NormDataset(8), num_workers=2,
+            loaders = [DataLoader(D.NormDataset(8), num_workers=2, worker_init_fn=D.mark_worker,
                                   multiprocessing_context="spawn", **kw)]
         elif scenario == "main_then_workers":
             ds = D.NormDataset(9)
             loaders = [DataLoader(ds, num_workers=0, **kw), DataLoader(ds, num_workers=2, **kw)]
         elif scenario == "helpers":
-            loaders = [DataLoader(D.Helpers(), num_workers=2, **kw)]
+            loaders = [DataLoader(D.Helpers(), num_workers=2, worker_init_fn=D.mark_worker, **kw)]
         elif scenario == "wrapped":
             inner = ConcatDataset([Subset(D.Helpers(), range(4)), D.NormDataset(3)])
             loaders = [DataLoader(D.Wrapper(inner), num_workers=0, **kw)]
@@ -275,6 +281,7 @@ def test_spawned_workers_reimport_the_capture_by_path(tmp_path):
     p = r["profiles"]["NormDataset.__getitem__"]
     assert r["fetched"] == 8 and p.samples == 8 and p.workers == 2
     assert body_hits(p) == [8] * 4
+    assert sorted(f.name for f in tmp_path.glob("worker*")) == ["worker0", "worker1"]
 
 
 def test_forked_workers_do_not_count_the_parents_samples_twice(tmp_path):
@@ -299,6 +306,7 @@ def test_depth_one_profiles_same_file_helpers(tmp_path):
     for name in profs:
         assert profs[name].samples == 10 and set(body_hits(profs[name])) == {10}, name
     assert r["fetched"] == 10
+    assert sorted(f.name for f in tmp_path.glob("worker*")) == ["worker0", "worker1"]
     # Without depth, only __getitem__.
     sub = tmp_path / "d0"
     sub.mkdir()
