@@ -336,14 +336,21 @@ def match_source(profile: Profile) -> SourceMatch:
     lost = [ln.lineno for ln in timed if mapping[ln.lineno] is None]
     moved = sum(1 for ln in timed if mapping[ln.lineno] not in (None, ln.lineno))
     name = os.path.basename(profile.file)
-    msg = f"{name} changed since the run: {len(differ)} of {len(profile.lines)} lines differ"
+    parts = []
     if moved:
-        msg += f"; {moved} timed lines found at new line numbers"
+        parts.append(f"{_plural(moved, 'timed line')} now at other line numbers")
     if lost:
         shown = ", ".join(str(n) for n in lost[:8]) + (" ..." if len(lost) > 8 else "")
-        msg += f"; {len(lost)} timed lines no longer in the file (lines {shown})"
-    msg += "; showing the code as profiled"
+        parts.append(f"{_plural(len(lost), 'timed line')} no longer in the file "
+                     f"(profiled line{'s' if len(lost) > 1 else ''} {shown})")
+    if not parts:
+        parts.append(f"{_plural(len(differ), 'line')} of the function differ")
+    msg = f"{name} changed since the run: {'; '.join(parts)}; showing the code as profiled"
     return SourceMatch(mapping, True, msg)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,6 +48,16 @@ from stallscope.core.lineprof import Line, Profile
 
 from .colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR
 
+
+def dim_text() -> str:
+    """The theme's secondary text colour (readable in light and dark mode)."""
+    try:
+        from .theme import palette
+
+        return palette().text_dim
+    except Exception:  # noqa: BLE001 - the view also runs where the theme module is absent
+        return MUTED_TEXT
+
 # Sequential scale (light yellow -> orange -> deep red), position = share / largest share.
 HEAT_STOPS = ((0.0, "#fff9db"), (0.25, "#ffe066"), (0.5, "#ffa94d"), (0.75, "#f76707"),
               (1.0, "#c92a2a"))
@@ -201,7 +211,7 @@ class HeatmapModel(QAbstractTableModel):
             if timed and self.shares[index.row()] > 0:
                 return QBrush(text_on(heat_color(self.heat(index.row()))))
             if name == "Line" or not timed:
-                return QBrush(QColor(MUTED_TEXT))
+                return QBrush(QColor(dim_text()))
             return None
         if role == Qt.ItemDataRole.FontRole and name in ("Source", "Line"):
             return self.mono
@@ -251,7 +261,7 @@ class HeatDelegate(QStyledItemDelegate):
         brush = index.data(Qt.ItemDataRole.BackgroundRole)
         if brush is not None:
             painter.fillRect(option.rect, brush)
-        option.state &= ~QStyle.StateFlag.State_Selected
+        option.state &= ~(QStyle.StateFlag.State_Selected | QStyle.StateFlag.State_HasFocus)
         super().paint(painter, option, index)
         if selected:
             painter.save()
@@ -377,7 +387,7 @@ class HeatmapView(QWidget):
         self.title.setFont(font)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.subtitle = QLabel()
-        self.subtitle.setStyleSheet(f"color: {MUTED_TEXT};")
+        self.subtitle.setStyleSheet(f"color: {dim_text()};")
         self.subtitle.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.function_box = QComboBox()
         self.function_box.setToolTip("Profiled functions of this run")
@@ -440,7 +450,7 @@ class HeatmapView(QWidget):
         self.empty = QLabel("No line stats. Run with “--lineprof auto” to record where "
                             "Dataset.__getitem__ spends its time.")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setStyleSheet(f"color: {MUTED_TEXT};")
+        self.empty.setStyleSheet(f"color: {dim_text()};")
 
         self.lay = QVBoxLayout(self)
         self.lay.addLayout(head)

@@ -169,7 +169,8 @@ def test_source_changed_since_the_run_is_matched_by_content(tmp_path):
     assert m.current[3] == 5 and m.current[4] == 6  # moved down two lines
     assert m.current[5] is None  # that line is no longer in the file
     assert "ds.py changed since the run" in m.warning
-    assert "no longer in the file (lines 5)" in m.warning
+    assert "2 timed lines now at other line numbers" in m.warning
+    assert "1 timed line no longer in the file (profiled line 5)" in m.warning
     os.remove(p.file)
     assert "source file not found" in lineprof.match_source(p).warning
 
