@@ -13,6 +13,7 @@ import numpy as np
 from .analysis import CAUSE_LABELS, CAUSES, Report
 
 SAME_WITHIN = 0.02  # relative change below which a metric counts as unchanged
+SAME_ABS = {"ms": 0.1, "%": 0.5, "MiB": 1.0}  # absolute change below which it is noise too
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class Metric:
         if self.delta is None or self.lower_is_better is None:
             return "n/a"
         scale = max(abs(self.before or 0.0), abs(self.after or 0.0))
-        if scale == 0 or abs(self.delta) <= SAME_WITHIN * scale:
+        tiny = abs(self.delta) < SAME_ABS.get(self.unit, 0.0)
+        if scale == 0 or tiny or abs(self.delta) <= SAME_WITHIN * scale:
             return "same"
         improved = (self.delta < 0) == self.lower_is_better
         return "better" if improved else "worse"

@@ -75,12 +75,13 @@ class AnalysisView(QWidget):
         left = QWidget()
         left_box = QVBoxLayout(left)
         left_box.setContentsMargins(0, 0, 0, 0)
-        self.ranks_heading = QLabel("<b>Ranks</b> (the slowest rank sets everyone's pace; "
-                                    "click a row to view it)")
+        self.ranks_heading = QLabel("<b>Ranks</b> · GPU idle per step (ms) by cause · the "
+                                    "slowest rank sets everyone's pace; click a row to view it")
         left_box.addWidget(self.ranks_heading)
         left_box.addWidget(self.rank_table)
         left_box.addWidget(self.timeline, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("analysisSplitter")  # layout_state remembers its sizes
         self.splitter.addWidget(left)
         self.splitter.addWidget(self.summary)
         self.splitter.setStretchFactor(0, 3)

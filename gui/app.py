@@ -90,19 +90,23 @@ def screenshot(window, path: str, compare: str | None, out: str,
     window.resize(*size)
     window.show()
     window.open_path(path)
-    if not window.wait_for_load() or errors:
-        return _fail(errors[0] if errors else f"{path}: loading timed out")
-    if compare:
-        window.open_compare(compare)
+    for target in (path, compare):
+        if target is None:
+            continue
+        if target is compare:
+            window.open_compare(target)
         if not window.wait_for_load() or errors:
-            return _fail(errors[0] if errors else f"{compare}: loading timed out")
+            window.close()
+            window.deleteLater()
+            return _fail(errors[0] if errors else f"{target}: loading timed out")
     from PySide6.QtWidgets import QApplication
 
     QApplication.processEvents()
-    if not window.grab().save(out):
-        return _fail(f"{out}: cannot write the PNG")
+    saved = window.grab().save(out)
     window.close()
-    return 0
+    window.deleteLater()  # tear down the scene now, not during interpreter shutdown
+    QApplication.processEvents()
+    return 0 if saved else _fail(f"{out}: cannot write the PNG")
 
 
 if __name__ == "__main__":

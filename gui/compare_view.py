@@ -25,13 +25,31 @@ from stallscope.core.compare import Metric, compare_reports
 from .colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR
 from .summary import SummaryPanel
 
-VERDICT_TEXT = {"better": "▼ better", "worse": "▲ worse", "same": "≈ same", "n/a": ""}
+VERDICT_TEXT = {"better": "✓ better", "worse": "✗ worse", "same": "≈ same", "n/a": ""}
 
 
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
-    return f"{value:,.1f} {unit}".strip()
+    if unit == "":
+        return f"{value:,.0f}"
+    if unit == "%":
+        return f"{value:.1f}%"
+    return f"{value:,.1f} {unit}"
+
+
+def _fmt_change(m: Metric) -> str:
+    if m.delta is None:
+        return "-"
+    if m.unit == "":
+        text = f"{m.delta:+,.0f}"
+    elif m.unit == "%":
+        text = f"{m.delta:+.1f} pts"  # percentage points, not percent of percent
+    else:
+        text = f"{m.delta:+,.1f} {m.unit}"
+    if m.rel is not None and m.unit != "%":
+        text += f"  ({100 * m.rel:+.0f}%)"
+    return text
 
 
 class DeltaTable(QTableWidget):
@@ -45,6 +63,7 @@ class DeltaTable(QTableWidget):
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.setWordWrap(True)
         self.metrics: list[Metric] = []
 
     def set_metrics(self, metrics: list[Metric]) -> None:
@@ -53,10 +72,7 @@ class DeltaTable(QTableWidget):
         bold = QFont(self.font())
         bold.setBold(True)
         for r, m in enumerate(metrics):
-            change = "-" if m.delta is None else f"{m.delta:+,.1f} {m.unit}".strip()
-            if m.rel is not None:
-                change += f"  ({100 * m.rel:+.0f}%)"
-            cells = [m.label, _fmt(m.before, m.unit), _fmt(m.after, m.unit), change,
+            cells = [m.label, _fmt(m.before, m.unit), _fmt(m.after, m.unit), _fmt_change(m),
                      VERDICT_TEXT[m.verdict]]
             color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(m.verdict, MUTED_TEXT)
             for c, text in enumerate(cells):
@@ -70,7 +86,7 @@ class DeltaTable(QTableWidget):
                         item.setFont(bold)
                 self.setItem(r, c, item)
 
-    def metric(self, key: str) -> Metric:
+    def metric_by_key(self, key: str) -> Metric:
         return next(m for m in self.metrics if m.key == key)
 
 
@@ -109,11 +125,12 @@ class CompareView(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(top)
         layout.addWidget(self.verdict_label)
-        split = QSplitter(Qt.Orientation.Vertical)
+        split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.table)
         split.addWidget(sides)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 5)
+        split.setSizes([470, 930])
         layout.addWidget(split, 1)
         self.metrics: list[Metric] = []
 

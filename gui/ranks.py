@@ -21,16 +21,20 @@ class RankTable(QTableWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        headers = ["rank", "step time (ms)", "GPU util."] + [
-            f"idle: {cause_label(c)} (ms/step)" for c in CAUSE_ORDER]
+        headers = ["rank", "step (ms)", "GPU util."] + [cause_label(c) for c in CAUSE_ORDER]
         self.setColumnCount(len(headers))
         self.setHorizontalHeaderLabels(headers)
+        for c in range(3, len(headers)):
+            self.horizontalHeaderItem(c).setToolTip(f"GPU idle per step (ms) while the CPU was "
+                                                    f"in {headers[c]}")
+        self.setStyleSheet("QTableWidget::item:selected { background: #d0e2ff; color: #212529; }")
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.horizontalHeader().setStretchLastSection(True)
+        self.horizontalHeader().setStretchLastSection(False)
+        self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.rows: list[RankRow] = []
         self.itemSelectionChanged.connect(self._on_selection)
 
@@ -56,9 +60,10 @@ class RankTable(QTableWidget):
                     item.setToolTip("the slowest rank: every other rank waits for it")
                 self.setItem(r, c, item)
         self.blockSignals(False)
-        height = self.horizontalHeader().height() + sum(
-            self.rowHeight(r) for r in range(self.rowCount())) + 6
-        self.setMaximumHeight(min(height, 220))
+        self.resizeColumnsToContents()
+        height = (self.horizontalHeader().sizeHint().height() + self.verticalHeader().length()
+                  + 2 * self.frameWidth() + 2)
+        self.setFixedHeight(min(height, 240))
 
     @property
     def slowest_index(self) -> int | None:

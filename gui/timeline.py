@@ -359,6 +359,9 @@ class TimelineView(QWidget):
                                 minXRange=1e-4, yMin=0, yMax=n, minYRange=n, maxYRange=n)
         self.view_box.setYRange(0, n, padding=0)
         self.memory.set_memory(report.memory, self.t0_us, self.span_ms)
+        # Without memory samples the plot only carries the time axis: give the lanes the room.
+        self.graphics.ci.layout.setRowStretchFactor(1, 2 if self.memory.lines else 1)
+        self.graphics.ci.layout.setRowStretchFactor(0, 3 if self.memory.lines else 6)
         self.fit()
 
     def _steps_lane(self, row: int, steps) -> LaneItem:
