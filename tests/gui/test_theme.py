@@ -199,3 +199,19 @@ def test_main_window_remembers_its_layout(qtbot, config_dir):
     qtbot.waitExposed(second)
     assert second.size() == size
     assert second.analysis.splitter.sizes() == sizes
+
+
+def test_system_mode_reapplies_when_the_desktop_scheme_flips(qapp, qtbot, monkeypatch):
+    hints = qapp.styleHints()
+    scheme = {"now": Qt.ColorScheme.Light}
+    monkeypatch.setattr(hints, "colorScheme", lambda: scheme["now"])
+    assert theme.apply_theme(qapp, "system") == "light"
+    scheme["now"] = Qt.ColorScheme.Dark
+    with qtbot.waitSignal(theme.controller().sig_theme_changed, timeout=1000) as blocker:
+        hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert blocker.args == ["dark"]
+    assert qapp.palette().color(QPalette.ColorRole.Window) == QColor(theme.PALETTES["dark"].window)
+    theme.apply_theme(qapp, "light")  # a manual choice stops following the desktop
+    with qtbot.assertNotEmitted(theme.controller().sig_theme_changed, wait=50):
+        hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert theme.controller().name == "light"
