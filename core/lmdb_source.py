@@ -151,7 +151,7 @@ def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
             img.load()
             return image_to_chw(preprocess_image(img, pre))
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a skipped sample
-        raise SampleError(one_line(exc)) from exc
+        raise SampleError(one_line(exc).replace(f"'{path}'", "").replace(path, "")) from exc
 
 
 def one_line(exc: BaseException) -> str:
@@ -517,7 +517,7 @@ def inspect_source(
         raise SourceError(f"{source.spec}: the dataset is empty")
     decoder = Decoder(source_desc(source), pre.to_dict(), None)
     notes: list[str] = []
-    preview: list[tuple[str, np.ndarray]] = []
+    preview: list = []
     structure, first = None, None
     sizes: list[int] = []
     candidates = dict.fromkeys(_spread(n, max(n_preview, 1)) + _spread(n, 3 * n_preview + 3))
@@ -538,8 +538,8 @@ def inspect_source(
         if picture is not None and len(preview) < n_preview:
             caption = source.name_of(index)
             if isinstance(source, FolderSource) and source.labels is not None:
-                caption = f"{source.classes[source.labels[index]]} / {Path(caption).name}"
-            preview.append((caption, picture))
+                caption = f"{source.classes[source.labels[index]]}/{Path(caption).name}"
+            preview.append((index, caption, picture))
     if structure is None:
         raise SourceError(f"{source.spec}: none of the first samples could be read ({notes[0]})")
     if isinstance(source, FolderSource):
@@ -549,6 +549,7 @@ def inspect_source(
                 f"{source.ignored_top_level} image(s) at the top level are ignored "
                 "(ImageFolder layout: only class subfolders count)"
             )
+    preview = [(caption, picture) for _i, caption, picture in sorted(preview, key=lambda p: p[0])]
     names = leaf_names(structure) if source.kind == "factory" else source.fields()
     info = [
         f"{name}: {kind} {d} {'x'.join(map(str, a.shape)) or 'scalar'}"

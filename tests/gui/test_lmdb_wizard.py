@@ -1,0 +1,189 @@
+"""The LMDB wizard walked end to end on a small real image folder (screenshots of every page
+in /tmp/stallscope-shots/lmdb_*.png), plus cancel + resume and a refused destination."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtWidgets import QApplication, QWizard
+
+from stallscope.core.lmdb_convert import destination_state
+from stallscope.core.lmdb_dataset import LMDBDataset
+from stallscope.gui.lmdb_wizard import LMDBWizard, factory_candidates, open_lmdb_wizard
+
+SHOTS = Path("/tmp/stallscope-shots")
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch, qapp):
+    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(tmp_path / "config"))
+    from stallscope.gui import theme
+
+    theme.apply_theme(qapp, "light")  # screenshots as the app shows them
+
+
+def make_folder(root: Path) -> list[Path]:
+    """Two classes of smooth colour images (PNG and JPEG, two sizes) and one corrupt file."""
+    files = []
+    yy, xx = np.mgrid[0:48, 0:64] / 48.0
+    for label, cls in enumerate(("daisy", "tulip")):
+        (root / cls).mkdir(parents=True)
+        for i in range(6):
+            r = (np.sin(xx * (i + 1) + label * 2) * 100 + 128).astype(np.uint8)
+            g = (yy * 200 + 30 * i).clip(0, 255).astype(np.uint8)
+            b = np.full_like(r, 60 + 100 * label)
+            img = Image.fromarray(np.stack([r, g, b], -1))
+            if i % 2:
+                img = img.resize((40, 56))
+            path = root / cls / f"{cls}_{i}.{'jpg' if i % 3 == 0 else 'png'}"
+            img.save(path)
+            files.append(path)
+    (root / "tulip" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    return files
+
+
+def shot(wizard: QWizard, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    QApplication.processEvents()
+    path = SHOTS / f"lmdb_{name}.png"
+    assert wizard.grab().save(str(path))
+    return path
+
+
+def test_wizard_end_to_end_converts_verifies_measures_and_offers_code(qtbot, tmp_path):
+    src = tmp_path / "flowers"
+    make_folder(src)
+    wizard = LMDBWizard()
+    qtbot.addWidget(wizard)
+    wizard.show()
+
+    page = wizard.source_page
+    page.spec_edit.setText(str(src))
+    qtbot.waitUntil(page.isComplete, timeout=20_000)
+    assert wizard.info.count == 13 and wizard.info.classes == ["daisy", "tulip"]
+    assert page.thumbs.count() == 8
+    assert "13 samples in 2 classes" in page.status.text()
+    shot(wizard, "1_source")
+
+    wizard.next()
+    opts = wizard.options_page
+    assert opts.dst_edit.text() == str(tmp_path / "flowers.lmdb")
+    opts.resize_box.setChecked(True)
+    opts.resize_spin.setValue(32)
+    opts.crop_box.setChecked(True)
+    opts.crop_w.setValue(32)
+    opts.crop_h.setValue(32)
+    opts.workers_spin.setValue(2)
+    qtbot.waitUntil(lambda: "on disk" in opts.estimate.text(), timeout=20_000)
+    qtbot.waitUntil(opts.isComplete, timeout=5_000)
+    assert "enough" in opts.space.text() and "new LMDB" in opts.dst_state.text()
+    shot(wizard, "2_options")
+
+    wizard.next()
+    conv = wizard.convert_page
+    qtbot.waitUntil(conv.isComplete, timeout=60_000)
+    assert wizard.result.count == 12 and [s["path"] for s in wizard.result.skipped] == [
+        "tulip/broken.png"
+    ]
+    assert conv.bar.value() == conv.bar.maximum() == 13
+    assert "Done: 12 samples" in conv.status.text()
+    shot(wizard, "3_convert")
+
+    wizard.next()
+    result = wizard.result_page
+    qtbot.waitUntil(lambda: result.verification is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: result.throughput is not None, timeout=60_000)
+    assert result.verification.ok and result.verification.checked == 12
+    assert "identical" in result.verify_label.text()
+    assert result.skipped.count() == 1 and "broken.png" in result.skipped.item(0).text()
+    heights = result.bars.opts["height"]
+    t = result.throughput
+    assert list(heights) == [t.before.samples_per_s, t.after.samples_per_s]
+    assert t.after.samples_per_s > t.before.samples_per_s > 0
+    assert f"{t.speedup:,.1f}× faster" in result.chart_note.text()
+    snippet = result.snippet.toPlainText()
+    assert f"LMDBDataset({str(tmp_path / 'flowers.lmdb')!r})" in snippet
+    result.copy_snippet()
+    assert QApplication.clipboard().text() == snippet
+    shot(wizard, "4_result")
+
+    ds = LMDBDataset(tmp_path / "flowers.lmdb")
+    assert len(ds) == 12 and ds[0][0].shape == (3, 32, 32)
+    ds.close()
+    wizard.close()
+
+
+SLOW = textwrap.dedent(
+    """
+    import time
+    import numpy as np
+
+    class Slow:
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, i):
+            time.sleep(0.05)
+            return np.full((4, 4), i, np.int16), i
+
+    def make_slow():
+        return Slow()
+    """
+)
+
+
+def test_cancel_keeps_work_and_resume_finishes_exactly(qtbot, tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW)
+    assert factory_candidates(str(tmp_path / "slow.py")) == ["make_slow", "Slow"]
+    wizard = open_lmdb_wizard(None, f"{tmp_path / 'slow.py'}:make_slow")
+    qtbot.addWidget(wizard)
+    qtbot.waitUntil(wizard.source_page.isComplete, timeout=20_000)
+    assert "Factory dataset: 40 samples" in wizard.source_page.status.text()
+    wizard.next()
+    opts = wizard.options_page
+    opts.workers_spin.setValue(1)
+    qtbot.waitUntil(opts.isComplete, timeout=20_000)
+    wizard.next()
+    conv = wizard.convert_page
+    qtbot.waitUntil(lambda: conv.bar.value() >= 6, timeout=60_000)
+    conv.cancel()
+    qtbot.waitUntil(lambda: conv.resume_btn.isEnabled(), timeout=30_000)
+    assert "Cancelled at" in conv.status.text() and not conv.isComplete()
+    state = destination_state(wizard.destination())
+    assert 0 < state.progress["next_source"] < 40 and not state.complete
+    shot(wizard, "5_cancelled")
+    conv.resume_btn.click()
+    qtbot.waitUntil(conv.isComplete, timeout=60_000)
+    assert wizard.result.resumed_from == state.progress["next_source"]
+    ds = LMDBDataset(wizard.destination())
+    assert [int(ds[k][1]) for k in range(len(ds))] == list(range(40))
+    assert all(int(ds[k][0][0, 0]) == k for k in range(40))
+    ds.close()
+
+
+def test_options_refuse_a_destination_that_is_not_ours(qtbot, tmp_path):
+    src = tmp_path / "imgs"
+    make_folder(src)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    wizard = LMDBWizard(None, str(src))
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(wizard.source_page.isComplete, timeout=20_000)
+    wizard.next()
+    opts = wizard.options_page
+    opts.dst_edit.setText(str(busy))
+    qtbot.waitUntil(lambda: "on disk" in opts.estimate.text(), timeout=20_000)
+    assert not opts.isComplete()
+    assert "not empty" in opts.dst_state.text()
+    assert not wizard.button(QWizard.WizardButton.CommitButton).isEnabled()
+    shot(wizard, "6_refused")
+    wizard.close()
