@@ -707,6 +707,7 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
     except Stopped as exc:
         name = signal.Signals(exc.signum).name
         result = {"rc": exc.code, "reason": f"stopped by {name}", "signal": name}
+        end_children()
     except SystemExit as exc:
         rc = exit_code(exc)
         result = {"rc": rc, "reason": "completed" if rc == 0 else f"exited with code {rc}"}
@@ -735,6 +736,19 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
     elif result["reason"] == STOPPED_REASON:
         say(f"{STOPPED_REASON} ({stepper.steps} steps); session: {session}")
     return result
+
+
+def end_children(timeout: float = 2.0) -> None:
+    """On Stop: end DataLoader workers now. Interrupted mid-fetch, their iterator would
+    otherwise wait out torch's 5 s join timeout per worker."""
+    import multiprocessing
+
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + timeout
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
 
 
 def install_stop_handler() -> None:
