@@ -238,18 +238,9 @@ class MainWindow(QMainWindow):
             from . import layout_state, theme
         except ImportError:
             return
-        icons = {"Open": "open", "Open session": "session", "Compare with": "compare",
-                 "Zoom to fit": "zoom-fit", "Next step": "next", "Previous step": "prev",
-                 "Run script": "run", "Run demo": "demo", "Convert dataset to LMDB": "convert",
-                 "Start screen": "recent", "About stallscope": "about"}
-
-        def set_icons(_name: str = "") -> None:
-            for action_name, icon_name in icons.items():
-                if action_name in self.actions_by_name:
-                    self.actions_by_name[action_name].setIcon(theme.icon(icon_name))
-
-        set_icons()
-        theme.controller().sig_theme_changed.connect(set_icons)
+        self._set_action_icons()
+        # a bound method: Qt drops the connection when this window is destroyed
+        theme.controller().sig_theme_changed.connect(self._set_action_icons)
         if hasattr(self.start, "set_shortcut_hints"):
             keys = {"open_trace": "Open", "open_session": "Open session", "run": "Run script",
                     "demo": "Run demo", "convert": "Convert dataset to LMDB"}
@@ -258,6 +249,17 @@ class MainWindow(QMainWindow):
                     QKeySequence.SequenceFormat.NativeText)
                 for key, name in keys.items() if name in self.actions_by_name})
         layout_state.restore_layout(self)
+
+    def _set_action_icons(self, _theme_name: str = "") -> None:
+        from . import theme
+
+        icons = {"Open": "open", "Open session": "session", "Compare with": "compare",
+                 "Zoom to fit": "zoom-fit", "Next step": "next", "Previous step": "prev",
+                 "Run script": "run", "Run demo": "demo", "Convert dataset to LMDB": "convert",
+                 "Start screen": "recent", "About stallscope": "about"}
+        for action_name, icon_name in icons.items():
+            if action_name in self.actions_by_name:
+                self.actions_by_name[action_name].setIcon(theme.icon(icon_name))
 
     # ------------------------------------------------------------------ opening
 
