@@ -602,6 +602,9 @@ class Capture:
                                            self.warn)
             if target is not None:
                 made[klass] = target
+            if "__getitems__" in klass.__dict__:  # torch fetches whole batches through it
+                _install_with_callees(klass, "__getitems__", klass.__dict__["__getitems__"],
+                                      self.depth, _STATE, self.warn)
         for klass, wraps in classes:
             if klass in made:
                 made[klass].wraps = [f"{k.__qualname__}.__getitem__" for k in wraps]

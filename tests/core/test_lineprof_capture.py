@@ -115,7 +115,21 @@ DATASETS = textwrap.dedent('''
         def __getitem__(self, i):
             if i == 17:
                 os.kill(os.getpid(), signal.SIGKILL)
+            return i  # a plain int: no shared-memory tensor for the dying worker to hand over
+
+
+    class Batched(Dataset):
+        """Defines __getitems__, which torch's fetcher calls instead of __getitem__."""
+
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
             return torch.tensor([i])
+
+        def __getitems__(self, indices):
+            out = [self[i] for i in indices]
+            return out
 
 
     def mark_worker(worker_id):
@@ -186,12 +200,14 @@ DRIVER = textwrap.dedent('''
         elif scenario == "wrapped":
             inner = ConcatDataset([Subset(D.Helpers(), range(4)), D.NormDataset(3)])
             loaders = [DataLoader(D.Wrapper(inner), num_workers=0, **kw)]
+        elif scenario == "batched":
+            loaders = [DataLoader(D.Batched(), num_workers=2, **kw)]
         elif scenario == "lambda":
             loaders = [DataLoader(D.LambdaDataset(), **kw)]
         elif scenario == "c_method":
             loaders = [DataLoader(D.CDataset(), **kw)]
         elif scenario == "crash":
-            loaders = [DataLoader(D.Killer(), num_workers=2, batch_size=1)]
+            loaders = [DataLoader(D.Killer(), num_workers=2, batch_size=None)]
         elif scenario == "persistent":
             dl = DataLoader(D.NormDataset(9), num_workers=2, persistent_workers=True, **kw)
             loaders = [dl, dl]  # two epochs; the workers outlive the loop
@@ -203,9 +219,9 @@ DRIVER = textwrap.dedent('''
                 it = iter(dl)
                 keep.append(it)  # still referenced at finish(), like a half-used iterator
                 for batch in it:
-                    fetched += len(batch)
-            except RuntimeError as exc:
-                error = str(exc)
+                    fetched += len(batch) if hasattr(batch, "__len__") else 1
+            except Exception as exc:  # a dead worker surfaces as RuntimeError (or worse)
+                error = f"{type(exc).__name__}: {exc}"
         if scenario != "persistent":
             del keep[:]
         path = cap.finish()
@@ -312,6 +328,15 @@ def test_depth_one_profiles_same_file_helpers(tmp_path):
     sub.mkdir()
     r0 = run_driver(sub, "helpers")
     assert set(r0["profiles"]) == {"Helpers.__getitem__"}
+
+
+def test_batched_getitems_is_profiled_too(tmp_path):
+    r = run_driver(tmp_path, "batched")
+    profs = r["profiles"]
+    assert r["fetched"] == 12
+    assert profs["Batched.__getitems__"].samples == 4  # one call per batch of 3
+    assert profs["Batched.__getitem__"].samples == 12
+    assert body_hits(profs["Batched.__getitem__"]) == [12]
 
 
 def test_wrappers_are_unwrapped_to_the_classes_that_define_getitem(tmp_path):
