@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 
-.PHONY: setup run demo test lint bench screenshots clean
+.PHONY: setup run test lint bench screenshots package clean
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,14 @@ bench: setup
 	$(PY) tests/bench/bench_runner.py
 	$(PY) tests/bench/bench_lmdb.py
 	$(PY) tests/bench/bench_lineprof.py
+
+## The README screenshot (resources/screenshot.png).
+screenshots: setup
+	$(PY) resources/make_readme_screenshot.py
+
+## A one-folder desktop app in dist/stallscope (PyInstaller).
+package: setup
+	bash packaging/build.sh
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
