@@ -556,6 +556,7 @@ class Capture:
         self._explicit_done = False
         self._explicit_why: str | None = None
         self._main_pid = os.getpid()
+        self._finished: tuple[str | None] | None = None
 
     # -- messages
     def warn(self, message: str) -> None:
@@ -635,6 +636,12 @@ class Capture:
     def finish(self) -> str | None:
         if not self.enabled:
             return None
+        if self._finished is not None:  # once: the worker parts are gone after the merge
+            return self._finished[0]
+        self._finished = (self._finish(),)
+        return self._finished[0]
+
+    def _finish(self) -> str | None:
         if self.target != "auto" and not self._explicit_done:
             self._install_explicit()  # classes defined late: one last look
             if not self._explicit_done:

@@ -225,6 +225,7 @@ DRIVER = textwrap.dedent('''
         if scenario != "persistent":
             del keep[:]
         path = cap.finish()
+        assert cap.finish() == path  # a second call changes nothing
         print(json.dumps({"fetched": fetched, "path": path, "events": events, "error": error}))
 
     if __name__ == "__main__":
