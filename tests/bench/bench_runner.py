@@ -1,0 +1,118 @@
+"""Benchmark: the same CPU training script bare, under hand-written torch.profiler code with the
+same schedule, and under stallscope's runner. Goal: runner within 3% of the hand-written code.
+
+    .venv/bin/python tests/bench/bench_runner.py [--runs 7] [--steps 300]
+
+Each variant is a fresh process; the order rotates every round. Two figures per variant, both
+medians: the process's wall time, and the training loop's own time as the script measures it
+(no interpreter start-up or torch import in it). The runner runs with --no-stop-after-window so
+all three do the same number of steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "core" / "runner.py"
+
+SCRIPT = """
+import sys, time, torch
+from torch.utils.data import DataLoader, TensorDataset
+
+steps = int(sys.argv[1])
+hand = sys.argv[2] if len(sys.argv) > 2 else None
+torch.manual_seed(0)
+torch.set_num_threads(1)
+data = TensorDataset(torch.randn(steps * 32, 256), torch.randint(0, 10, (steps * 32,)))
+loader = DataLoader(data, batch_size=32)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+def train(prof=None):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if prof is not None:
+            prof.step()
+
+t = time.perf_counter()
+if hand:
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
+                 on_trace_ready=tensorboard_trace_handler(hand, use_gzip=True),
+                 profile_memory=True) as prof:
+        train(prof)
+else:
+    train()
+print(f"LOOP_S={time.perf_counter() - t:.6f}")
+"""
+
+
+def run_once(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    m = re.search(r"LOOP_S=([0-9.]+)", proc.stdout)
+    if not m:
+        raise SystemExit(f"no LOOP_S in output of {' '.join(cmd)}")
+    return wall, float(m.group(1))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=7, help="runs of each variant (default 7)")
+    p.add_argument("--steps", type=int, default=300, help="training steps per run (default 300)")
+    args = p.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="stallscope-bench-") as tmp:
+        tmp = Path(tmp)
+        script = tmp / "bench_train.py"
+        script.write_text(textwrap.dedent(SCRIPT))
+        py = sys.executable
+        variants = {
+            "bare": lambda i: [py, str(script), str(args.steps)],
+            "hand-written profiler": lambda i: [py, str(script), str(args.steps),
+                                                str(tmp / f"hand{i}")],
+            "stallscope runner": lambda i: [py, str(RUNNER), "--session", str(tmp / f"s{i}"),
+                                            "--no-stop-after-window", "--", str(script),
+                                            str(args.steps)],
+        }
+        names = list(variants)
+        results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+        run_once(variants["bare"](0), tmp)  # warm the file cache
+        for i in range(args.runs):
+            order = names[i % 3:] + names[:i % 3]
+            for name in order:
+                results[name].append(run_once(variants[name](i), tmp))
+            print(f"round {i + 1}/{args.runs} done", file=sys.stderr)
+
+    print(f"\n{args.steps} steps, {args.runs} runs each, medians "
+          f"(torch {__import__('torch').__version__}, {sys.platform})")
+    print(f"{'variant':<24}{'process wall s':>16}{'training loop s':>18}")
+    med = {}
+    for name in names:
+        wall = statistics.median(w for w, _ in results[name])
+        loop = statistics.median(s for _, s in results[name])
+        med[name] = (wall, loop)
+        print(f"{name:<24}{wall:>16.3f}{loop:>18.3f}")
+    hand, ours = med["hand-written profiler"], med["stallscope runner"]
+    print(f"\nrunner vs hand-written: process wall {100 * (ours[0] / hand[0] - 1):+.1f}%, "
+          f"training loop {100 * (ours[1] / hand[1] - 1):+.1f}%  (goal: within +3%)")
+
+
+if __name__ == "__main__":
+    main()
