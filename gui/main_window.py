@@ -272,6 +272,25 @@ class MainWindow(QMainWindow):
         path = QFileDialog.getExistingDirectory(self, "Open session, log folder or ranks folder")
         if path:
             self.open_path(path)
+            self.replay_session(path)
+
+    def replay_session(self, path: str) -> None:
+        """A stallscope session folder: its run (step charts, console) in a tab by the trace."""
+        from stallscope.core.session import is_session
+
+        if not is_session(path):
+            return
+        run_view = self._optional("run_view", "Session replay")
+        if run_view is None:
+            return
+        view = run_view.RunView()
+        try:
+            view.replay(path)
+        except StallscopeError as exc:
+            view.deleteLater()
+            self.show_message(f"Could not replay the session: {exc}", "error")
+            return
+        self.add_page(view, f"Run: {Path(path).name}")
 
     def choose_compare(self) -> None:
         if self.document is None:

@@ -173,3 +173,22 @@ def test_main_window_run_demo(qtbot, tmp_path, monkeypatch):
     qtbot.waitUntil(lambda: view.exit_code is not None, timeout=60_000)
     assert view.exit_code == 0
     assert sys.executable == view.request.python
+
+
+def test_main_window_replays_an_opened_session(qtbot, tmp_path):
+    from stallscope.gui.main_window import MainWindow
+
+    session = tmp_path / "s"
+    session.mkdir()
+    (session / "events.jsonl").write_text(
+        json.dumps({"event": "step", "t": 1, "n": 0, "wall_ms": 9.0, "data_wait_ms": 4.0}) + "\n"
+        + json.dumps({"event": "finished", "t": 2, "rc": 3, "reason": "exited with code 3"})
+        + "\n")
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.replay_session(str(tmp_path))  # not a session: nothing happens
+    assert window.tabs.count() == 1
+    window.replay_session(str(session))
+    view = window.tabs.currentWidget()
+    assert isinstance(view, RunView) and window.tabs.tabText(window.tabs.currentIndex()) == "Run: s"
+    assert view.series.n == 1 and "exited with code 3" in view.status.text()
