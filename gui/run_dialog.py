@@ -50,12 +50,19 @@ TORCH_PROBE = ("import sys\ntry:\n    import torch\nexcept ImportError as e:\n"
                "print('OK', torch.__version__, int(torch.cuda.is_available()))")
 
 
+def default_python() -> str:
+    """This app's interpreter; a frozen (PyInstaller) app has none: the first python on PATH."""
+    if not getattr(sys, "frozen", False):
+        return sys.executable
+    return shutil.which("python3") or shutil.which("python") or "python3"
+
+
 @dataclass
 class RunRequest:
     script: str
     args: list[str] = field(default_factory=list)
     cwd: str = ""
-    python: str = field(default_factory=lambda: sys.executable)
+    python: str = field(default_factory=default_python)
     env: dict[str, str] = field(default_factory=dict)
     schedule: dict[str, int] = field(default_factory=lambda: dict(runner.DEFAULT_SCHEDULE))
     options: dict = field(default_factory=lambda: dict(DEFAULT_OPTIONS))
@@ -95,13 +102,13 @@ def demo_request() -> RunRequest:
     """The bundled demo, run by this app's own interpreter into the user's data folder."""
     data = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
     root = Path(data) / "sessions" if data else Path.home() / ".stallscope" / "sessions"
-    return RunRequest(script=str(DEMO_SCRIPT), cwd=str(DEMO_SCRIPT.parent), python=sys.executable,
-                      session_root=str(root))
+    return RunRequest(script=str(DEMO_SCRIPT), cwd=str(DEMO_SCRIPT.parent),
+                      python=default_python(), session_root=str(root))
 
 
 def detect_interpreters(script: str = "") -> list[str]:
     """Likely interpreters: this app's, environments next to the script, the active ones."""
-    found = [sys.executable]
+    found = [default_python()]
     roots = []
     if script:
         roots = [Path(script).resolve().parent, *list(Path(script).resolve().parents)[1:4]]
@@ -310,7 +317,7 @@ class RunDialog(QDialog):
 
     # ------------------------------------------------------------------ request <-> fields
     def _fill_interpreters(self, script: str, chosen: str = "") -> None:
-        current = chosen or self.python_combo.currentText() or sys.executable
+        current = chosen or self.python_combo.currentText() or default_python()
         self.python_combo.blockSignals(True)
         self.python_combo.clear()
         for path in detect_interpreters(script):
