@@ -53,10 +53,12 @@ def write_script(tmp_path: Path, source: str, name: str = "script.py") -> Path:
 
 
 def run(tmp_path: Path, script: Path | str, *options: str, args=(), python: list[str] | None = None,
+        launcher: list[str] | None = None,
         timeout: float = 120) -> tuple[subprocess.CompletedProcess, Path]:
+    """`python runner.py` by default; `launcher` replaces both (e.g. python -m ...)."""
     session = tmp_path / "session"
-    cmd = [*(python or [sys.executable]), str(RUNNER), "--session", str(session), *options,
-           "--", str(script), *args]
+    launcher = launcher or [*(python or [sys.executable]), str(RUNNER)]
+    cmd = [*launcher, "--session", str(session), *options, "--", str(script), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=timeout)
     return proc, session
 

@@ -145,9 +145,9 @@ for i, (x, y) in enumerate(torch.utils.data.DataLoader(Slow(), batch_size=8)):
     assert "boom at step 3" in (session / "stdout.log").read_text()
 
 
-def test_sys_exit_3(tmp_path):
+def test_sys_exit_3_via_python_m(tmp_path):
     script = write_script(tmp_path, "import sys\nprint('leaving')\nsys.exit(3)\n")
-    proc, session = run(tmp_path, script)
+    proc, session = run(tmp_path, script, launcher=[sys.executable, "-m", "stallscope.core.runner"])
     assert proc.returncode == 3
     fin = finished(session)
     assert fin["rc"] == 3 and fin["reason"] == "exited with code 3"
@@ -283,3 +283,28 @@ def test_bad_options(bad):
     with pytest.raises(SystemExit) as info:
         runner.parse_args(bad)
     assert info.value.code == 2
+
+
+def test_two_optimizers_step_once_per_iteration(tmp_path):
+    """A GAN-like loop: the first optimizer to step paces the steps."""
+    script = write_script(tmp_path, LOADER + """
+d, g = torch.nn.Linear(8, 1), torch.nn.Linear(8, 8)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.01)
+opt_g = torch.optim.Adam(g.parameters(), lr=0.01)
+for x, y in DataLoader(Slow(64), batch_size=8):
+    opt_d.zero_grad()
+    ((d(x) - y) ** 2).mean().backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    (-d(g(x)).mean()).backward()
+    opt_g.step()
+""")
+    proc, session = run(tmp_path, script, "--no-stop-after-window", "--active", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert [s["n"] for s in events(session, "step")] == list(range(8))
+    trace = trace_events(session / finished(session)["traces"][0])
+    steps = spans(trace, "ProfilerStep#")
+    adam = spans(trace, "Optimizer.step#Adam.step")
+    assert len(steps) == 2 and len(adam) == 2
+    for (lo, hi, _), (alo, ahi, _) in zip(steps, adam, strict=True):
+        assert lo <= alo < ahi <= hi  # the second optimizer's step stays inside its step
