@@ -170,7 +170,7 @@ def convert(
     start = progress["next_source"]
     workers = (os.cpu_count() or 1) if workers is None else max(0, int(workers))
     if chunk is None:  # a few MB per task: enough to amortise IPC, small in /dev/shm
-        chunk = min(64, (8 << 20) // max(est, 1), (n - start) // (max(workers, 1) * 4))
+        chunk = min(64, TASK_BYTES // max(est, 1), (n - start) // (max(workers, 1) * 4))
     chunk = max(1, int(chunk))
     pool = _Pool(source, pre, structure, workers, mp_context)
     limits = (commit_every, commit_bytes, commit_seconds)
@@ -200,14 +200,14 @@ def _pump(writer, pool, source, chunk: int, limits, cancel) -> Job[None]:
     n = len(source)
     inflight: deque = deque()
     next_task = writer.next_source
-    depth = max(2, 2 * pool.workers)
+    depth = pool.depth
     try:
         while next_task < n or inflight:
             while next_task < n and len(inflight) < depth:
                 stop = min(n, next_task + chunk)
                 inflight.append(pool.submit(source.task(next_task, stop)))
                 next_task = stop
-            writer.add(inflight.popleft().get())
+            writer.add(pool.take(inflight.popleft()), pool)
             if writer.due(*limits):
                 writer.commit()
             yield writer.cur_source, n
@@ -328,21 +328,21 @@ class _Writer:
             self.txn = self.env.begin(write=True)
         return self.txn
 
-    def add(self, result) -> None:
-        """One task's result from the pool: ('shm', name, entries) or ('inline', records)."""
+    def add(self, result, pool: _Pool) -> None:
+        """One task's result: ('slot', k, entries) in shared memory, or ('inline', records)."""
         txn = self._txn()
         if result[0] == "inline":
             for index, record, reason in result[1]:
                 self._put(txn, index, record, reason)
             return
-        _, name, entries = result
-        with _read_shm(name) as mv:
-            for index, offset, size, reason in entries:
-                if reason:
-                    self._put(txn, index, None, reason)
-                else:
-                    with mv[offset : offset + size] as record:
-                        self._put(txn, index, record, "")
+        _, slot, entries = result
+        mv = pool.slot_view(slot, max((off + size for _i, off, size, _r in entries), default=0))
+        for index, offset, size, reason in entries:
+            if reason:
+                self._put(txn, index, None, reason)
+            else:
+                with mv[offset : offset + size] as record:
+                    self._put(txn, index, record, "")
 
     def _put(self, txn, index: int, record, reason: str) -> None:
         if record is None:
@@ -447,19 +447,20 @@ def _result(dst: Path, meta: dict, t0: float, done: int, start: int, *, already_
 # ----------------------------------------------------------------------------- decoding pool
 
 
-# Decoded records travel from the workers to the writer through files in /dev/shm (one per
-# task, unlinked as soon as the writer maps it): a pipe would cost four extra copies and
-# several context switches per image, as much CPU as decoding it. Without /dev/shm (or when
-# it is full) records travel inline through the pool's pipe.
+# Decoded records travel from the workers to the writer through a few fixed shared-memory
+# slots (files in /dev/shm, one per task in flight, reused): a pipe would cost four extra copies
+# and several context switches per image, and fresh segments would cost page allocation and
+# zeroing every time. Without /dev/shm, or when it is full, records travel inline (pickled).
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "stallscope-lmdb-"
+TASK_BYTES = 4 << 20  # target decoded bytes per task
 
 
 class _Done:
     def __init__(self, value) -> None:
         self.value = value
 
-    def get(self):
+    def get(self, timeout=None):
         return self.value
 
 
@@ -472,7 +473,8 @@ class _Pool:
     mp_context: str | None
     _pool: object = field(default=None, init=False)
     _local: Decoder | None = field(default=None, init=False)
-    _tasks: int = field(default=0, init=False)
+    _free: deque = field(default_factory=deque, init=False)
+    _maps: dict = field(default_factory=dict, init=False)  # slot -> (mmap, view)
 
     def __post_init__(self) -> None:
         args = (source_desc(self.source), self.pre.to_dict(), self.structure)
@@ -480,27 +482,65 @@ class _Pool:
             self._local = Decoder(*args)
             return
         _remove_stale_shm()
+        prefix = ""
+        if SHM_DIR.is_dir() and os.access(SHM_DIR, os.W_OK):
+            prefix = str(SHM_DIR / f"{SHM_PREFIX}{os.getpid()}-")
+            self._free.extend(range(max(2, 2 * self.workers)))
         ctx = mp.get_context(self.mp_context or default_context())
-        self._pool = ctx.Pool(self.workers, _init_worker, (os.getpid(), *args))
+        self._pool = ctx.Pool(self.workers, _init_worker, (os.getpid(), prefix, *args))
+
+    @property
+    def depth(self) -> int:
+        return max(2, 2 * self.workers)
 
     def submit(self, task):
         if self._local is not None:
-            return _Done(("inline", self._local.records(task)))
-        self._tasks += 1
-        return self._pool.apply_async(_decode_task, (self._tasks, task))
+            return _Done((None, ("inline", self._local.records(task))))
+        slot = self._free.popleft() if self._free else -1
+        return slot, self._pool.apply_async(_decode_task, (slot, task))
+
+    def take(self, pending):
+        """The result of a submitted task; its slot is free again once the writer is done,
+        which is before the next submit (the writer runs in this thread)."""
+        if isinstance(pending, _Done):
+            return pending.get()[1]
+        slot, async_result = pending
+        if slot >= 0:
+            self._free.append(slot)
+        return async_result.get()
+
+    def slot_view(self, slot: int, needed: int) -> memoryview:
+        mapped = self._maps.get(slot)
+        if mapped is None or len(mapped[1]) < needed:  # a worker grew the slot file
+            if mapped is not None:
+                mapped[1].release()
+                mapped[0].close()
+            path = SHM_DIR / f"{SHM_PREFIX}{os.getpid()}-{slot}"
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                m = mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            mapped = self._maps[slot] = (m, memoryview(m))
+        return mapped[1]
 
     def discard(self, inflight) -> None:
-        """Results that will not be written: wait for them and free their segments."""
+        """Results that will not be written (after a map growth, or when stopping)."""
         while inflight:
-            result = inflight.popleft()
-            if self._pool is None:
-                continue
+            pending = inflight.popleft()
             with contextlib.suppress(Exception):
-                value = result.get(timeout=60)
-                if value[0] == "shm":
-                    (SHM_DIR / value[1]).unlink(missing_ok=True)
+                if isinstance(pending, _Done):
+                    continue
+                slot, async_result = pending
+                if slot >= 0:
+                    self._free.append(slot)
+                async_result.get(timeout=60)
 
     def close(self) -> None:
+        for m, view in self._maps.values():
+            view.release()
+            m.close()
+        self._maps.clear()
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()
@@ -508,31 +548,8 @@ class _Pool:
                 path.unlink(missing_ok=True)
 
 
-class _read_shm:  # noqa: N801 - used as a context manager
-    """Map a task's segment read-only, unlink it at once, hand out a memoryview."""
-
-    def __init__(self, name: str) -> None:
-        path = SHM_DIR / name
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            self._map = mmap.mmap(fd, size, flags, mmap.PROT_READ)
-        finally:
-            os.close(fd)
-            path.unlink(missing_ok=True)
-        self._view = memoryview(self._map)
-
-    def __enter__(self) -> memoryview:
-        return self._view
-
-    def __exit__(self, *exc) -> None:
-        self._view.release()
-        self._map.close()
-
-
 def _remove_stale_shm() -> None:
-    """Segments left by a converter that was killed before it read them."""
+    """Slots left by a converter that was killed (its workers die with it)."""
     if not SHM_DIR.is_dir():
         return
     for path in SHM_DIR.glob(f"{SHM_PREFIX}*-*"):
@@ -553,14 +570,16 @@ def default_context() -> str:
 
 _DECODER: Decoder | None = None
 _INIT_ERROR: str | None = None
-_PARENT = 0
+_SLOT_PREFIX = ""
+_SLOTS: dict[int, tuple[mmap.mmap, int]] = {}
 
 
-def _init_worker(parent_pid: int, desc: dict, pre: dict, structure: dict) -> None:
-    global _DECODER, _INIT_ERROR, _PARENT
-    _PARENT = parent_pid
+def _init_worker(parent_pid: int, prefix: str, desc: dict, pre: dict, structure: dict) -> None:
+    global _DECODER, _INIT_ERROR, _SLOT_PREFIX
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    _SLOT_PREFIX = prefix
+    _SLOTS.clear()  # a forked worker must not share its parent's mappings' bookkeeping
     try:
         _DECODER = Decoder(desc, pre, structure)
     except Exception as exc:  # noqa: BLE001 - reported by the first task, not by a respawn loop
@@ -570,17 +589,16 @@ def _init_worker(parent_pid: int, desc: dict, pre: dict, structure: dict) -> Non
         torch.set_num_threads(1)
 
 
-def _decode_task(task_id: int, task: list):
+def _decode_task(slot: int, task: list):
     if _DECODER is None:
         raise SourceError(_INIT_ERROR or "decoder did not start")
     decoded = _DECODER.decode(task)
     total = sum(planned[2] for _i, planned, _r in decoded if planned is not None)
-    if total and SHM_DIR.is_dir():
-        name = f"{SHM_PREFIX}{_PARENT}-{task_id}"
+    if total and slot >= 0 and _SLOT_PREFIX:
         try:
-            return ("shm", name, _write_shm(name, total, decoded))
+            return ("slot", slot, _write_slot(slot, total, decoded))
         except OSError:
-            (SHM_DIR / name).unlink(missing_ok=True)
+            pass  # /dev/shm full: send this task inline
     records = []
     for index, planned, reason in decoded:
         record = None
@@ -592,22 +610,31 @@ def _decode_task(task_id: int, task: list):
     return ("inline", records)
 
 
-def _write_shm(name: str, total: int, decoded) -> list:
-    fd = os.open(SHM_DIR / name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    try:
-        os.posix_fallocate(fd, 0, total)  # ENOSPC now, not SIGBUS while writing
-        with mmap.mmap(fd, total) as m, memoryview(m) as mv:
-            entries, pos = [], 0
-            for index, planned, reason in decoded:
-                if planned is None:
-                    entries.append((index, 0, 0, reason))
-                    continue
-                header, offsets, size, arrays = planned
-                fmt.write(mv, pos, header, offsets, arrays)
-                entries.append((index, pos, size, ""))
-                pos += size
-    finally:
-        os.close(fd)
+def _write_slot(slot: int, total: int, decoded) -> list:
+    m, size = _SLOTS.get(slot, (None, 0))
+    if m is None or size < total:
+        fd = os.open(f"{_SLOT_PREFIX}{slot}", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            size = max(os.fstat(fd).st_size, total)
+            if size > os.fstat(fd).st_size:
+                size = max(total, size + size // 2)
+                os.posix_fallocate(fd, 0, size)  # ENOSPC now, not SIGBUS while writing
+            if m is not None:
+                m.close()
+            m = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        _SLOTS[slot] = (m, size)
+    entries, pos = [], 0
+    with memoryview(m) as mv:
+        for index, planned, reason in decoded:
+            if planned is None:
+                entries.append((index, 0, 0, reason))
+                continue
+            header, offsets, size_, arrays = planned
+            fmt.write(mv, pos, header, offsets, arrays)
+            entries.append((index, pos, size_, ""))
+            pos += size_
     return entries
 
 

@@ -19,6 +19,7 @@ The 16-byte alignment lets a reader view float/int fields in place with np.fromb
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass
 
@@ -84,7 +85,7 @@ def plan(source_index: int, fields: list[tuple[str, Shape]]) -> tuple[bytes, lis
     offsets = []
     for dtype, shape in fields:
         offsets.append(pos)
-        nbytes = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
+        nbytes = _NP_DTYPE[dtype].itemsize * math.prod(shape)
         pos += nbytes + _pad(nbytes)
     return header, offsets, pos
 
@@ -119,38 +120,59 @@ class FieldView:
     nbytes: int
 
 
+_LAYOUTS: dict[bytes, list[FieldView]] = {}  # header bytes (less the source index) -> views
+_SHAPE_FMT = [struct.Struct(f"<{n}I") for n in range(9)]
+
+
 def parse(buf) -> tuple[int, list[FieldView]]:
-    """Header of a record (bytes or memoryview) -> (source_index, field views into buf)."""
+    """Header of a record (bytes or memoryview) -> (source_index, field views into buf).
+
+    Records of a dataset usually share one layout, so layouts are cached by their header bytes:
+    a hit costs one slice and one dict lookup instead of a parse."""
     if len(buf) < _HEAD.size:
         raise FormatError("record shorter than its header")
     magic, source_index, n_fields, _ = _HEAD.unpack_from(buf, 0)
     if magic != MAGIC:
         raise FormatError(f"record starts with {bytes(magic)!r}, not {MAGIC!r}")
+    for key_len in _KEY_LENS:
+        views = _LAYOUTS.get(bytes(buf[8:key_len]))
+        if views is not None and views[-1].offset + views[-1].nbytes <= len(buf):
+            return source_index, views
     pos = _HEAD.size
     heads = []
     try:
         for _ in range(n_fields):
             code, ndim, _ = _FIELD.unpack_from(buf, pos)
-            shape = struct.unpack_from(f"<{ndim}I", buf, pos + _FIELD.size)
+            shape = (_SHAPE_FMT[ndim] if ndim < 9 else struct.Struct(f"<{ndim}I")).unpack_from(
+                buf, pos + _FIELD.size
+            )
             pos += _FIELD.size + 4 * ndim
             heads.append((DTYPES[code], shape))
     except (struct.error, IndexError) as exc:
         raise FormatError(f"record header is damaged ({exc})") from exc
+    header_end = pos
     pos += _pad(pos)
     views = []
     for dtype, shape in heads:
-        nbytes = _NP_DTYPE[dtype].itemsize * int(np.prod(shape, dtype=np.int64))
+        nbytes = _NP_DTYPE[dtype].itemsize * math.prod(shape)
         views.append(FieldView(dtype, shape, pos, nbytes))
         pos += nbytes + _pad(nbytes)
     if pos > len(buf):
         raise FormatError(f"record is {len(buf)} bytes, its header describes {pos}")
+    if views and len(_LAYOUTS) < 4096:
+        _LAYOUTS[bytes(buf[8:header_end])] = views
+        if header_end not in _KEY_LENS:
+            _KEY_LENS.append(header_end)
     return source_index, views
+
+
+_KEY_LENS: list[int] = []
 
 
 def view_array(buf, field: FieldView) -> np.ndarray:
     """Zero-copy numpy view of one field (read-only when buf is)."""
-    count = field.nbytes // _NP_DTYPE[field.dtype].itemsize
-    arr = np.frombuffer(buf, dtype=_NP_DTYPE[field.dtype], count=count, offset=field.offset)
+    dtype = _NP_DTYPE[field.dtype]
+    arr = np.frombuffer(buf, dtype=dtype, count=field.nbytes // dtype.itemsize, offset=field.offset)
     return arr.reshape(field.shape)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -84,6 +85,11 @@ class PILFolder:
         return t.permute(2, 0, 1), label
 
 
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def timed(fn, *args):
     t0 = time.perf_counter()
     out = fn(*args)
@@ -148,27 +154,37 @@ def main() -> int:
         print(f"generated JPEGs in {dt:.1f} s")
 
         print("\n(a) conversion")
+        c0 = time.process_time()
         n, t_base = timed(baseline_convert, tmp / "src", tmp / "base.lmdb")
-        base = n / t_base
-        print(f"  straightforward loop (1 process)  : {base:8.0f} images/s ({t_base:.1f} s)")
+        base, base_cpu = n / t_base, (time.process_time() - c0) / n * 1e3
+        print(f"  straightforward loop (1 process)  : {base:8.0f} images/s ({t_base:.1f} s), "
+              f"CPU {base_cpu:.2f} ms/image")  # fmt: skip
         figures = {}
         for workers in (0, args.workers):
-            label = (
-                "in-process (workers=0)"
-                if workers == 0
-                else f"pool (workers={workers or os.cpu_count()})"
-            )
+            name = "workers=0" if workers == 0 else f"workers={workers or os.cpu_count()}"
             dst = tmp / f"ours{workers}.lmdb"
+            c0, k0 = time.process_time(), _children_cpu()
             result, dt = timed(run_job, convert(tmp / "src", dst, workers=workers))
+            main_ms = (time.process_time() - c0) / result.count * 1e3
+            kids_ms = (_children_cpu() - k0) / result.count * 1e3
             figures[workers] = result.count / dt
-            print(f"  stallscope {label:<23}: {figures[workers]:8.0f} images/s ({dt:.1f} s)"
-                  f"  = {figures[workers] / base:.2f}x")  # fmt: skip
+            print(f"  stallscope {name:<23}: {figures[workers]:8.0f} images/s ({dt:.1f} s)"
+                  f"  = {figures[workers] / base:.2f}x, CPU ms/image: writer {main_ms:.2f}"
+                  f" + decoders {kids_ms:.2f}")  # fmt: skip
             if workers == 0:
                 shutil.rmtree(dst)
+        cores = os.cpu_count() or 1
+        ideal = 1e3 / max((main_ms + kids_ms) / cores, main_ms, kids_ms / max(workers or cores, 1))
+        print(f"  CPU-bound ceiling on {cores} idle cores: {ideal:.0f} images/s "
+              f"= {ideal / (1e3 / base_cpu):.2f}x the baseline's CPU-bound rate "
+              f"(load average now {os.getloadavg()[0]:.1f})")  # fmt: skip
         print(f"  speed-up vs straightforward: {figures[args.workers] / base:.2f}x (goal >= 1.7x)")
         shutil.rmtree(tmp / "base.lmdb")
 
-        print("\n(b) reading (page cache warm, shuffled order)")
+        import torch
+
+        torch.set_num_threads(1)  # as in DataLoader workers; 2 intra-op threads thrash 2 cores
+        print("\n(b) reading (page cache warm, shuffled order, torch threads=1)")
         dst = tmp / f"ours{args.workers}.lmdb"
         ds, pil = LMDBDataset(dst), PILFolder(tmp / "src")
         order = np.random.default_rng(1).permutation(len(ds))
