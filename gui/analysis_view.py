@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 
 from stallscope.core.document import Document
 
+from .colors import plot_theme
 from .ranks import RankTable
 from .summary import SummaryPanel
 from .timeline import TimelineView
@@ -49,7 +50,7 @@ class AnalysisView(QWidget):
         self.next_button.clicked.connect(lambda: self.step_by(+1))
         self.fit_button.clicked.connect(self.fit)
         hint = QLabel("wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit")
-        hint.setStyleSheet("color: #5c6670;")
+        hint.setStyleSheet(f"color: {plot_theme()['dim']};")
 
         bar = QHBoxLayout()
         bar.setContentsMargins(6, 4, 6, 0)

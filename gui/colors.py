@@ -48,3 +48,33 @@ def lighten(hex_color: str, amount: float) -> str:
 
 def cause_label(cause: str) -> str:
     return CAUSE_LABELS.get(cause, cause.replace("_", " "))
+
+
+LIGHT_PLOT = {"bg": "#ffffff", "fg": "#3b424c", "text": TEXT_COLOR, "dim": MUTED_TEXT,
+              "steps": STEP_COLORS, "track": "#f1f3f5", "track_border": "#ced4da",
+              "legend_bg": (255, 255, 255, 220), "dark": False}
+DARK_PLOT = {"bg": "#17191c", "fg": "#c9ced6", "text": "#e7e9ec", "dim": "#a3aab4",
+             "steps": ("#23272d", "#2c323a"), "track": "#25282d", "track_border": "#4a4f58",
+             "legend_bg": (23, 25, 28, 220), "dark": True}
+
+
+def plot_theme() -> dict:
+    """Colours for plots under the app's current theme (light when no theme is applied)."""
+    try:
+        from . import theme
+
+        pal = theme.palette()
+    except (ImportError, AttributeError, KeyError):
+        return LIGHT_PLOT
+    base = DARK_PLOT if pal.name == "dark" else LIGHT_PLOT
+    return {**base, "bg": pal.plot_bg, "fg": pal.plot_fg, "text": pal.text, "dim": pal.text_dim}
+
+
+def follow_theme(slot) -> None:
+    """Call `slot(name)` when the app's theme changes (a bound method of a QObject, so Qt
+    drops the connection when that object is destroyed)."""
+    try:
+        from . import theme
+    except ImportError:
+        return
+    theme.controller().sig_theme_changed.connect(slot)

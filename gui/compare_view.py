@@ -114,7 +114,7 @@ class CompareView(QWidget):
             lay = QVBoxLayout(box)
             lay.setContentsMargins(0, 0, 0, 0)
             tag = QLabel(title)
-            tag.setStyleSheet(f"color: {MUTED_TEXT}; font-weight: 700; letter-spacing: 2px;"
+            tag.setStyleSheet("font-weight: 700; letter-spacing: 2px;"
                               " padding-left: 10px;")
             lay.addWidget(tag)
             lay.addWidget(panel, 1)

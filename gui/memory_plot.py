@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from .colors import ALLOCATED_COLOR, RESERVED_COLOR, TEXT_COLOR
+from .colors import ALLOCATED_COLOR, LIGHT_PLOT, RESERVED_COLOR
 
 _DEVICE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
 
@@ -36,8 +36,8 @@ class MemoryPlot(pg.PlotItem):
         self.hideButtons()
         self.getAxis("left").setWidth(130)
         self.getAxis("bottom").setLabel("time since window start (ms)")
-        self.legend = self.addLegend(offset=(8, 4), labelTextColor=TEXT_COLOR, colCount=4,
-                                     brush=pg.mkBrush(255, 255, 255, 220))
+        self.legend = self.addLegend(offset=(8, 4), colCount=4)
+        self.colors = LIGHT_PLOT
         self.lines: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem | None]] = {}
         self.drops: dict[str, pg.ScatterPlotItem] = {}
         self._empty_text: pg.TextItem | None = None
@@ -59,9 +59,13 @@ class MemoryPlot(pg.PlotItem):
         self.drops.clear()
         self._series.clear()
 
-    def set_memory(self, memory: dict, t0_us: float, span_ms: float) -> None:
+    def set_memory(self, memory: dict, t0_us: float, span_ms: float,
+                   colors: dict | None = None) -> None:
         """`memory`: Report.memory (device id -> MemoryStats); `t0_us`: the window start."""
         self.clear_memory()
+        self.colors = colors or LIGHT_PLOT
+        self.legend.setLabelTextColor(self.colors["text"])
+        self.legend.setBrush(pg.mkBrush(*self.colors["legend_bg"]))
         series = {dev: m for dev, m in sorted(memory.items()) if len(m.ts)}
         if not series:
             self._show_empty("No CUDA memory events in this trace", span_ms)
@@ -87,7 +91,7 @@ class MemoryPlot(pg.PlotItem):
             drop_x, drop_y = self._drop_points(m, x, reserved, t0_us)
             scatter = pg.ScatterPlotItem(
                 drop_x, drop_y, symbol="t", size=9, pen=pg.mkPen(RESERVED_COLOR),
-                brush=pg.mkBrush(255, 255, 255, 230))
+                brush=pg.mkBrush(self.colors["bg"]))
             self.addItem(scatter)
             if len(drop_x):
                 self.legend.addItem(scatter, f"reserved drop{suffix} ({len(drop_x)})")
@@ -113,7 +117,7 @@ class MemoryPlot(pg.PlotItem):
 
     def _show_empty(self, text: str, span_ms: float) -> None:
         self.getAxis("left").setLabel("memory")
-        self._empty_text = pg.TextItem(text, color="#5c6670", anchor=(0.5, 0.5))
+        self._empty_text = pg.TextItem(text, color=self.colors["dim"], anchor=(0.5, 0.5))
         self.addItem(self._empty_text)
         self._empty_text.setPos(span_ms / 2.0, 0.5)
         self.setYRange(0, 1)

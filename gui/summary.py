@@ -32,9 +32,9 @@ from .colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
     CAUSE_ORDER,
-    MUTED_TEXT,
-    TEXT_COLOR,
     cause_label,
+    follow_theme,
+    plot_theme,
     qcolor,
 )
 
@@ -63,6 +63,7 @@ class CauseBar(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.values: dict[str, float] = {}
+        self.empty_color = "#e9ecef"
         self.setMinimumHeight(22)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -91,7 +92,7 @@ class CauseBar(QWidget):
         painter.setPen(Qt.PenStyle.NoPen)
         segs = self.segments()
         if not segs:
-            painter.setBrush(QColor("#e9ecef"))
+            painter.setBrush(QColor(self.empty_color))
             painter.drawRect(self.rect())
         for cause, rect in segs:
             painter.setBrush(qcolor(CAUSE_COLORS[cause]))
@@ -126,7 +127,6 @@ class SummaryPanel(QScrollArea):
         self.title.setWordWrap(True)
         _shrinkable(self.title)
         self.subtitle = QLabel()
-        self.subtitle.setStyleSheet(f"color: {MUTED_TEXT};")
         self.subtitle.setWordWrap(True)
         _shrinkable(self.subtitle)
         self.box.addWidget(self.title)
@@ -142,7 +142,8 @@ class SummaryPanel(QScrollArea):
         self.no_gpu_label.setStyleSheet("color: #c92a2a;")
         self.box.addWidget(self.no_gpu_label)
 
-        self.box.addWidget(section("GPU idle time by cause (click to find the worst gap)"))
+        self.cause_heading = section("GPU idle time by cause (click to find the worst gap)")
+        self.box.addWidget(self.cause_heading)
         self.cause_bar = CauseBar()
         self.cause_bar.sig_cause_clicked.connect(self.sig_cause_activated)
         self.box.addWidget(self.cause_bar)
@@ -154,17 +155,15 @@ class SummaryPanel(QScrollArea):
             lambda item: self.sig_cause_activated.emit(item.data(Qt.ItemDataRole.UserRole)))
         self.box.addWidget(self.cause_list)
 
-        self.box.addWidget(section("Per step: where the GPU's time went"))
-        self.step_plot = pg.PlotWidget(background="w")
+        self.step_heading = section("Per step: where the GPU's time went")
+        self.box.addWidget(self.step_heading)
+        self.step_plot = pg.PlotWidget()
         self.step_plot.setMinimumHeight(150 if compact else 180)
         self.step_plot.setMaximumHeight(200 if compact else 240)
         self.step_plot.setMenuEnabled(False)
         self.step_plot.setMouseEnabled(x=False, y=False)
         self.step_plot.hideButtons()
         self.step_plot.getAxis("left").setLabel("ms")
-        for axis in ("left", "bottom"):
-            self.step_plot.getAxis(axis).setTextPen(TEXT_COLOR)
-            self.step_plot.getAxis(axis).setPen(MUTED_TEXT)
         self.step_legend = QLabel(" ".join(
             f'<span style="color:{STEP_PART_COLORS[p]}">&#9632;</span> {STEP_PART_LABELS[p]}'
             for p in STEP_PARTS))
@@ -192,11 +191,29 @@ class SummaryPanel(QScrollArea):
         self.advice_list.itemClicked.connect(
             lambda item: self.sig_advice_activated.emit(item.data(Qt.ItemDataRole.UserRole)))
         self.box.addWidget(self.advice_list, 1)
+        self._title_override: str | None = None
+        self._style()
+        follow_theme(self.apply_theme)
+
+    def _style(self) -> None:
+        self.colors = c = plot_theme()
+        self.subtitle.setStyleSheet(f"color: {c['dim']};")
+        self.step_plot.setBackground(c["bg"])
+        for axis in ("left", "bottom"):
+            self.step_plot.getAxis(axis).setTextPen(c["text"])
+            self.step_plot.getAxis(axis).setPen(c["fg"])
+        self.cause_bar.empty_color = c["track"]
+
+    def apply_theme(self, _name: str = "") -> None:
+        self._style()
+        if self.report is not None:
+            self.set_report(self.report, self._title_override)
 
     # ------------------------------------------------------------------ filling
 
     def set_report(self, report, title: str | None = None) -> None:
         self.report = report
+        self._title_override = title
         trace = report.trace
         name = title or getattr(trace.path, "name", str(trace.path))
         self.title.setText(name)
@@ -224,20 +241,25 @@ class SummaryPanel(QScrollArea):
             bar.setValue(round(1000 * stats.utilization))
             bar.setTextVisible(False)
             bar.setFixedHeight(14)
-            bar.setStyleSheet(f"QProgressBar {{ border: 1px solid #ced4da; border-radius: 3px;"
-                              f" background: #f1f3f5; }} QProgressBar::chunk {{ background: "
-                              f"{BUSY_COLOR}; }}")
+            c = self.colors
+            bar.setStyleSheet(f"QProgressBar {{ border: 1px solid {c['track_border']}; "
+                              f"border-radius: 3px; background: {c['track']}; }} "
+                              f"QProgressBar::chunk {{ background: {BUSY_COLOR}; }}")
             self.util_grid.addWidget(QLabel(f"GPU {dev}"), 2 * row, 0)
             self.util_grid.addWidget(bar, 2 * row, 1)
             self.util_grid.addWidget(QLabel(f"<b>{100 * stats.utilization:.1f}%</b>"), 2 * row, 2)
             text = QLabel(f"busy {fmt_ms_us(stats.busy_us)}, idle {fmt_ms_us(stats.idle_us)} "
                           f"in {stats.idle_gaps:,} gaps")
-            text.setStyleSheet(f"color: {MUTED_TEXT};")
+            text.setStyleSheet(f"color: {self.colors['dim']};")
             _shrinkable(text)
             self.util_grid.addWidget(text, 2 * row + 1, 1, 1, 2)
             self.util_bars[dev] = bar
         self.util_grid.setColumnStretch(1, 1)
         self.no_gpu_label.setVisible(not report.devices)
+        # Without a GPU there is no idle GPU time to split: hide what would be all zeros.
+        for w in (self.cause_heading, self.cause_bar, self.cause_list, self.step_heading,
+                  self.step_plot, self.step_legend):
+            w.setVisible(bool(report.devices))
 
     def _fill_causes(self, report) -> None:
         dev = primary_device(report)
@@ -253,7 +275,8 @@ class SummaryPanel(QScrollArea):
                                    f"{share:5.1f}% of idle")
             item.setData(Qt.ItemDataRole.UserRole, cause)
             # the list's own text colour, so the dark theme stays readable
-            item.setForeground(self.cause_list.palette().text() if us > 0 else qcolor(MUTED_TEXT))
+            item.setForeground(self.cause_list.palette().text() if us > 0
+                               else qcolor(self.colors["dim"]))
             item.setIcon(_chip(CAUSE_COLORS[cause]))
             item.setToolTip(f"Zoom the timeline to the longest {cause_label(cause)} gap")
             self.cause_list.addItem(item)

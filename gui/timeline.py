@@ -26,11 +26,10 @@ from .colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
     CAUSE_ORDER,
-    MUTED_TEXT,
-    STEP_COLORS,
-    TEXT_COLOR,
     cause_label,
+    follow_theme,
     lighten,
+    plot_theme,
     qcolor,
 )
 from .memory_plot import MemoryPlot
@@ -132,7 +131,8 @@ class Layer:
         self.pyramid = IntervalPyramid(starts, ends)
         # Merged blocks are drawn paler the less of them the intervals really cover, so a
         # zoomed-out lane that is 57% busy does not look 100% busy.
-        self.brushes = [QBrush(qcolor(color, round(alpha * (k + 1) / DENSITY_LEVELS)))
+        # Never fainter than 30%: a lone sub-pixel event must still show.
+        self.brushes = [QBrush(qcolor(color, round(alpha * (0.3 + 0.7 * (k + 1) / DENSITY_LEVELS))))
                         for k in range(DENSITY_LEVELS)]
         self.height = height
 
@@ -142,13 +142,15 @@ class LaneItem(pg.GraphicsObject):
 
     def __init__(self, row: int, label: str, layers: Sequence[Layer], kind: str,
                  describe: Callable[[float], str | None] | None = None,
-                 texts: tuple[np.ndarray, np.ndarray, Sequence[str]] | None = None) -> None:
+                 texts: tuple[np.ndarray, np.ndarray, Sequence[str]] | None = None,
+                 text_color: str = "#212529") -> None:
         super().__init__()
         self.row = row
         self.label = label
         self.kind = kind
         self.layers = list(layers)
         self.texts = texts  # (starts, ends, names), drawn where they fit
+        self.text_pen = QPen(qcolor(text_color))
         self._describe = describe
         self.last_drawn: dict[str, int] = {}
         lo = min((float(ly.pyramid.starts[0]) for ly in self.layers if len(ly.pyramid)),
@@ -212,7 +214,7 @@ class LaneItem(pg.GraphicsObject):
         painter.save()
         painter.resetTransform()
         painter.setFont(font)
-        painter.setPen(QPen(qcolor(TEXT_COLOR)))
+        painter.setPen(self.text_pen)
         for i in range(i0, min(i1, i0 + 400)):
             x0, x1 = max(starts[i], lo), min(ends[i], hi)
             if (x1 - x0) * px_per_ms < 40:
@@ -284,11 +286,9 @@ class TimelineView(QWidget):
         self.legend_row.addStretch(1)
 
         self.hover_label = QLabel(" ")
-        self.hover_label.setStyleSheet(f"color: {MUTED_TEXT};")
         self.hover_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
         self.view_box = TimeViewBox()
         self.view_box.invertY(True)
         self.view_box.setMouseEnabled(x=True, y=False)
@@ -304,10 +304,9 @@ class TimelineView(QWidget):
         self.graphics.addItem(self.memory, row=1, col=0)
         self.graphics.ci.layout.setRowStretchFactor(0, 3)
         self.graphics.ci.layout.setRowStretchFactor(1, 2)
-        for item in (self.plot, self.memory):
-            for axis in ("left", "bottom"):
-                item.getAxis(axis).setTextPen(TEXT_COLOR)
-                item.getAxis(axis).setPen(MUTED_TEXT)
+        self.colors = plot_theme()
+        self._style_plots()
+        follow_theme(self.apply_theme)
 
         self.view_box.sig_fit_requested.connect(self.fit)
         self.memory.getViewBox().sigRangeChanged.connect(lambda *_: None)
@@ -322,6 +321,24 @@ class TimelineView(QWidget):
         layout.addWidget(self.graphics, 1)
 
     # ------------------------------------------------------------------ building
+
+    def _style_plots(self) -> None:
+        c = self.colors
+        self.graphics.setBackground(c["bg"])
+        self.hover_label.setStyleSheet(f"color: {c['dim']};")
+        for item in (self.plot, self.memory):
+            for axis in ("left", "bottom"):
+                item.getAxis(axis).setTextPen(c["text"])
+                item.getAxis(axis).setPen(c["fg"])
+
+    def apply_theme(self, _name: str = "") -> None:
+        """Restyle for the app's current theme, keeping the report and the visible range."""
+        self.colors = plot_theme()
+        self._style_plots()
+        if self.report is not None:
+            x_range = self.view_box.viewRange()[0]
+            self.set_report(self.report)
+            self.view_box.setXRange(*x_range, padding=0)
 
     def clear(self) -> None:
         for item in self.lanes + self._extra_items:
@@ -358,7 +375,7 @@ class TimelineView(QWidget):
         self.view_box.setLimits(xMin=-0.05 * self.span_ms, xMax=1.05 * self.span_ms,
                                 minXRange=1e-4, yMin=0, yMax=n, minYRange=n, maxYRange=n)
         self.view_box.setYRange(0, n, padding=0)
-        self.memory.set_memory(report.memory, self.t0_us, self.span_ms)
+        self.memory.set_memory(report.memory, self.t0_us, self.span_ms, self.colors)
         # Without memory samples the plot only carries the time axis: give the lanes the room.
         self.graphics.ci.layout.setRowStretchFactor(1, 2 if self.memory.lines else 1)
         self.graphics.ci.layout.setRowStretchFactor(0, 3 if self.memory.lines else 6)
@@ -369,8 +386,9 @@ class TimelineView(QWidget):
         ends = starts + np.array([s.dur_us / 1000.0 for s in steps])
         names = [s.name for s in steps]
         # Neighbouring steps touch, so even and odd steps are separate layers (two tints).
-        layers = [Layer("steps", starts[0::2], ends[0::2], STEP_COLORS[0], height=0.9),
-                  Layer("odd_steps", starts[1::2], ends[1::2], STEP_COLORS[1], height=0.9)]
+        tints = self.colors["steps"]
+        layers = [Layer("steps", starts[0::2], ends[0::2], tints[0], height=0.9),
+                  Layer("odd_steps", starts[1::2], ends[1::2], tints[1], height=0.9)]
 
         def describe(x: float) -> str | None:
             i = int(np.searchsorted(starts, x, "right")) - 1
@@ -379,7 +397,8 @@ class TimelineView(QWidget):
                         f"duration {fmt_ms(ends[i] - starts[i])}")
             return None
 
-        return LaneItem(row, "steps", layers, "steps", describe, texts=(starts, ends, names))
+        return LaneItem(row, "steps", layers, "steps", describe, texts=(starts, ends, names),
+                        text_color=self.colors["text"])
 
     def _device_lane(self, row: int, dev: str, stats) -> LaneItem:
         to_ms = self._to_ms

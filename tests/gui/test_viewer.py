@@ -155,6 +155,7 @@ def test_trace_without_gpu_shows_cpu_lanes_and_says_so(qtbot, window):
     assert "no GPU activity" in window.messages.text
     assert "No GPU activity" in window.analysis.timeline.note_text
     assert window.analysis.summary.no_gpu_label.isVisibleTo(window)
+    assert not window.analysis.summary.cause_bar.isVisibleTo(window)
     window.grab()  # paints without errors
 
 

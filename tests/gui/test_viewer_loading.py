@@ -64,14 +64,14 @@ def test_event_loop_keeps_turning_while_a_big_trace_loads(qtbot, window, big_tra
     timer.stop()
     doc = blocker.args[0]
     assert len(doc.reports[0].steps) == 3 * 6
-    assert load_s > 1.0, "the tiled trace should take a while to load"
+    assert load_s > 0.25, "the tiled trace should take a while to load"
     during = [t for t in ticks if t0 <= t]
     gaps = [b - a for a, b in zip([t0] + during, during, strict=False)]
-    # A load on the GUI thread would freeze the timer for the whole load.
-    assert len(during) >= 10
+    # A load on the GUI thread would freeze the 20 ms timer for the whole load.
+    assert len(during) >= 5
     assert max(gaps) < min(1.5, 0.6 * load_s), f"GUI froze {max(gaps):.2f}s of {load_s:.2f}s"
     assert len(set(progress)) > 3 and progress == sorted(progress)
-    assert not window.progress.isVisible()
+    qtbot.waitUntil(lambda: not window.progress.isVisible(), timeout=5_000)
 
 
 def test_cancel_keeps_the_open_document(qtbot, window, big_trace):
