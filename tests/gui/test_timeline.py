@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 
 from stallscope.core.analysis import CAUSES, analyze
@@ -211,3 +211,22 @@ def test_reserved_drops_are_marked(qtbot, tmp_path):
     x, y = drops.getData()
     assert len(x) == report.memory["0"].reserved_drops == 2
     np.testing.assert_allclose(y * v.memory.scale, [150 * 2**20, 100 * 2**20])
+
+
+def test_mouse_hover_and_double_click_fit(qtbot, view, nw0_report):
+    gap = nw0_report.worst_gap("data_loading")
+    view.zoom_to(*gap, pad=0.1)
+    gpu = view.lanes[1]
+    mid = QPointF(((gap[0] + gap[1]) / 2 - view.t0_us) / 1000, gpu.row + 0.5)
+    pos = view.graphics.mapFromScene(view.view_box.mapViewToScene(mid))
+    with qtbot.waitSignal(view.sig_hover_changed, timeout=5_000) as blocker:
+        qtbot.mouseMove(view.graphics.viewport(), pos)
+    assert "idle gap" in blocker.args[0] and "data loading" in blocker.args[0]
+    assert view.hover_label.text() == blocker.args[0]
+    # What a real double-click delivers: click, double-click, release.
+    viewport = view.graphics.viewport()
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=pos)
+    qtbot.mouseDClick(viewport, Qt.MouseButton.LeftButton, pos=pos)
+    qtbot.mouseRelease(viewport, Qt.MouseButton.LeftButton, pos=pos)
+    lo, hi = view.x_range_us()
+    assert lo <= nw0_report.window[0] and hi >= nw0_report.window[1]

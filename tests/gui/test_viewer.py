@@ -227,3 +227,25 @@ def test_screenshot_entry_point(qtbot, tmp_path):
     bad.write_text("not json")
     assert app_module.main(["--screenshot", str(tmp_path / "b.png"), str(bad)]) == 2
     assert not (tmp_path / "b.png").exists()
+
+
+def test_drop_a_trace_on_the_window_opens_it(qtbot, window):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(fixture_path("hta_sampled_rank-1")))])
+    event = QDropEvent(QPointF(50, 50), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(window.sig_document_shown, timeout=30_000) as blocker:
+        window.dropEvent(event)
+    assert blocker.args[0].reports[0].trace.rank == 1
+    assert gpu_lanes(window)[0].label == "GPU 1"
+
+
+def test_recent_menu_lists_what_was_opened(qtbot, window):
+    path = fixture_path("hta_sampled_rank-0")
+    open_and_wait(qtbot, window, path)
+    window.recent_menu.aboutToShow.emit()
+    names = [a.text() for a in window.recent_menu.actions()]
+    assert path.name in names
