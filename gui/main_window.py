@@ -485,6 +485,7 @@ class MainWindow(QMainWindow):
             request = dialog.request()
         view = run_view.RunView(request)
         view.sig_trace_ready.connect(self.open_path)
+        view.sig_lineprof_ready.connect(self.open_line_profile)
         self.add_page(view, "Run")
 
     def run_demo(self) -> None:
@@ -497,30 +498,32 @@ class MainWindow(QMainWindow):
             return
         self.show_run(make())
 
-    def show_heatmap(self, profile, title: str = "Line heatmap") -> None:
+    def show_heatmap(self, profiles, title: str = "Line heatmap") -> None:
+        """A heatmap tab for one Profile or a list of them (one per profiled function)."""
         heatmap = self._optional("heatmap", "The line heatmap")
         if heatmap is None:
             return
         view = heatmap.HeatmapView()
-        view.set_profile(profile)
+        if isinstance(profiles, list):
+            view.set_profiles(profiles)
+        else:
+            view.set_profile(profiles)
         self.add_page(view, title)
 
-    def choose_line_profile(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open line profile", "",
-                                              "Line profiles (*.json);;All files (*)")
-        if not path:
+    def open_line_profile(self, path: str) -> None:
+        """Line stats from a session folder, a .json or a kernprof .lprof, as a heatmap tab."""
+        heatmap = self._optional("heatmap", "The line heatmap")
+        if heatmap is None:
             return
-        try:
-            from stallscope.core import lineprof
+        profiles = heatmap.open_profiles(path, self)
+        if profiles:
+            self.show_heatmap(profiles, f"Lines: {Path(path).name}")
 
-            profile = lineprof.load(path)
-        except (ImportError, AttributeError) as exc:
-            self.show_message(f"Line profiles cannot be opened in this build ({exc}).", "info")
-            return
-        except StallscopeError as exc:
-            self.show_message(f"Could not open: {exc}", "error")
-            return
-        self.show_heatmap(profile, Path(path).name)
+    def choose_line_profile(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open line profile", "", "Line profiles (*.json *.lprof);;All files (*)")
+        if path:
+            self.open_line_profile(path)
 
     def open_lmdb_wizard(self) -> None:
         wizard = self._optional("lmdb_wizard", "The LMDB wizard")
