@@ -8,6 +8,8 @@ Standalone: `python -m stallscope.gui.summary TRACE`.
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
@@ -16,7 +18,6 @@ from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
     QLabel,
-    QListView,
     QListWidget,
     QListWidgetItem,
     QProgressBar,
@@ -155,6 +156,12 @@ class SummaryPanel(QScrollArea):
             lambda item: self.sig_cause_activated.emit(item.data(Qt.ItemDataRole.UserRole)))
         self.box.addWidget(self.cause_list)
 
+        self.box.addWidget(section("Advice (click one to see it on the timeline)"))
+        self.advice_box = QVBoxLayout()
+        self.advice_box.setSpacing(6)
+        self.box.addLayout(self.advice_box)
+        self.advice_cards: list[AdviceCard] = []
+
         self.step_heading = section("Per step: where the GPU's time went")
         self.box.addWidget(self.step_heading)
         self.step_plot = pg.PlotWidget()
@@ -179,18 +186,7 @@ class SummaryPanel(QScrollArea):
         _shrinkable(self.memory_label)
         self.box.addWidget(self.memory_label)
 
-        self.box.addWidget(section("Advice (click to see it on the timeline)"))
-        self.advice_list = QListWidget()
-        self.advice_list.setWordWrap(True)
-        self.advice_list.setResizeMode(QListView.ResizeMode.Adjust)
-        self.advice_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.advice_list.setVerticalScrollMode(QListView.ScrollMode.ScrollPerPixel)
-        self.advice_list.setSpacing(3)
-        self.advice_list.setMinimumHeight(120)
-        self.advice_list.setStyleSheet("QListWidget::item { padding: 4px; }")
-        self.advice_list.itemClicked.connect(
-            lambda item: self.sig_advice_activated.emit(item.data(Qt.ItemDataRole.UserRole)))
-        self.box.addWidget(self.advice_list, 1)
+        self.box.addStretch(1)
         self._title_override: str | None = None
         self._style()
         follow_theme(self.apply_theme)
@@ -321,23 +317,60 @@ class SummaryPanel(QScrollArea):
                                   "No CUDA memory events recorded (profile_memory was off).")
 
     def _fill_advice(self, report) -> None:
-        self.advice_list.clear()
+        for card in self.advice_cards:
+            self.advice_box.removeWidget(card)
+            card.deleteLater()
+        self.advice_cards = []
         for i, advice in enumerate(report.advice):
-            item = QListWidgetItem(f"{advice.title}\n{advice.evidence}\nFix: {advice.fix}")
-            item.setData(Qt.ItemDataRole.UserRole, i)
-            item.setToolTip(advice.fix)
-            font = item.font()
-            item.setFont(font)
-            self.advice_list.addItem(item)
+            card = AdviceCard(advice.title, advice.evidence, advice.fix, self.colors)
+            card.sig_clicked.connect(lambda i=i: self.sig_advice_activated.emit(i))
+            self.advice_box.addWidget(card)
+            self.advice_cards.append(card)
         if not report.advice:
-            item = QListWidgetItem("Nothing stands out: no rule fired on this trace.")
-            item.setData(Qt.ItemDataRole.UserRole, -1)
-            item.setFlags(Qt.ItemFlag.NoItemFlags)
-            self.advice_list.addItem(item)
+            card = AdviceCard("Nothing stands out", "No advice rule fired on this trace.", "",
+                              self.colors, clickable=False)
+            self.advice_box.addWidget(card)
+            self.advice_cards.append(card)
 
     @property
     def advice_count(self) -> int:
         return len(self.report.advice) if self.report is not None else 0
+
+
+class AdviceCard(QFrame):
+    """One piece of advice: title, the numbers behind it, the fix. Clicking it emits."""
+
+    sig_clicked = Signal()
+
+    def __init__(self, title: str, evidence: str, fix: str, colors: dict,
+                 clickable: bool = True) -> None:
+        super().__init__()
+        self.setObjectName("AdviceCard")
+        border = CAUSE_COLORS["data_loading"] if clickable else colors["track_border"]
+        self.setStyleSheet(f"#AdviceCard {{ border: 1px solid {colors['track_border']}; "
+                           f"border-left: 4px solid {border}; border-radius: 4px; "
+                           f"background: {colors['bg']}; }}")
+        box = QVBoxLayout(self)
+        box.setContentsMargins(10, 6, 8, 6)
+        box.setSpacing(2)
+        self.title = QLabel(f"<b>{html.escape(title)}</b>")
+        self.evidence = QLabel(html.escape(evidence))
+        self.evidence.setStyleSheet(f"color: {colors['dim']};")
+        self.fix = QLabel(f"<b>Fix:</b> {html.escape(fix)}") if fix else None
+        for label in (self.title, self.evidence, self.fix):
+            if label is not None:
+                label.setWordWrap(True)
+                _shrinkable(label)
+                box.addWidget(label)
+        self.text = "\n".join([title, evidence] + ([f"Fix: {fix}"] if fix else []))
+        self.clickable = clickable
+        if clickable:
+            self.setCursor(Qt.CursorShape.PointingHandCursor)
+            self.setToolTip("Show this on the timeline")
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if self.clickable and event.button() == Qt.MouseButton.LeftButton:
+            self.sig_clicked.emit()
 
 
 def _shrinkable(label: QLabel) -> None:

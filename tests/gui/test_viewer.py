@@ -65,9 +65,10 @@ def test_open_kineto_nw0_draws_lanes_gaps_memory_and_advice(qtbot, window):
     assert len(gpu.gaps) == report.devices["0"].idle_gaps
     alloc, _ = view.timeline.memory.lines["0"]
     assert len(alloc.xData) == len(report.memory["0"].ts)
-    assert view.summary.advice_list.count() == len(report.advice) >= 1
+    assert len(view.summary.advice_cards) == len(report.advice) >= 1
     assert "dataloader_bound" in [a.id for a in report.advice]
-    first = view.summary.advice_list.item(0).text()
+    assert all(card.isVisibleTo(window) for card in view.summary.advice_cards)
+    first = view.summary.advice_cards[0].text
     assert report.advice[0].title in first and report.advice[0].fix in first
     assert view.step_combo.count() == 1 + len(report.steps)
     # The per-step stacked bar holds the four parts of every step, adding up to its duration.
@@ -82,10 +83,7 @@ def test_advice_and_cause_clicks_zoom_to_the_worst_gap(qtbot, window):
     report = doc.reports[0]
     summary = window.analysis.summary
     i = next(k for k, a in enumerate(report.advice) if a.id == "dataloader_bound")
-    item = summary.advice_list.item(i)
-    rect = summary.advice_list.visualItemRect(item)
-    qtbot.mouseClick(summary.advice_list.viewport(), Qt.MouseButton.LeftButton,
-                     pos=rect.center())
+    qtbot.mouseClick(summary.advice_cards[i], Qt.MouseButton.LeftButton)
     advice = report.advice[i]
     lo, hi = advice.focus or report.worst_gap(advice.cause)
     vlo, vhi = window.analysis.timeline.x_range_us()
@@ -125,7 +123,10 @@ def test_hta_df_index_resolver_memory_with_totals(qtbot, window):
     assert len(alloc.xData) == len(reserved.xData) == len(report.memory["1"].ts)
     assert np.nanmax(reserved.yData) * window.analysis.timeline.memory.scale == pytest.approx(
         report.memory["1"].peak_reserved)
-    assert window.analysis.summary.advice_list.count() == max(len(report.advice), 1)
+    cards = window.analysis.summary.advice_cards
+    assert len(cards) == max(len(report.advice), 1)
+    if not report.advice:
+        assert "Nothing stands out" in cards[0].text and not cards[0].clickable
 
 
 def test_bad_input_keeps_the_open_document(qtbot, window, tmp_path):
@@ -197,7 +198,8 @@ def test_compare_shows_deltas(qtbot, window):
     row = [m.key for m in table.metrics].index("step_ms")
     assert "better" in table.item(row, 4).text()
     assert "-20%" in table.item(row, 3).text()
-    assert window.compare.after.advice_list.count() == len(after.advice)
+    assert [c.text.split("\n")[0] for c in window.compare.after.advice_cards] == [
+        a.title for a in after.advice]
 
 
 def test_export_png_markdown_json(qtbot, window, tmp_path):
