@@ -74,7 +74,10 @@ class LMDBDataset:
         return state
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit module globals may be gone
+            pass
 
     def close(self) -> None:
         if getattr(self, "_pid", None) == os.getpid():

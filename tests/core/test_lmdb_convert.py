@@ -398,7 +398,7 @@ def test_sigkill_mid_conversion_then_resume_gives_exactly_n_samples(tmp_path):
     dst = tmp_path / "killed.lmdb"
     cmd = [sys.executable, "-m", "stallscope.core.lmdb_convert", spec, str(dst),
            "--workers", "2", "--commit-every", "3", "--verify", "0"]  # fmt: skip
-    written_at_kill = []
+    written_at_kill, killed = [], []
     for _attempt in range(2):
         before = _progress(dst).get("written", 0)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -408,11 +408,13 @@ def test_sigkill_mid_conversion_then_resume_gives_exactly_n_samples(tmp_path):
             assert time.monotonic() < deadline, "no progress committed"
             time.sleep(0.01)
         workers = psutil.Process(proc.pid).children(recursive=True)
+        killed.append(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
         _gone, alive = psutil.wait_procs(workers, timeout=5)
         assert not alive, "decoding workers outlived the killed converter"
+        assert list(Path("/dev/shm").glob(f"stallscope-lmdb-{proc.pid}-*")), "no slots used?"
         state = destination_state(dst)
         assert not state.complete and 0 < state.progress["next_source"] < n
         written_at_kill.append(state.progress["written"])
@@ -421,3 +423,5 @@ def test_sigkill_mid_conversion_then_resume_gives_exactly_n_samples(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "resumed at" in done.stdout
     check_factory_lmdb(dst, files)
+    leftovers = [p for pid in killed for p in Path("/dev/shm").glob(f"stallscope-lmdb-{pid}-*")]
+    assert not leftovers, "shared-memory slots of the killed converters were not cleaned up"
