@@ -83,21 +83,21 @@ def summary_values(report: Report, device: str | None = None) -> dict[str, tuple
     stats = report.devices.get(dev) if dev is not None else None
     if stats is not None:
         out["utilization"] = ("GPU utilization", "%", 100.0 * stats.utilization, False)
-        out["idle_ms"] = ("GPU idle per step", "ms", stats.idle_us / per, True)
+        out["idle_ms"] = ("GPU idle/step", "ms", stats.idle_us / per, True)
         for cause in CAUSES:
-            out[f"idle_{cause}_ms"] = (f"idle: {CAUSE_LABELS[cause]} per step", "ms",
+            out[f"idle_{cause}_ms"] = (f"GPU idle/step: {CAUSE_LABELS[cause]}", "ms",
                                        stats.idle_by_cause.get(cause, 0.0) / per, True)
     if report.steps:
         dl = float(np.mean([s.data_loading_us for s in report.steps])) / 1000.0
-        out["data_loading_ms"] = ("CPU data loading per step", "ms", dl, True)
+        out["data_loading_ms"] = ("CPU data loading/step", "ms", dl, True)
     mem = report.memory.get(dev) if dev is not None else None
     if mem is not None and mem.peak_reserved is not None:
-        out["peak_reserved_mib"] = ("peak reserved memory", "MiB", mem.peak_reserved / 2**20, None)
+        out["peak_reserved_mib"] = ("peak reserved", "MiB", mem.peak_reserved / 2**20, None)
     if mem is not None and mem.peak_allocated is not None:
-        out["peak_allocated_mib"] = ("peak allocated memory", "MiB",
+        out["peak_allocated_mib"] = ("peak allocated", "MiB",
                                      mem.peak_allocated / 2**20, None)
     if mem is not None:
-        out["reserved_drops"] = ("reserved memory drops", "", float(mem.reserved_drops), True)
+        out["reserved_drops"] = ("reserved drops", "", float(mem.reserved_drops), True)
     return out
 
 

@@ -6,6 +6,7 @@ Standalone: `python -m stallscope.gui.compare_view BEFORE AFTER [--screenshot OU
 
 from __future__ import annotations
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
@@ -22,7 +23,16 @@ from PySide6.QtWidgets import (
 
 from stallscope.core.compare import Metric, compare_reports
 
-from .colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR
+from .colors import (
+    BETTER_COLOR,
+    CAUSE_COLORS,
+    CAUSE_ORDER,
+    MUTED_TEXT,
+    WORSE_COLOR,
+    cause_label,
+    lighten,
+    plot_theme,
+)
 from .summary import SummaryPanel
 
 VERDICT_TEXT = {"better": "✓ better", "worse": "✗ worse", "same": "≈ same", "n/a": ""}
@@ -63,7 +73,6 @@ class DeltaTable(QTableWidget):
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.setWordWrap(True)
         self.metrics: list[Metric] = []
 
     def set_metrics(self, metrics: list[Metric]) -> None:
@@ -72,7 +81,8 @@ class DeltaTable(QTableWidget):
         bold = QFont(self.font())
         bold.setBold(True)
         for r, m in enumerate(metrics):
-            cells = [m.label, _fmt(m.before, m.unit), _fmt(m.after, m.unit), _fmt_change(m),
+            label = m.label.replace("GPU idle/step: ", "   ↳ ")  # children of "GPU idle/step"
+            cells = [label, _fmt(m.before, m.unit), _fmt(m.after, m.unit), _fmt_change(m),
                      VERDICT_TEXT[m.verdict]]
             color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(m.verdict, MUTED_TEXT)
             for c, text in enumerate(cells):
@@ -88,6 +98,46 @@ class DeltaTable(QTableWidget):
 
     def metric_by_key(self, key: str) -> Metric:
         return next(m for m in self.metrics if m.key == key)
+
+
+class CauseDeltaChart(pg.PlotWidget):
+    """GPU idle per step by cause, before (pale) beside after (solid): did the fix work?"""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(x=False, y=False)
+        self.hideButtons()
+        self.getAxis("left").setLabel("GPU idle per step (ms)")
+        self.bars: list[pg.BarGraphItem] = []
+        self.values: dict[str, tuple[float, float]] = {}
+
+    def set_metrics(self, metrics: list[Metric]) -> None:
+        colors = plot_theme()
+        self.setBackground(colors["bg"])
+        for axis in ("left", "bottom"):
+            self.getAxis(axis).setTextPen(colors["text"])
+            self.getAxis(axis).setPen(colors["fg"])
+        for bar in self.bars:
+            self.removeItem(bar)
+        self.bars = []
+        by_key = {m.key: m for m in metrics}
+        self.values = {c: (by_key[f"idle_{c}_ms"].before or 0.0, by_key[f"idle_{c}_ms"].after
+                           or 0.0) for c in CAUSE_ORDER if f"idle_{c}_ms" in by_key}
+        ticks = []
+        for i, (cause, (before, after)) in enumerate(self.values.items()):
+            color = CAUSE_COLORS[cause]
+            self.bars.append(pg.BarGraphItem(x=[i - 0.18], height=[before], width=0.34,
+                                             brush=lighten(color, 0.55), pen=pg.mkPen(None)))
+            self.bars.append(pg.BarGraphItem(x=[i + 0.18], height=[after], width=0.34,
+                                             brush=color, pen=pg.mkPen(None)))
+            ticks.append((i, cause_label(cause)))
+        for bar in self.bars:
+            self.addItem(bar)
+        self.getAxis("bottom").setTicks([ticks, []])
+        top = max((max(v) for v in self.values.values()), default=1.0)
+        self.setXRange(-0.6, len(self.values) - 0.4, padding=0)
+        self.setYRange(0, top * 1.1 or 1.0, padding=0)
 
 
 class CompareView(QWidget):
@@ -125,8 +175,16 @@ class CompareView(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(top)
         layout.addWidget(self.verdict_label)
+        self.chart = CauseDeltaChart()
+        left = QWidget()
+        left_box = QVBoxLayout(left)
+        left_box.setContentsMargins(0, 0, 0, 0)
+        left_box.addWidget(self.table, 3)
+        left_box.addWidget(QLabel("<b>GPU idle per step by cause</b>: pale = before, "
+                                  "solid = after"))
+        left_box.addWidget(self.chart, 2)
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.table)
+        split.addWidget(left)
         split.addWidget(sides)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 5)
@@ -140,6 +198,7 @@ class CompareView(QWidget):
         a_name = after_title or after.trace.path.name
         self.heading.setText(f"{b_name}  →  {a_name}")
         self.table.set_metrics(self.metrics)
+        self.chart.set_metrics(self.metrics)
         self.before.set_report(before, b_name)
         self.after.set_report(after, a_name)
         self.verdict_label.setText(self._verdict_text())

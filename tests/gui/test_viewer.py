@@ -195,6 +195,8 @@ def test_compare_shows_deltas(qtbot, window):
     assert step.verdict == "better"  # num_workers=4 is faster than 0
     dl = table.metric_by_key("idle_data_loading_ms")
     assert dl.after < dl.before and dl.verdict == "better"
+    assert window.compare.chart.values["data_loading"] == (dl.before, dl.after)
+    assert len(window.compare.chart.bars) == 2 * 5
     row = [m.key for m in table.metrics].index("step_ms")
     assert "better" in table.item(row, 4).text()
     assert "-20%" in table.item(row, 3).text()
