@@ -135,13 +135,14 @@ class SourcePage(QWizardPage):
         thumbs_box = QWidget()
         thumbs_box.setLayout(self.thumbs)
 
+        self._sections = [_heading("Preview (after the chosen preprocessing)"), thumbs_box,
+                          _heading("Detected"), self.details]  # fmt: skip
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addWidget(self.status)
-        layout.addWidget(_heading("Preview (after the chosen preprocessing)"))
-        layout.addWidget(thumbs_box)
-        layout.addWidget(_heading("Detected"))
-        layout.addWidget(self.details)
+        for widget in self._sections:
+            layout.addWidget(widget)
+            widget.setVisible(False)  # shown once a source is inspected
         layout.addStretch(1)
 
         self._timer = QTimer(self, singleShot=True, interval=300)
@@ -205,12 +206,17 @@ class SourcePage(QWizardPage):
             lines.append(f"<span style='color:{BAD_COLOR}'>{_esc(note)}</span>")
         self.details.setText("<br>".join(lines))
         self._fill_thumbs(info.preview)
+        for widget in self._sections:
+            widget.setVisible(True)
+        self._sections[0].setVisible(bool(info.preview))
         self.completeChanged.emit()
 
     def _on_error(self, message: str) -> None:
         self._show_status(message, BAD_COLOR)
         self._fill_thumbs([])
         self.details.setText("")
+        for widget in self._sections:
+            widget.setVisible(False)
 
     def _show_status(self, text: str, color: str) -> None:
         self.status.setText(f"<span style='color:{color}'>{_esc(text)}</span>")

@@ -146,6 +146,8 @@ def test_cancel_keeps_work_and_resume_finishes_exactly(qtbot, tmp_path):
     qtbot.addWidget(wizard)
     qtbot.waitUntil(wizard.source_page.isComplete, timeout=20_000)
     assert "Factory dataset: 40 samples" in wizard.source_page.status.text()
+    assert "(ndarray, int)" in wizard.source_page.details.text()
+    shot(wizard, "5_factory_source")
     wizard.next()
     opts = wizard.options_page
     opts.workers_spin.setValue(1)
@@ -158,7 +160,7 @@ def test_cancel_keeps_work_and_resume_finishes_exactly(qtbot, tmp_path):
     assert "Cancelled at" in conv.status.text() and not conv.isComplete()
     state = destination_state(wizard.destination())
     assert 0 < state.progress["next_source"] < 40 and not state.complete
-    shot(wizard, "5_cancelled")
+    shot(wizard, "6_cancelled")
     conv.resume_btn.click()
     qtbot.waitUntil(conv.isComplete, timeout=60_000)
     assert wizard.result.resumed_from == state.progress["next_source"]
@@ -185,5 +187,5 @@ def test_options_refuse_a_destination_that_is_not_ours(qtbot, tmp_path):
     assert not opts.isComplete()
     assert "not empty" in opts.dst_state.text()
     assert not wizard.button(QWizard.WizardButton.CommitButton).isEnabled()
-    shot(wizard, "6_refused")
+    shot(wizard, "7_refused")
     wizard.close()
