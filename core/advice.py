@@ -61,7 +61,7 @@ def _pct(x: float) -> str:
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1000:,.1f} ms"
+    return f"{us / 1000:,.1f} ms" if us >= 100 else f"{us:,.1f} µs"
 
 
 def _largest_cause(stats: DeviceStats) -> str | None:
