@@ -3,15 +3,17 @@ same schedule, and under stallscope's runner. Goal: runner within 3% of the hand
 
     .venv/bin/python tests/bench/bench_runner.py [--runs 7] [--steps 300]
 
-Each variant is a fresh process; the order rotates every round. Two figures per variant, both
-medians: the process's wall time, and the training loop's own time as the script measures it
-(no interpreter start-up or torch import in it). The runner runs with --no-stop-after-window so
+Each variant is a fresh process; the order rotates every round. Three figures per variant, all
+medians: the process's wall time, its CPU time (user+sys: steadier than wall on a shared machine),
+and the training loop's own time as the script measures it (no interpreter start-up, torch import
+or profiler start in it). The runner runs with --no-stop-after-window so
 all three do the same number of steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -32,9 +34,11 @@ steps = int(sys.argv[1])
 hand = sys.argv[2] if len(sys.argv) > 2 else None
 torch.manual_seed(0)
 torch.set_num_threads(1)
-data = TensorDataset(torch.randn(steps * 32, 256), torch.randint(0, 10, (steps * 32,)))
-loader = DataLoader(data, batch_size=32)
-model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+data = TensorDataset(torch.randn(steps * 64, 256), torch.randint(0, 10, (steps * 64,)))
+loader = DataLoader(data, batch_size=64)
+nn = torch.nn
+model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                      nn.Linear(1024, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
 def train(prof=None):
@@ -46,30 +50,38 @@ def train(prof=None):
         if prof is not None:
             prof.step()
 
-t = time.perf_counter()
 if hand:
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
     with profile(activities=[ProfilerActivity.CPU],
                  schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
                  on_trace_ready=tensorboard_trace_handler(hand, use_gzip=True),
                  profile_memory=True) as prof:
+        t = time.perf_counter()  # inside `with`: the runner too enters it before the script
         train(prof)
 else:
+    t = time.perf_counter()
     train()
 print(f"LOOP_S={time.perf_counter() - t:.6f}")
 """
 
 
-def run_once(cmd: list[str], cwd: Path) -> tuple[float, float]:
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
-    wall = time.perf_counter() - t
+def run_once(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(process wall s, process CPU s (user+sys, workers included), training loop s)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
     if proc.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    m = re.search(r"LOOP_S=([0-9.]+)", proc.stdout)
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{stderr[-2000:]}")
+    m = re.search(r"LOOP_S=([0-9.]+)", stdout)
     if not m:
         raise SystemExit(f"no LOOP_S in output of {' '.join(cmd)}")
-    return wall, float(m.group(1))
+    return wall, usage.ru_utime + usage.ru_stime, float(m.group(1))
 
 
 def main() -> None:
@@ -92,7 +104,7 @@ def main() -> None:
                                             str(args.steps)],
         }
         names = list(variants)
-        results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+        results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
         run_once(variants["bare"](0), tmp)  # warm the file cache
         for i in range(args.runs):
             order = names[i % 3:] + names[:i % 3]
@@ -102,16 +114,16 @@ def main() -> None:
 
     print(f"\n{args.steps} steps, {args.runs} runs each, medians "
           f"(torch {__import__('torch').__version__}, {sys.platform})")
-    print(f"{'variant':<24}{'process wall s':>16}{'training loop s':>18}")
+    cols = ("process wall s", "process CPU s", "training loop s")
+    print(f"{'variant':<24}" + "".join(f"{c:>17}" for c in cols))
     med = {}
     for name in names:
-        wall = statistics.median(w for w, _ in results[name])
-        loop = statistics.median(s for _, s in results[name])
-        med[name] = (wall, loop)
-        print(f"{name:<24}{wall:>16.3f}{loop:>18.3f}")
+        med[name] = [statistics.median(r[k] for r in results[name]) for k in range(3)]
+        print(f"{name:<24}" + "".join(f"{v:>17.3f}" for v in med[name]))
     hand, ours = med["hand-written profiler"], med["stallscope runner"]
-    print(f"\nrunner vs hand-written: process wall {100 * (ours[0] / hand[0] - 1):+.1f}%, "
-          f"training loop {100 * (ours[1] / hand[1] - 1):+.1f}%  (goal: within +3%)")
+    print("\nrunner vs hand-written: " + ", ".join(
+        f"{c[:-2]} {100 * (o / h - 1):+.1f}%" for c, h, o in zip(cols, hand, ours, strict=True))
+          + "  (goal: within +3%)")
 
 
 if __name__ == "__main__":
