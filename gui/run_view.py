@@ -19,7 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QProcess, QProcessEnvironment, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QCoreApplication,
+    QEvent,
+    QProcess,
+    QProcessEnvironment,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -30,6 +38,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session import EventFollower, open_session, resolve_path, write_finished
@@ -62,6 +71,7 @@ class StepSeries:
         self.n = 0
         self.cols = {k: np.full(256, np.nan) for k in self.FIELDS}
         self.active: list[int] = []
+        self.last_phase = ""
 
     def add(self, event: dict) -> None:
         if self.n == len(self.cols["wall_ms"]):
@@ -70,7 +80,8 @@ class StepSeries:
         for k in self.FIELDS:
             v = event.get(k)
             self.cols[k][self.n] = float(v) if isinstance(v, int | float) else np.nan
-        if event.get("phase") == "active":
+        self.last_phase = str(event.get("phase", ""))
+        if self.last_phase == "active":
             self.active.append(self.n)
         self.n += 1
 
@@ -97,11 +108,16 @@ class RunView(QWidget):
         self._stopping = False
         self._tree: list = []
         self._decoders = {}
+        self._err_tail = ""
+        self._pid = 0
         self._timer = QTimer(self, interval=POLL_MS)
         self._timer.timeout.connect(self.poll)
         self._kill_timer = QTimer(self, singleShot=True, interval=STOP_GRACE_MS)
         self._kill_timer.timeout.connect(self._kill_tree)
         self._build()
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
         if request is not None:
             # Start once the caller has connected its signals.
             QTimer.singleShot(0, lambda: self.start(request))
@@ -197,7 +213,7 @@ class RunView(QWidget):
     # ------------------------------------------------------------------ running
     @property
     def is_running(self) -> bool:
-        return (self.process is not None
+        return (self.process is not None and isValid(self.process)
                 and self.process.state() != QProcess.ProcessState.NotRunning)
 
     def start(self, request: RunRequest) -> Path | None:
@@ -231,6 +247,7 @@ class RunView(QWidget):
         self.process = proc
         self.stop_button.setEnabled(True)
         proc.start()
+        self._pid = int(proc.processId())
         self._timer.start()
         return self.session
 
@@ -262,7 +279,7 @@ class RunView(QWidget):
     def _kill_tree(self) -> None:
         """Whatever is left: the runner's process group, then every process seen in its tree."""
         tree = self._tree + (self._process_tree() if self.is_running else [])
-        pid = int(self.process.processId()) if self.process is not None else 0
+        pid = self._pid  # also after the runner has exited: its group may hold orphans
         if pid > 0 and hasattr(os, "killpg"):
             try:
                 os.killpg(pid, signal.SIGKILL)  # the runner leads its own group
@@ -283,7 +300,17 @@ class RunView(QWidget):
                     else self.process.readAllStandardOutput())
         decoder = self._decoders.setdefault(is_err, codecs.getincrementaldecoder("utf-8")(
             errors="replace"))
-        self.append_console(decoder.decode(raw), STDERR_COLOR if is_err else None)
+        text = decoder.decode(raw)
+        if not is_err:
+            self.append_console(text)
+            return
+        # stderr: whole lines, so the runner's own "stallscope: ..." lines get their colour
+        text = self._err_tail + text
+        cut = text.rfind("\n") + 1
+        self._err_tail = text[cut:]
+        for line in text[:cut].splitlines(keepends=True):
+            self.append_console(line, NOTE_COLOR if line.startswith("stallscope:")
+                                else STDERR_COLOR)
 
     def append_console(self, text: str, color: str | None = None) -> None:
         if not text:
@@ -316,13 +343,16 @@ class RunView(QWidget):
             reason = f"runner ended with code {code} without a finished record"
         self._read(False)
         self._read(True)
+        if self._err_tail:
+            self.append_console(self._err_tail, STDERR_COLOR)
+            self._err_tail = ""
         self.poll()
         if self.finished_record is None:
             self._close_session(code, reason)
             self.poll()
         self._kill_timer.stop()
         if self._tree or self._stopping:
-            QTimer.singleShot(0, self._kill_tree)  # no orphaned DataLoader workers
+            self._kill_tree()  # no orphaned DataLoader workers
         self._end(code)
 
     def _close_session(self, code: int | None, reason: str) -> None:
@@ -426,8 +456,10 @@ class RunView(QWidget):
         total = float(np.nansum(wall[body]))
         share = float(np.nansum(wait[body])) / total if total > 0 else 0.0
         rss = s["rss"][-1]
+        phase = {"wait": " (before profiling)", "warmup": " (profiler warming up)",
+                 "active": " (profiling)", "done": ""}.get(s.last_phase, "")
         self.figures.setText(
-            f"step {n - 1} · median step {med_wall:.1f} ms · data-wait {med_wait:.1f} ms "
+            f"step {n - 1}{phase} · median step {med_wall:.1f} ms · data-wait {med_wait:.1f} ms "
             f"({share:.0%} of step time)" + (f" · RSS {rss / MB:.0f} MB" if np.isfinite(rss)
                                              else ""))
 
@@ -457,6 +489,7 @@ class RunView(QWidget):
         self._stopping = False
         self._tree = []
         self._decoders = {}
+        self._err_tail = ""
         self.console.clear()
         self.figures.setText("")
         self.open_button.setEnabled(False)
@@ -467,14 +500,25 @@ class RunView(QWidget):
         self.step_curve.setData([0, 1], [0])
         self.wait_curve.setData([0, 1], [0])
 
-    def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def shutdown(self) -> None:
+        """Stop a live run and wait for it (the view is closing or the app is quitting), so
+        the session still ends with `finished` and no worker is left behind."""
+        if not self.is_running:
+            return
+        self.stop()
+        self.process.waitForFinished(STOP_GRACE_MS)
         if self.is_running:
-            self.stop()
-            self.process.waitForFinished(STOP_GRACE_MS)
-            if self.is_running:
-                self._kill_tree()
-                self.process.waitForFinished(2000)
+            self._kill_tree()
+            self.process.waitForFinished(2000)
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        self.shutdown()
         super().closeEvent(event)
+
+    def event(self, e: QEvent) -> bool:
+        if e.type() == QEvent.Type.DeferredDelete:  # a closed tab is deleteLater()'d
+            self.shutdown()
+        return super().event(e)
 
 
 def main(argv: list[str] | None = None) -> int:

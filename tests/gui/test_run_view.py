@@ -192,3 +192,21 @@ def test_main_window_replays_an_opened_session(qtbot, tmp_path):
     view = window.tabs.currentWidget()
     assert isinstance(view, RunView) and window.tabs.tabText(window.tabs.currentIndex()) == "Run: s"
     assert view.series.n == 1 and "exited with code 3" in view.status.text()
+
+
+def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
+    from stallscope.core.session import has_finished
+    from stallscope.gui.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show_run(forever_request(tmp_path))
+    view = window.tabs.currentWidget()
+    qtbot.waitUntil(lambda: view.series.n >= 2, timeout=60_000)
+    tree = tree_of(view) + [psutil.Process(int(view.process.processId()))]
+    session = view.session
+    window._close_tab(window.tabs.indexOf(view))  # deleteLater: the view stops its run first
+    qtbot.waitUntil(lambda: has_finished(session), timeout=20_000)
+    _, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive
+    assert open_session(session).finished["reason"] == "stopped by SIGTERM"
