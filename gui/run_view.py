@@ -58,6 +58,14 @@ NOTE_COLOR = "#9c5b00"
 MB = 1 << 20
 
 
+class StepAxis(pg.AxisItem):
+    """Ticks on whole steps only."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
+        ticks = [(sp, vals) for sp, vals in super().tickValues(minVal, maxVal, size) if sp >= 1]
+        return ticks or [(1.0, list(np.arange(np.ceil(minVal), np.floor(maxVal) + 1)))]
+
+
 def swatch(color: str) -> str:
     return f"<span style='color:{color}'>&#9632;</span>"
 
@@ -157,7 +165,8 @@ class RunView(QWidget):
         head.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignTop)
 
         self.plots = pg.GraphicsLayoutWidget()
-        self.step_plot = self.plots.addPlot(row=0, col=0)
+        self.step_plot = self.plots.addPlot(row=0, col=0,
+                                            axisItems={"bottom": StepAxis("bottom")})
         self.step_plot.setTitle(f"{swatch(STEP_COLOR)} step time &nbsp; {swatch(WAIT_COLOR)} "
                                 "data-wait &nbsp; (ms per step)", size="10pt")
         self.step_plot.showGrid(y=True, alpha=0.2)
@@ -169,16 +178,16 @@ class RunView(QWidget):
         self.window_region.setZValue(-10)
         self.step_plot.addItem(self.window_region)
         self.step_curve = self.step_plot.plot(
-            [0, 1], [0], stepMode="center", fillLevel=0,
+            [-0.5, 0.5], [0], stepMode="center", fillLevel=0,
             pen=pg.mkPen(STEP_COLOR, width=1.5), brush=pg.mkBrush(QColor(STEP_COLOR).lighter(170)))
         self.wait_curve = self.step_plot.plot(
-            [0, 1], [0], stepMode="center", fillLevel=0,
+            [-0.5, 0.5], [0], stepMode="center", fillLevel=0,
             pen=pg.mkPen(WAIT_COLOR, width=1.5), brush=pg.mkBrush(QColor(WAIT_COLOR).lighter(140)))
         self.window_label = pg.TextItem("profiled", color=STEP_COLOR, anchor=(0, 0))
         self.window_label.setVisible(False)
         self.step_plot.addItem(self.window_label)
 
-        self.mem_plot = self.plots.addPlot(row=1, col=0)
+        self.mem_plot = self.plots.addPlot(row=1, col=0, axisItems={"bottom": StepAxis("bottom")})
         self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS (MB)", size="10pt")
         self.mem_plot.showGrid(y=True, alpha=0.2)
         self.mem_plot.setLabel("bottom", "step")
@@ -432,11 +441,11 @@ class RunView(QWidget):
         n = s.n
         if n == 0:
             return
-        edges = np.arange(n + 1, dtype=np.float64)
+        edges = np.arange(n + 1, dtype=np.float64) - 0.5  # step k is drawn centred on k
         wall, wait = s["wall_ms"], s["data_wait_ms"]
         self.step_curve.setData(edges, np.nan_to_num(wall))
         self.wait_curve.setData(edges, np.nan_to_num(wait))
-        x = np.arange(n) + 0.5
+        x = np.arange(n, dtype=np.float64)
         self.rss_curve.setData(x, s["rss"] / MB)
         if np.isfinite(s["cuda_allocated"]).any():
             self.alloc_curve.setData(x, s["cuda_allocated"] / MB)
@@ -445,7 +454,7 @@ class RunView(QWidget):
                                    f"{swatch(ALLOCATED_COLOR)} CUDA allocated &nbsp; "
                                    f"{swatch(RESERVED_COLOR)} CUDA reserved (MB)", size="10pt")
         if s.active:
-            lo, hi = s.active[0], s.active[-1] + 1
+            lo, hi = s.active[0] - 0.5, s.active[-1] + 0.5
             self.window_region.setRegion((lo, hi))
             self.window_region.setVisible(True)
             self.window_label.setPos(lo, float(np.nanmax(wall)) if n else 0.0)
@@ -497,8 +506,8 @@ class RunView(QWidget):
         self.window_label.setVisible(False)
         for curve in (self.rss_curve, self.alloc_curve, self.reserved_curve):
             curve.setData([], [])
-        self.step_curve.setData([0, 1], [0])
-        self.wait_curve.setData([0, 1], [0])
+        self.step_curve.setData([-0.5, 0.5], [0])
+        self.wait_curve.setData([-0.5, 0.5], [0])
 
     def shutdown(self) -> None:
         """Stop a live run and wait for it (the view is closing or the app is quitting), so

@@ -137,7 +137,7 @@ def test_replay_a_session_folder(qtbot, tmp_path):
     view.sig_trace_ready.connect(traces.append)
     view.replay(session)
     assert view.series.n == 8 and view.series.active == [2, 3, 4, 5]
-    assert view.window_region.getRegion() == (2, 6)
+    assert view.window_region.getRegion() == (1.5, 5.5)
     assert traces == [str(session / "traces" / "t.pt.trace.json.gz")]
     assert view.title.text() == "train.py --a"
     assert "Finished: stopped after profiling window · 8 steps" in view.status.text()
