@@ -102,6 +102,7 @@ class RunView(QWidget):
     sig_lineprof_ready = Signal(str)
     sig_run_finished = Signal(int)
     sig_status_changed = Signal(str)
+    sig_lineprof_missing = Signal(str)  # the run's python, which lacks line_profiler
 
     def __init__(self, request: RunRequest | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -406,6 +407,8 @@ class RunView(QWidget):
                 self.sig_lineprof_ready.emit(str(resolve_path(self.session, e["path"])))
             elif kind in ("warning", "error"):
                 self.append_console(f"stallscope: {e.get('message', '')}\n", NOTE_COLOR)
+                if e.get("code") == "line_profiler_missing":
+                    self.sig_lineprof_missing.emit(str(e.get("python") or ""))
             elif kind == "finished" and ("rank" not in e or self.finished_record is None):
                 self.finished_record = e
                 self._show_finished()
