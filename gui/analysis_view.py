@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 
 from stallscope.core.document import Document
 
-from .colors import plot_theme
+from .colors import follow_theme, plot_theme
 from .ranks import RankTable
 from .summary import SummaryPanel
 from .timeline import TimelineView
@@ -50,7 +50,9 @@ class AnalysisView(QWidget):
         self.next_button.clicked.connect(lambda: self.step_by(+1))
         self.fit_button.clicked.connect(self.fit)
         hint = QLabel("wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit")
-        hint.setStyleSheet(f"color: {plot_theme()['dim']};")
+        self.hint = hint
+        self._style_hint()
+        follow_theme(self._style_hint)
 
         bar = QHBoxLayout()
         bar.setContentsMargins(6, 4, 6, 0)
@@ -94,6 +96,9 @@ class AnalysisView(QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.splitter, 1)
         self._show_rank_widgets(False)
+
+    def _style_hint(self, _theme_name: str = "") -> None:
+        self.hint.setStyleSheet(f"color: {plot_theme()['dim']};")
 
     # ------------------------------------------------------------------ document
 

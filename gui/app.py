@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from .main_window import MainWindow
 
-    window = MainWindow()
+    # a screenshot leaves no trace in the user's settings: no layout, no recent items
+    window = MainWindow(persist=not args.screenshot)
     if args.screenshot:
         return screenshot(window, args.path, args.compare, args.screenshot, _size(args.size))
     window.show()

@@ -46,6 +46,16 @@ def lighten(hex_color: str, amount: float) -> str:
     return "#{:02x}{:02x}{:02x}".format(*mix)
 
 
+def tint(hex_color: str, amount: float) -> str:
+    """Mix with the plot background (white in the light theme, near-black in the dark one), so
+    idle shading sits back behind the busy bars under either theme."""
+    color, bg = QColor(hex_color), QColor(plot_theme()["bg"])
+    mix = [round(c + (b - c) * amount) for c, b in ((color.red(), bg.red()),
+                                                     (color.green(), bg.green()),
+                                                     (color.blue(), bg.blue()))]
+    return "#{:02x}{:02x}{:02x}".format(*mix)
+
+
 def cause_label(cause: str) -> str:
     return CAUSE_LABELS.get(cause, cause.replace("_", " "))
 

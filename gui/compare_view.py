@@ -30,8 +30,8 @@ from .colors import (
     MUTED_TEXT,
     WORSE_COLOR,
     cause_label,
-    lighten,
     plot_theme,
+    tint,
 )
 from .summary import SummaryPanel
 
@@ -128,7 +128,7 @@ class CauseDeltaChart(pg.PlotWidget):
         for i, (cause, (before, after)) in enumerate(self.values.items()):
             color = CAUSE_COLORS[cause]
             self.bars.append(pg.BarGraphItem(x=[i - 0.18], height=[before], width=0.34,
-                                             brush=lighten(color, 0.55), pen=pg.mkPen(None)))
+                                             brush=tint(color, 0.55), pen=pg.mkPen(None)))
             self.bars.append(pg.BarGraphItem(x=[i + 0.18], height=[after], width=0.34,
                                              brush=color, pen=pg.mkPen(None)))
             ticks.append((i, cause_label(cause)))

@@ -5,7 +5,9 @@ Hooks for other views (import lazily, so a missing piece shows a message, never 
     window.open_compare(path)         load a second trace as "after" and compare
     window.show_run(request=None)     a RunView tab (RunDialog first when no request)
     window.run_demo()                 run the bundled demo
-    window.show_heatmap(profile)      a HeatmapView tab
+    window.show_heatmap(profile)      the "Line heatmap" tab (one, reused)
+    window.open_session(path)         a session folder: its trace, its run replay, its line stats
+    window.stop_run()                 Run > Stop: end the current run's whole process tree
     window.add_page(widget, title)    any other view as a closable tab
 """
 
@@ -37,6 +39,7 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.report_export import comparison_to_markdown, save_report
 
 from .analysis_view import AnalysisView
+from .colors import follow_theme, plot_theme
 from .compare_view import CompareView
 from .document_controller import DocumentController
 
@@ -45,10 +48,19 @@ EXPORT_FILTERS = ("PNG image of the panels (*.png);;Report as Markdown (*.md);;"
                   "Report as JSON (*.json)")
 
 
+def fmt_span(us: float) -> str:
+    ms = us / 1000.0
+    return f"{ms / 1000:,.2f} s" if ms >= 10_000 else f"{ms:,.1f} ms"
+
+
 class MessagePanel(QFrame):
     """A non-modal strip above the content for errors and notes (never a traceback dialog)."""
 
-    STYLES = {"error": ("#fff5f5", "#c92a2a"), "info": ("#f1f8ff", "#1f5fa8")}
+    # (background, text and border) per theme and level
+    STYLES = {
+        "light": {"error": ("#fff5f5", "#c92a2a"), "info": ("#f1f8ff", "#1f5fa8")},
+        "dark": {"error": ("#3a1f22", "#ff8a8a"), "info": ("#1a2a40", "#8ab8ff")},
+    }
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -63,16 +75,21 @@ class MessagePanel(QFrame):
         row.setContentsMargins(10, 6, 6, 6)
         row.addWidget(self.label, 1)
         row.addWidget(close)
-        self.level = ""
+        self.level = "info"
         self.hide()
+        follow_theme(self._restyle)
 
     def show_message(self, text: str, level: str = "error") -> None:
-        bg, fg = self.STYLES.get(level, self.STYLES["info"])
-        self.setStyleSheet(f"MessagePanel {{ background: {bg}; border: 1px solid {fg}; "
-                           f"border-radius: 4px; }} QLabel {{ color: {fg}; }}")
         self.label.setText(text)
         self.level = level
+        self._restyle()
         self.show()
+
+    def _restyle(self, _theme_name: str = "") -> None:
+        styles = self.STYLES["dark" if plot_theme()["dark"] else "light"]
+        bg, fg = styles.get(self.level, styles["info"])
+        self.setStyleSheet(f"MessagePanel {{ background: {bg}; border: 1px solid {fg}; "
+                           f"border-radius: 4px; }} QLabel, QToolButton {{ color: {fg}; }}")
 
     @property
     def text(self) -> str:
@@ -83,14 +100,20 @@ class MainWindow(QMainWindow):
     sig_document_shown = Signal(object)  # Document
     sig_compare_shown = Signal(object)   # (before Report, after Report)
 
-    def __init__(self, recent_store=None) -> None:
+    def __init__(self, recent_store=None, persist: bool = True) -> None:
+        """persist=False (the --screenshot mode): read nothing from and write nothing to the
+        user's settings: no saved layout, no recent items."""
         super().__init__()
+        self.persist = persist
         self.setWindowTitle("stallscope")
         self.resize(1400, 900)
         self.setAcceptDrops(True)
         self.document: Document | None = None
         self.compare_document: Document | None = None
         self._recent_store = recent_store
+        self.heatmap = None  # the "Line heatmap" tab's HeatmapView, once there is one
+        self._heatmap_auto = False  # that tab shows the open document's own session
+        self._comparing = False  # the compare tab shows document vs compare_document
 
         self.controller = DocumentController(self)
         self.controller.sig_load_started.connect(self._on_load_started)
@@ -103,11 +126,14 @@ class MainWindow(QMainWindow):
         self.messages = MessagePanel()
         self.analysis = AnalysisView()
         self.analysis.sig_status.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.analysis.rank_combo.currentIndexChanged.connect(self._show_loaded)
+        self.analysis.rank_table.sig_rank_selected.connect(self._show_loaded)
         self.compare = CompareView()
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.setTabsClosable(True)
         self.tabs.tabCloseRequested.connect(self._close_tab)
+        self.tabs.currentChanged.connect(self._update_run_actions)
         self.tabs.addTab(self.analysis, "Analysis")
         self.tabs.tabBar().setTabButton(0, self.tabs.tabBar().ButtonPosition.RightSide, None)
         self.start = self._make_start_screen()
@@ -172,6 +198,11 @@ class MainWindow(QMainWindow):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.controller.cancel)
         self.status_bar = self.statusBar()
+        # what is open, kept while transient messages come and go on the left
+        self.loaded_label = QLabel("Nothing open")
+        self.loaded_label.setObjectName("loadedLabel")
+        self.loaded_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_bar.addPermanentWidget(self.loaded_label)
         self.status_bar.addPermanentWidget(self.progress)
         self.status_bar.addPermanentWidget(self.cancel_button)
         self.progress.hide()
@@ -198,6 +229,8 @@ class MainWindow(QMainWindow):
                      "Open a session, TensorBoard log folder or a folder of ranks' traces")
         self._action(m, "Compare with…", self.choose_compare, "Ctrl+D",
                      "Load a second trace as 'after' and compare it with the open one")
+        self._action(m, "Open line profile…", self.choose_line_profile, "Ctrl+Shift+L",
+                     "Line stats of Dataset.__getitem__: a session folder, .json or .lprof")
         self.recent_menu = m.addMenu("Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         m.addSeparator()
@@ -224,10 +257,14 @@ class MainWindow(QMainWindow):
         self._action(m, "Run script…", self.show_run, "Ctrl+R",
                      "Run a training script under the profiler and watch it live")
         self._action(m, "Run demo", self.run_demo, "Ctrl+Shift+R")
+        m.addSeparator()
+        stop = self._action(m, "Stop", self.stop_run, "Shift+F5",
+                            "End the running script and its DataLoader workers")
+        stop.setShortcuts([QKeySequence("Shift+F5"), QKeySequence("Ctrl+.")])
+        stop.setEnabled(False)
 
         m = bar.addMenu("&Tools")
         self._action(m, "Convert dataset to LMDB…", self.open_lmdb_wizard, "Ctrl+L")
-        self._action(m, "Open line profile…", self.choose_line_profile, "Ctrl+Shift+L")
 
         m = bar.addMenu("&Help")
         self._action(m, "About stallscope", self.show_about)
@@ -248,7 +285,8 @@ class MainWindow(QMainWindow):
                 key: self.actions_by_name[name].shortcut().toString(
                     QKeySequence.SequenceFormat.NativeText)
                 for key, name in keys.items() if name in self.actions_by_name})
-        layout_state.restore_layout(self)
+        if self.persist:
+            layout_state.restore_layout(self)
 
     def _set_action_icons(self, _theme_name: str = "") -> None:
         from . import theme
@@ -271,8 +309,13 @@ class MainWindow(QMainWindow):
     def choose_session(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open session, log folder or ranks folder")
         if path:
-            self.open_path(path)
-            self.replay_session(path)
+            self.open_session(path)
+
+    def open_session(self, path: str) -> None:
+        """A folder: its trace(s); when it is a stallscope session, also its run replay (and
+        its line stats, once the trace is shown)."""
+        self.open_path(path)
+        self.replay_session(path)
 
     def replay_session(self, path: str) -> None:
         """A stallscope session folder: its run (step charts, console) in a tab by the trace."""
@@ -284,6 +327,7 @@ class MainWindow(QMainWindow):
         if run_view is None:
             return
         view = run_view.RunView()
+        self._connect_run_view(view)
         try:
             view.replay(path)
         except StallscopeError as exc:
@@ -329,6 +373,7 @@ class MainWindow(QMainWindow):
             self._show_compare()
             return
         self.document = document
+        self._comparing = False  # a compare tab still up shows the previous pair
         self.messages.hide()
         self.analysis.set_document(document)
         self.stack.setCurrentWidget(self.tabs)
@@ -339,6 +384,8 @@ class MainWindow(QMainWindow):
             self.show_message(f"{document.title}: no GPU activity in this trace; showing the "
                               "CPU main thread only.", "info")
         self.status_bar.showMessage(f"Opened {document.title}", 8000)
+        self._show_loaded()
+        self._show_session_line_stats()
         self._remember(document)
         self.sig_document_shown.emit(document)
 
@@ -350,10 +397,13 @@ class MainWindow(QMainWindow):
                                  self._report_title(after_doc, after))
         if self.tabs.indexOf(self.compare) < 0:
             self.tabs.addTab(self.compare, "Compare")
+        self._comparing = True
         self.stack.setCurrentWidget(self.tabs)
         self.tabs.setCurrentWidget(self.compare)
         self.messages.hide()
         self.status_bar.showMessage(f"Comparing with {after_doc.title}", 8000)
+        self._show_loaded()
+        self._show_session_line_stats()
         self.sig_compare_shown.emit((before, after))
 
     def _report_title(self, doc: Document, report) -> str:
@@ -373,7 +423,29 @@ class MainWindow(QMainWindow):
     def show_message(self, text: str, level: str = "error") -> None:
         self.messages.show_message(text, level)
 
+    def _show_loaded(self, *_args) -> None:
+        """The permanent status-bar label: file, window length, GPU utilization or no GPU."""
+        report = self.analysis.report
+        if report is None:
+            self.loaded_label.setText("Nothing open")
+            return
+        name = Path(report.trace.path).name
+        short = name if len(name) <= 48 else name[:22] + "…" + name[-22:]
+        lo, hi = report.window
+        parts = [short, f"window {fmt_span(hi - lo)}"]
+        if report.devices:
+            parts += [f"GPU {dev} {stats.utilization:.0%} busy"
+                      for dev, stats in sorted(report.devices.items())[:4]]
+        else:
+            parts.append("no GPU")
+        if self._comparing and self.compare_document is not None:
+            parts.append(f"vs {self.compare_document.title}")
+        self.loaded_label.setText(" · ".join(parts))
+        self.loaded_label.setToolTip(str(report.trace.path))
+
     def _remember(self, document: Document) -> None:
+        if not self.persist:
+            return
         try:
             from stallscope.core.recent import headline
 
@@ -458,8 +530,15 @@ class MainWindow(QMainWindow):
         if widget is self.analysis:
             return
         self.tabs.removeTab(index)
+        if widget is self.compare:
+            self._comparing = False
+            self._show_loaded()
+        if widget is self.heatmap:
+            self.heatmap = None
+            self._heatmap_auto = False
         if widget is not self.compare:
             widget.deleteLater()
+        self._update_run_actions()
         if self.tabs.count() == 1 and self.document is None:
             self.stack.setCurrentWidget(self.start)
 
@@ -470,6 +549,45 @@ class MainWindow(QMainWindow):
         except ImportError as exc:
             self.show_message(f"{what} is not available in this build ({exc}).", "info")
             return None
+
+    def _connect_run_view(self, view) -> None:
+        view.sig_lineprof_ready.connect(self.open_line_profile)
+        missing = getattr(view, "sig_lineprof_missing", None)
+        if missing is not None:
+            missing.connect(self.show_line_profiler_missing)
+        view.sig_status_changed.connect(self._update_run_actions)
+        view.sig_run_finished.connect(self._update_run_actions)
+
+    def _run_views(self) -> list:
+        run_view = importlib.import_module(f"{__package__}.run_view")
+        return [w for w in (self.tabs.widget(i) for i in range(self.tabs.count()))
+                if isinstance(w, run_view.RunView)]
+
+    def running_view(self):
+        """The run Run > Stop ends: the current tab's when it runs, else the newest live one."""
+        try:
+            views = self._run_views()
+        except ImportError:
+            return None
+        current = self.tabs.currentWidget()
+        if current in views and current.is_running:
+            return current
+        live = [v for v in views if v.is_running]
+        return live[-1] if live else None
+
+    def _update_run_actions(self, *_args) -> None:
+        stop = getattr(self, "actions_by_name", {}).get("Stop")
+        if stop is not None:
+            stop.setEnabled(self.running_view() is not None)
+
+    def stop_run(self) -> None:
+        view = self.running_view()
+        if view is None:
+            self.status_bar.showMessage("No run is going on", 4000)
+            return
+        view.stop()  # SIGTERM to the runner, then its whole process tree after a grace period
+        self.status_bar.showMessage("Stopping the run…", 8000)
+        self._update_run_actions()
 
     def show_run(self, request=None) -> None:
         run_view = self._optional("run_view", "Running a script")
@@ -485,7 +603,7 @@ class MainWindow(QMainWindow):
             request = dialog.request()
         view = run_view.RunView(request)
         view.sig_trace_ready.connect(self.open_path)
-        view.sig_lineprof_ready.connect(self.open_line_profile)
+        self._connect_run_view(view)
         self.add_page(view, "Run")
 
     def run_demo(self) -> None:
@@ -498,26 +616,89 @@ class MainWindow(QMainWindow):
             return
         self.show_run(make())
 
-    def show_heatmap(self, profiles, title: str = "Line heatmap") -> None:
-        """A heatmap tab for one Profile or a list of them (one per profiled function)."""
-        heatmap = self._optional("heatmap", "The line heatmap")
-        if heatmap is None:
-            return
-        view = heatmap.HeatmapView()
-        if isinstance(profiles, list):
-            view.set_profiles(profiles)
+    def _heatmap_tab(self, focus: bool = True):
+        """The one "Line heatmap" tab (made on first use); None when the heatmap is absent."""
+        if self.heatmap is None or self.tabs.indexOf(self.heatmap) < 0:
+            heatmap = self._optional("heatmap", "The line heatmap")
+            if heatmap is None:
+                return None
+            self.heatmap = heatmap.HeatmapView()
+            index = self.tabs.addTab(self.heatmap, "Line heatmap")
         else:
-            view.set_profile(profiles)
-        self.add_page(view, title)
+            index = self.tabs.indexOf(self.heatmap)
+        if focus:
+            self.stack.setCurrentWidget(self.tabs)
+            self.tabs.setCurrentIndex(index)
+        return self.heatmap
+
+    def show_heatmap(self, profiles, title: str = "Line heatmap", compare=None,
+                     focus: bool = True) -> None:
+        """One Profile or a list of them (one per profiled function) in the "Line heatmap" tab;
+        `compare`: the "before" profiles."""
+        view = self._heatmap_tab(focus)
+        if view is None:
+            return
+        view.set_profiles(profiles if isinstance(profiles, list) else [profiles], compare)
+        self.tabs.setTabText(self.tabs.indexOf(view), title)
+        self.tabs.setTabToolTip(self.tabs.indexOf(view), title)
 
     def open_line_profile(self, path: str) -> None:
-        """Line stats from a session folder, a .json or a kernprof .lprof, as a heatmap tab."""
+        """Line stats from a session folder, a .json or a kernprof .lprof (asks first), shown
+        in the "Line heatmap" tab."""
         heatmap = self._optional("heatmap", "The line heatmap")
         if heatmap is None:
             return
         profiles = heatmap.open_profiles(path, self)
         if profiles:
-            self.show_heatmap(profiles, f"Lines: {Path(path).name}")
+            self._heatmap_auto = False
+            self.show_heatmap(profiles, f"Line heatmap: {Path(path).name}")
+
+    def _show_session_line_stats(self) -> None:
+        """The open document's session has line stats: show them (without switching tabs);
+        with a compared session that has them too, as after-vs-before."""
+        before_dir, before = self._session_profiles(self.document)
+        after_dir, after = self._session_profiles(self.compare_document if self._comparing
+                                                  else None)
+        if not before and not after:
+            if self._heatmap_auto and self.heatmap is not None:
+                self._close_tab(self.tabs.indexOf(self.heatmap))  # stale: another session's
+            self._heatmap_auto = False
+            return
+        if before and after:
+            self.show_heatmap(after, f"Line heatmap: {before_dir.name} → {after_dir.name}",
+                              compare=before, focus=False)
+        else:
+            folder = before_dir if before else after_dir
+            self.show_heatmap(before or after, f"Line heatmap: {folder.name}", focus=False)
+        self._heatmap_auto = True
+
+    def _session_profiles(self, document: Document | None) -> tuple[Path | None, list]:
+        """(session folder, its line profiles) of a document; (None, []) without line stats."""
+        from stallscope.core import lineprof
+
+        session = lineprof.session_of(document.path) if document is not None else None
+        if session is None:
+            return None, []
+        try:
+            return session, lineprof.load_session(session)
+        except (StallscopeError, OSError) as exc:
+            self.show_message(f"Line stats of {session.name} could not be read: {exc}", "error")
+            return None, []
+
+    def show_line_profiler_missing(self, python: str) -> None:
+        """A run asked for line stats but its interpreter lacks line_profiler: say so in the
+        heatmap tab, with the install button."""
+        view = self._heatmap_tab(focus=False)
+        if view is None:
+            return
+        if not view.profiles:
+            view.set_profiles([])  # hides the empty function chooser
+            view.empty.setText("No line stats for this run: its interpreter lacks "
+                               "line_profiler. Install it, then run again.")
+        view.show_missing_line_profiler(python or "python")
+        self._heatmap_auto = False
+        self.status_bar.showMessage(f"line_profiler is not installed in {python}: no line "
+                                    "heatmap (see the Line heatmap tab)", 8000)
 
     def choose_line_profile(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -541,6 +722,9 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         self.controller.cancel()
+        if not self.persist:
+            super().closeEvent(event)
+            return
         try:
             from . import layout_state
 

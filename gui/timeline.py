@@ -28,9 +28,9 @@ from .colors import (
     CAUSE_ORDER,
     cause_label,
     follow_theme,
-    lighten,
     plot_theme,
     qcolor,
+    tint,
 )
 from .memory_plot import MemoryPlot
 
@@ -412,7 +412,7 @@ class TimelineView(QWidget):
         for code, cause in reversed(list(enumerate(CAUSE_ORDER))):
             pick = codes == code
             layers.append(Layer(cause, spans[pick, 0], spans[pick, 1],
-                                lighten(CAUSE_COLORS[cause], 0.35), height=0.92))
+                                tint(CAUSE_COLORS[cause], 0.35), height=0.92))
         layers.append(Layer("busy", busy[:, 0], busy[:, 1], BUSY_COLOR, height=0.56))
         lane = LaneItem(row, f"GPU {dev}", layers, "gpu",
                         self._gpu_describer(dev, busy, gaps, spans, codes))
@@ -497,7 +497,8 @@ class TimelineView(QWidget):
         self._extra_items.append(curve)
 
     def _add_note(self, text: str) -> None:
-        note = pg.TextItem(text, color="#c92a2a", anchor=(0.5, 0.0))
+        note = pg.TextItem(text, color="#ff8a8a" if self.colors["dark"] else "#c92a2a",
+                           anchor=(0.5, 0.0))
         note.setPos(self.span_ms / 2.0, 0.05)
         self.plot.addItem(note)
         self._extra_items.append(note)

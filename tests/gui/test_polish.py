@@ -1,0 +1,302 @@
+"""Main-window integration: Run > Stop, the permanent status label, --screenshot leaves the
+settings alone, the dark theme reaches the message strip and the timeline, the session's line
+heatmap tab (also before/after and a missing line_profiler), the frozen app's interpreter."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+from PySide6.QtGui import QColor, QKeySequence
+from PySide6.QtWidgets import QApplication, QFileDialog
+
+from stallscope.core import lineprof, runner
+from stallscope.gui import app as app_module
+from stallscope.gui import colors, run_dialog, theme
+from stallscope.gui.main_window import MainWindow
+from stallscope.gui.run_dialog import RunRequest
+from stallscope.resources import RESOURCES
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "traces"
+SHOTS = Path("/tmp/stallscope-shots")
+DEMO = RESOURCES / "demo" / "train_demo.py"
+FOREVER = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        time.sleep(0.003)
+        return torch.randn(8), torch.randn(1)
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = DataLoader(Slow(), batch_size=8, num_workers=2, persistent_workers=True)
+while True:
+    for x, y in loader:
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def fixture_path(prefix: str) -> Path:
+    found = sorted(FIXTURES.glob(prefix + "*")) if FIXTURES.is_dir() else []
+    if not found:
+        pytest.skip(f"real trace {prefix}* not found in {FIXTURES}")
+    return found[0]
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch):
+    path = tmp_path / "config"
+    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def system_theme():
+    yield
+    theme.apply_theme(QApplication.instance(), "system")  # as test_theme leaves it
+
+
+@pytest.fixture
+def window(qtbot):
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    return w
+
+
+def open_and_wait(qtbot, window, path, timeout=60_000):
+    with qtbot.waitSignal(window.sig_document_shown, timeout=timeout) as blocker:
+        window.open_path(str(path))
+    return blocker.args[0]
+
+
+def shot(widget, name: str) -> None:
+    SHOTS.mkdir(exist_ok=True)
+    QApplication.processEvents()
+    assert widget.grab().save(str(SHOTS / f"polish_{name}.png"))
+
+
+def make_session(folder: Path, *demo_args: str, env: dict | None = None) -> Path:
+    """A real, fast demo run with --lineprof auto (about 5 s)."""
+    cmd = [sys.executable, str(Path(runner.__file__)), "--session", str(folder),
+           "--lineprof", "auto", "--wait", "0", "--warmup", "1", "--active", "2", "--",
+           str(DEMO), "--images", "24", "--epochs", "1", "--batch-size", "4", *demo_args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                          env={**os.environ, **(env or {})}, cwd=str(folder.parent))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory):
+    """Two demo sessions with line stats: big JPEGs (before) and small ones (after)."""
+    root = tmp_path_factory.mktemp("sessions")
+    return (make_session(root / "big-jpegs", "--image-size", "160"),
+            make_session(root / "small-jpegs", "--image-size", "64"))
+
+
+# ------------------------------------------------------------------ 1. Run > Stop
+
+def test_run_stop_action_ends_the_live_run_tree(qtbot, window, tmp_path):
+    stop = window.actions_by_name["Stop"]
+    assert stop in window.menuBar().actions()[2].menu().actions()  # the Run menu
+    assert QKeySequence("Shift+F5") in stop.shortcuts()
+    assert QKeySequence("Ctrl+.") in stop.shortcuts()
+    assert not stop.isEnabled()  # nothing runs yet
+    script = tmp_path / "forever.py"
+    script.write_text(textwrap.dedent(FOREVER))
+    window.show_run(RunRequest(script=str(script), session=str(tmp_path / "session"),
+                               options={"stop_after_window": False}))
+    view = window.tabs.currentWidget()
+    qtbot.waitUntil(lambda: view.series.n >= 2, timeout=60_000)
+    assert stop.isEnabled()
+    tree = psutil.Process(int(view.process.processId())).children(recursive=True)
+    assert len(tree) >= 2, "the DataLoader workers should be running"
+    window.tabs.setCurrentWidget(window.analysis)  # the live run is still the one to stop
+    assert stop.isEnabled() and window.running_view() is view
+    with qtbot.waitSignal(view.sig_run_finished, timeout=30_000):
+        stop.trigger()
+    qtbot.waitUntil(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                                    for p in tree), timeout=15_000)
+    assert not view.is_running
+    assert not stop.isEnabled()
+    assert "stopped" in (view.finished_record or {}).get("reason", "") \
+        or (view.finished_record or {}).get("rc") not in (0, None)
+
+
+# ------------------------------------------------------------------ 2. the status label
+
+def test_status_label_names_what_is_loaded_and_outlives_messages(qtbot, window):
+    assert window.loaded_label.text() == "Nothing open"
+    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+    report = doc.reports[0]
+    util = report.devices["0"].utilization
+    text = window.loaded_label.text()
+    lo, hi = report.window
+    assert text.startswith("kineto_nw0_worker0")
+    assert f"window {(hi - lo) / 1000:,.1f} ms" in text  # 1,049.3 ms
+    assert f"GPU 0 {util:.0%} busy" in text and "56%" in text
+    window.status_bar.showMessage("a passing note", 5000)
+    assert window.status_bar.currentMessage() == "a passing note"
+    assert window.loaded_label.isVisible() and window.loaded_label.text() == text
+    shot(window.status_bar, "status_bar")
+
+    open_and_wait(qtbot, window, fixture_path("hta_cpu_only"))
+    assert "no GPU" in window.loaded_label.text()
+    assert "hta_cpu_only" in window.loaded_label.text()
+
+
+# ------------------------------------------------------------------ 3. --screenshot writes nothing
+
+def test_screenshot_writes_no_settings_layout_or_recent(qtbot, tmp_path, config_dir):
+    out = tmp_path / "shot.png"
+    assert app_module.main(["--screenshot", str(out), str(fixture_path("kineto_nw0"))]) == 0
+    assert out.stat().st_size > 10_000
+    written = sorted(p.name for p in config_dir.rglob("*")) if config_dir.exists() else []
+    assert written == [], f"--screenshot wrote {written}"
+
+    # The same open in the interactive app does remember it: the check above can fail.
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    open_and_wait(qtbot, w, fixture_path("kineto_nw0"))
+    w.close()
+    assert (config_dir / "recent.json").exists() and (config_dir / "stallscope.ini").exists()
+
+
+# ------------------------------------------------------------------ 4. dark theme
+
+def lightness(hex_or_color) -> int:
+    return QColor(hex_or_color).lightness()
+
+
+def test_message_strip_and_timeline_follow_the_dark_theme(qtbot, window):
+    app = QApplication.instance()
+    theme.apply_theme(app, "light")
+    window.show_message("Could not open: something is wrong.", "error")
+    QApplication.processEvents()
+    panel = window.messages
+    light_bg = panel.grab().toImage().pixelColor(panel.width() // 2, 3)
+    assert light_bg.lightness() > 200
+
+    open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+    window.show_message("A note on the strip.", "info")
+    theme.apply_theme(app, "dark")  # switching restyles what is already shown
+    QApplication.processEvents()
+    dark_bg = panel.grab().toImage().pixelColor(panel.width() // 2, 3)
+    assert dark_bg.lightness() < 80, dark_bg.name()
+    text_color = panel.label.palette().color(panel.label.foregroundRole())
+    assert text_color.lightness() > 140  # readable on the dark strip
+
+    # idle shading on the GPU lane is mixed toward the dark plot background, not white
+    gpu = next(lane for lane in window.analysis.timeline.lanes if lane.kind == "gpu")
+    idle = next(layer for layer in gpu.layers if layer.key == "data_loading")
+    drawn = idle.brushes[-1].color()
+    assert drawn.lightness() < lightness(colors.CAUSE_COLORS["data_loading"])
+    assert drawn.name() == colors.tint(colors.CAUSE_COLORS["data_loading"], 0.35)
+    image = window.analysis.timeline.grab().toImage()
+    corner = image.pixelColor(image.width() - 3, image.height() // 2)
+    assert corner.lightness() < 60, corner.name()  # the plot background itself is dark
+    shot(window, "dark_kineto_nw0")
+
+
+# ------------------------------------------------------------------ 5. line heatmap tab
+
+def test_opened_session_shows_its_line_heatmap_and_compare_passes_before(qtbot, window,
+                                                                          sessions):
+    before_dir, after_dir = sessions
+    with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
+        window.open_session(str(before_dir))
+    view = window.heatmap
+    assert view is not None and window.tabs.indexOf(view) > 0
+    assert window.tabs.currentWidget() is window.analysis  # the trace stays in front
+    assert window.tabs.tabText(window.tabs.indexOf(view)) == "Line heatmap: big-jpegs"
+    expected = lineprof.load_session(before_dir)
+    assert [p.qualname for p in view.profiles] == [p.qualname for p in expected]
+    assert "__getitem__" in view.profile.qualname
+    assert view.profile.total_s == pytest.approx(expected[0].total_s)
+    assert view.model.rowCount() == len(expected[0].lines) > 3
+    window.tabs.setCurrentWidget(view)
+    shot(window, "session_heatmap")
+
+    with qtbot.waitSignal(window.sig_compare_shown, timeout=60_000):
+        window.open_compare(str(after_dir))
+    assert window.heatmap is view  # one heatmap tab, reused
+    after = lineprof.load_session(after_dir)
+    assert view.profile.total_s == pytest.approx(after[0].total_s)
+    assert [p.total_s for p in view.compare] == pytest.approx([p.total_s for p in expected])
+    assert "Before ms/sample" in view.model.headers()
+    assert "big-jpegs → small-jpegs" in window.tabs.tabText(window.tabs.indexOf(view))
+    window.tabs.setCurrentWidget(view)
+    shot(window, "session_heatmap_compare")
+
+    # a bare trace without line stats removes the stale session heatmap
+    open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+    qtbot.waitUntil(lambda: window.heatmap is None)
+    assert all(not window.tabs.tabText(i).startswith("Line heatmap")
+               for i in range(window.tabs.count()))
+
+
+def test_file_open_line_profile_takes_a_json(qtbot, window, sessions, monkeypatch):
+    action = window.actions_by_name["Open line profile"]
+    assert action in window.menuBar().actions()[0].menu().actions()  # the File menu
+    stats = lineprof.find_profiles(sessions[1])[0]
+    monkeypatch.setattr(QFileDialog, "getOpenFileName",
+                        lambda *a, **k: (str(stats), "Line profiles (*.json *.lprof)"))
+    action.trigger()
+    view = window.heatmap
+    assert window.tabs.currentWidget() is view
+    assert view.profile.total_s == pytest.approx(lineprof.load(stats).total_s)
+    assert stats.name in window.tabs.tabText(window.tabs.indexOf(view))
+
+
+def test_run_without_line_profiler_shows_the_install_banner(qtbot, window, tmp_path):
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "line_profiler.py").write_text("raise ImportError('no line_profiler here')\n")
+    session = make_session(tmp_path / "no-lp", env={"PYTHONPATH": str(shadow)})
+    with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
+        window.open_session(str(session))  # the run's replay reports the missing module
+    view = window.heatmap
+    assert view is not None and view.missing is not None
+    assert view.missing.python == sys.executable
+    assert view.missing.command[:4] == [sys.executable, "-m", "pip", "install"]
+    assert view.missing.isVisibleTo(view)
+    window.tabs.setCurrentWidget(view)
+    shot(window, "missing_line_profiler")
+
+
+# ------------------------------------------------------------------ 6. frozen app's python
+
+def test_frozen_app_defaults_to_the_python_on_path(tmp_path, monkeypatch):
+    monkeypatch.delattr(sys, "frozen", raising=False)
+    assert run_dialog.default_python() == sys.executable
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("python", "python3"):
+        exe = bin_dir / name
+        exe.write_text("#!/bin/sh\nexit 0\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert run_dialog.default_python() == str(bin_dir / "python3")
+    assert RunRequest(script="x.py").python == str(bin_dir / "python3")
+    (bin_dir / "python3").unlink()
+    assert run_dialog.default_python() == str(bin_dir / "python")
