@@ -180,7 +180,7 @@ class CompareView(QWidget):
         left_box = QVBoxLayout(left)
         left_box.setContentsMargins(0, 0, 0, 0)
         left_box.addWidget(self.table, 3)
-        left_box.addWidget(QLabel("<b>GPU idle per step by cause</b>: pale = before, "
+        left_box.addWidget(QLabel("<b>GPU idle per step by cause</b>: faded = before, "
                                   "solid = after"))
         left_box.addWidget(self.chart, 2)
         split = QSplitter(Qt.Orientation.Horizontal)

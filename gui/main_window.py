@@ -53,6 +53,12 @@ def fmt_span(us: float) -> str:
     return f"{ms / 1000:,.2f} s" if ms >= 10_000 else f"{ms:,.1f} ms"
 
 
+def short_name(name: str, limit: int = 44) -> str:
+    """Long trace names keep their start and their end (host, rank, timestamp)."""
+    half = (limit - 1) // 2
+    return name if len(name) <= limit else name[:half] + "…" + name[-half:]
+
+
 class MessagePanel(QFrame):
     """A non-modal strip above the content for errors and notes (never a traceback dialog)."""
 
@@ -429,17 +435,15 @@ class MainWindow(QMainWindow):
         if report is None:
             self.loaded_label.setText("Nothing open")
             return
-        name = Path(report.trace.path).name
-        short = name if len(name) <= 48 else name[:22] + "…" + name[-22:]
         lo, hi = report.window
-        parts = [short, f"window {fmt_span(hi - lo)}"]
+        parts = [short_name(Path(report.trace.path).name), f"window {fmt_span(hi - lo)}"]
         if report.devices:
             parts += [f"GPU {dev} {stats.utilization:.0%} busy"
                       for dev, stats in sorted(report.devices.items())[:4]]
         else:
             parts.append("no GPU")
         if self._comparing and self.compare_document is not None:
-            parts.append(f"vs {self.compare_document.title}")
+            parts.append(f"vs {short_name(self.compare_document.title)}")
         self.loaded_label.setText(" · ".join(parts))
         self.loaded_label.setToolTip(str(report.trace.path))
 

@@ -11,9 +11,16 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from stallscope.core.compare import RankRow, rank_rows
 
-from .colors import CAUSE_ORDER, cause_label
+from .colors import CAUSE_ORDER, cause_label, follow_theme, plot_theme
 
-SLOWEST_BG = "#ffe3e3"
+# (slowest row background, selected row background, selected row text) per theme
+ROW_COLORS = {"light": ("#ffe3e3", "#d0e2ff", "#212529"),
+              "dark": ("#4a2226", "#27395a", "#e7e9ec")}
+SLOWEST_BG = ROW_COLORS["light"][0]
+
+
+def row_colors() -> tuple[str, str, str]:
+    return ROW_COLORS["dark" if plot_theme()["dark"] else "light"]
 
 
 class RankTable(QTableWidget):
@@ -27,7 +34,6 @@ class RankTable(QTableWidget):
         for c in range(3, len(headers)):
             self.horizontalHeaderItem(c).setToolTip(f"GPU idle per step (ms) while the CPU was "
                                                     f"in {headers[c]}")
-        self.setStyleSheet("QTableWidget::item:selected { background: #d0e2ff; color: #212529; }")
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -36,10 +42,29 @@ class RankTable(QTableWidget):
         self.horizontalHeader().setStretchLastSection(False)
         self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.rows: list[RankRow] = []
+        self._shown: tuple | None = None  # (reports, labels), to repaint on a theme switch
         self.itemSelectionChanged.connect(self._on_selection)
+        self._style()
+        follow_theme(self.apply_theme)
+
+    def _style(self) -> None:
+        _, selected, text = row_colors()
+        self.setStyleSheet(f"QTableWidget::item:selected {{ background: {selected}; "
+                           f"color: {text}; }}")
+
+    def apply_theme(self, _name: str = "") -> None:
+        self._style()
+        if self._shown is not None:
+            current = self.currentRow()
+            self.set_reports(*self._shown)
+            self.blockSignals(True)
+            self.select_rank(current)
+            self.blockSignals(False)
 
     def set_reports(self, reports, labels) -> None:
+        self._shown = (reports, labels)
         self.rows = rank_rows(reports, labels)
+        slowest_bg = row_colors()[0]
         self.blockSignals(True)
         self.setRowCount(len(self.rows))
         bold = QFont(self.font())
@@ -55,7 +80,7 @@ class RankTable(QTableWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight
                                           | Qt.AlignmentFlag.AlignVCenter)
                 if row.slowest:
-                    item.setBackground(QBrush(QColor(SLOWEST_BG)))
+                    item.setBackground(QBrush(QColor(slowest_bg)))
                     item.setFont(bold)
                     item.setToolTip("the slowest rank: every other rank waits for it")
                 self.setItem(r, c, item)

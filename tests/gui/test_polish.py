@@ -217,6 +217,30 @@ def test_message_strip_and_timeline_follow_the_dark_theme(qtbot, window):
     shot(window, "dark_kineto_nw0")
 
 
+def test_rank_table_rows_follow_the_dark_theme(qtbot, window, tmp_path):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for r in (0, 1):
+        (ranks / f"rank-{r}.json.gz").symlink_to(fixture_path(f"hta_sampled_rank-{r}"))
+    app = QApplication.instance()
+    theme.apply_theme(app, "light")
+    open_and_wait(qtbot, window, ranks)
+    table = window.analysis.rank_table
+    slow = table.slowest_index
+    assert slow is not None
+    assert table.item(slow, 0).background().color().lightness() > 200
+    theme.apply_theme(app, "dark")
+    QApplication.processEvents()
+    assert table.item(slow, 0).background().color().lightness() < 80
+    assert "◀ slowest" in table.item(slow, 0).text()
+    assert table.currentRow() == window.analysis.rank_index  # the selection survives
+    selected = table.grab().toImage().pixelColor(table.width() // 3,
+                                                 table.rowViewportPosition(slow)
+                                                 + table.horizontalHeader().height() + 4)
+    assert selected.lightness() < 110, selected.name()  # no light selection bar in the dark
+    shot(window, "dark_ranks")
+
+
 # ------------------------------------------------------------------ 5. line heatmap tab
 
 def test_opened_session_shows_its_line_heatmap_and_compare_passes_before(qtbot, window,
