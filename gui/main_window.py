@@ -555,7 +555,7 @@ class MainWindow(QMainWindow):
             return None
 
     def _connect_run_view(self, view) -> None:
-        view.sig_lineprof_ready.connect(self.open_line_profile)
+        view.sig_lineprof_ready.connect(self._show_run_line_stats)
         missing = getattr(view, "sig_lineprof_missing", None)
         if missing is not None:
             missing.connect(self.show_line_profiler_missing)
@@ -656,6 +656,20 @@ class MainWindow(QMainWindow):
         if profiles:
             self._heatmap_auto = False
             self.show_heatmap(profiles, f"Line heatmap: {Path(path).name}")
+
+    def _show_run_line_stats(self, path: str) -> None:
+        """A run wrote its line stats (JSON, never a pickle): fill the heatmap tab without
+        pulling it in front of the trace the run has just opened."""
+        from stallscope.core import lineprof
+
+        session = lineprof.session_of(path) or Path(path).parent
+        try:
+            profiles = lineprof.load_any(session if lineprof.find_profiles(session) else path)
+        except (StallscopeError, OSError) as exc:
+            self.show_message(f"The run's line stats could not be read: {exc}", "error")
+            return
+        self.show_heatmap(profiles, f"Line heatmap: {session.name}", focus=False)
+        self._heatmap_auto = True
 
     def _show_session_line_stats(self) -> None:
         """The open document's session has line stats: show them (without switching tabs);

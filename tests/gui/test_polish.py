@@ -278,6 +278,26 @@ def test_opened_session_shows_its_line_heatmap_and_compare_passes_before(qtbot, 
                for i in range(window.tabs.count()))
 
 
+def test_a_live_run_with_line_profiling_fills_the_heatmap_tab(qtbot, window, tmp_path):
+    request = RunRequest(script=str(DEMO), session=str(tmp_path / "live"),
+                         args=["--images", "24", "--epochs", "1", "--batch-size", "4",
+                               "--image-size", "96"],
+                         schedule={"wait": 0, "warmup": 1, "active": 2, "repeat": 1},
+                         options={"lineprof": "auto", "stop_after_window": True})
+    window.show_run(request)
+    run = window.tabs.currentWidget()
+    with qtbot.waitSignal(run.sig_run_finished, timeout=120_000):
+        pass
+    qtbot.waitUntil(lambda: window.document is not None and window.heatmap is not None
+                    and bool(window.heatmap.profiles), timeout=30_000)
+    assert window.tabs.currentWidget() is not window.heatmap  # the run's trace stays in front
+    expected = lineprof.load_session(tmp_path / "live")
+    assert window.heatmap.profile.total_s == pytest.approx(expected[0].total_s)
+    assert window.tabs.tabText(window.tabs.indexOf(window.heatmap)) == "Line heatmap: live"
+    headings = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    assert sum(t.startswith("Line heatmap") for t in headings) == 1, headings
+
+
 def test_file_open_line_profile_takes_a_json(qtbot, window, sessions, monkeypatch):
     action = window.actions_by_name["Open line profile"]
     assert action in window.menuBar().actions()[0].menu().actions()  # the File menu
