@@ -573,10 +573,11 @@ class MainWindow(QMainWindow):
             views = self._run_views()
         except ImportError:
             return None
+        # a run being stopped has its own Stop button disabled: the action follows it
+        live = [v for v in views if v.is_running and v.stop_button.isEnabled()]
         current = self.tabs.currentWidget()
-        if current in views and current.is_running:
+        if current in live:
             return current
-        live = [v for v in views if v.is_running]
         return live[-1] if live else None
 
     def _update_run_actions(self, *_args) -> None:
@@ -609,6 +610,7 @@ class MainWindow(QMainWindow):
         view.sig_trace_ready.connect(self.open_path)
         self._connect_run_view(view)
         self.add_page(view, "Run")
+        QTimer.singleShot(0, self._update_run_actions)  # after the view's own deferred start
 
     def run_demo(self) -> None:
         run_view = self._optional("run_view", "The demo run")

@@ -125,6 +125,8 @@ def test_run_stop_action_ends_the_live_run_tree(qtbot, window, tmp_path):
     window.show_run(RunRequest(script=str(script), session=str(tmp_path / "session"),
                                options={"stop_after_window": False}))
     view = window.tabs.currentWidget()
+    qtbot.waitUntil(lambda: view.is_running, timeout=5_000)
+    qtbot.waitUntil(stop.isEnabled, timeout=1_000)  # at once, not at the first step
     qtbot.waitUntil(lambda: view.series.n >= 2, timeout=60_000)
     assert stop.isEnabled()
     tree = psutil.Process(int(view.process.processId())).children(recursive=True)
@@ -133,6 +135,7 @@ def test_run_stop_action_ends_the_live_run_tree(qtbot, window, tmp_path):
     assert stop.isEnabled() and window.running_view() is view
     with qtbot.waitSignal(view.sig_run_finished, timeout=30_000):
         stop.trigger()
+        assert not stop.isEnabled() or not view.is_running  # no second Stop meanwhile
     qtbot.waitUntil(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
                                     for p in tree), timeout=15_000)
     assert not view.is_running
