@@ -299,7 +299,8 @@ class MainWindow(QMainWindow):
 
         icons = {"Open": "open", "Open session": "session", "Compare with": "compare",
                  "Zoom to fit": "zoom-fit", "Next step": "next", "Previous step": "prev",
-                 "Run script": "run", "Run demo": "demo", "Convert dataset to LMDB": "convert",
+                 "Run script": "run", "Run demo": "demo", "Stop": "stop",
+                 "Convert dataset to LMDB": "convert",
                  "Start screen": "recent", "About stallscope": "about"}
         for action_name, icon_name in icons.items():
             if action_name in self.actions_by_name:
