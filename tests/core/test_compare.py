@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_traces import fixture_path
 
 from stallscope.core.analysis import CAUSES, analyze
 from stallscope.core.compare import (
@@ -30,15 +30,6 @@ from stallscope.core.report_export import (
     save_report,
 )
 from stallscope.core.trace import load
-
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "traces"
-
-
-def fixture_path(prefix: str) -> Path:
-    found = sorted(FIXTURES.glob(prefix + "*")) if FIXTURES.is_dir() else []
-    if not found:
-        pytest.skip(f"real trace {prefix}* not found in {FIXTURES}")
-    return found[0]
 
 
 @pytest.fixture(scope="module")
