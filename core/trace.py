@@ -227,7 +227,34 @@ def _uncompressed_size(p: Path, size: int) -> int:
     return isize
 
 
-def _read_bytes(p: Path, cancel: CancelFlag) -> Job[bytes]:
+def _read_into(f, expected: int, cancel: CancelFlag) -> Job[bytearray]:
+    """Read a stream into one preallocated buffer: joining chunks would hold the file twice."""
+    buf = bytearray(expected)
+    view = memoryview(buf)
+    done = 0
+    while True:
+        if done == len(buf):  # more than expected (a gzip size past 4 GiB wraps): grow
+            more = f.read(_READ_CHUNK)
+            if not more:
+                break
+            view.release()
+            buf[done:] = more
+            buf.extend(bytes(max(_READ_CHUNK, len(buf) // 4)))
+            view = memoryview(buf)
+            done += len(more)
+            continue
+        n = f.readinto(view[done:done + _READ_CHUNK])
+        if not n:
+            break
+        done += n
+        cancel.check()
+        yield 400 * min(done, expected) // max(expected, 1), 1000
+    view.release()
+    del buf[done:]
+    return buf
+
+
+def _read_bytes(p: Path, cancel: CancelFlag) -> Job[bytearray]:
     if not p.is_file():
         raise TraceError(f"{p}: not a file")
     size = p.stat().st_size
@@ -242,36 +269,39 @@ def _read_bytes(p: Path, cancel: CancelFlag) -> Job[bytes]:
         raise TraceError(
             f"{p}: too large for the memory available: {raw_size / 2**20:,.0f} MiB of JSON "
             f"needs about {need / 2**20:,.0f} MiB, {avail / 2**20:,.0f} MiB are free")
-    chunks: list[bytes] = []
-    done = 0
     try:
         opener = gzip.open if gz else open
         with opener(p, "rb") as f:
-            while chunk := f.read(_READ_CHUNK):
-                cancel.check()
-                chunks.append(chunk)
-                done += len(chunk)
-                yield 400 * min(done, raw_size) // max(raw_size, 1), 1000
+            data = yield from _read_into(f, raw_size, cancel)
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         why = "gzip stream is truncated (file cut short?)" if isinstance(exc, EOFError) \
             else f"not a valid gzip file ({exc})"
         raise TraceError(f"{p}: {why}") from None
     except OSError as exc:
         raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    data = b"".join(chunks)
-    if not data.strip():
+    if _first_char(data) is None:
         raise TraceError(f"{p}: file is empty")
     return data
 
 
 # ----------------------------------------------------------------------------- splitting events
 
+_NON_SPACE = re.compile(rb"\S")
+
+
+def _first_char(data: bytearray) -> int | None:
+    """Offset of the first non-whitespace byte (strip() would copy the whole file)."""
+    m = _NON_SPACE.search(data)
+    return m.start() if m else None
+
+
 def _split_events(p: Path, data: bytes) -> tuple[list, dict]:
     """The event list as Raw slices (or dicts when the file needed the lenient parser) and the
     document's other fields."""
-    head = data.lstrip()[:1]
+    start = _first_char(data) or 0
+    head = bytes(data[start:start + 1])
     if head not in (b"{", b"["):
-        raise TraceError(f"{p}: not JSON (starts with {data.lstrip()[:12]!r})")
+        raise TraceError(f"{p}: not JSON (starts with {bytes(data[start:start + 12])!r})")
     try:
         if head == b"[":
             return msgspec.json.decode(data, type=list[msgspec.Raw]), {}

@@ -155,3 +155,14 @@ def test_no_steps_no_device_properties(tmp_path):
     t = load(_write(tmp_path, "nosteps.json", events))
     assert t.device_properties == [] and t.rank is None
     assert t.gpu_devices() == [0]
+
+
+def test_gzip_whose_size_trailer_understates_the_data(tmp_path):
+    """A multi-member gzip records only its last member's size: the reader must grow."""
+    text = json.dumps({"traceEvents": SMALL * 3000}).encode()
+    cut = len(text) - 100
+    path = tmp_path / "members.json.gz"
+    path.write_bytes(gzip.compress(text[:cut]) + gzip.compress(text[cut:]))
+    t = load(path)
+    assert t.n_events == 4 * 3000 - 2 * 2999  # duplicate steps dropped
+    assert t.dropped == {"duplicate step": 2 * 2999}
