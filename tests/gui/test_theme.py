@@ -215,3 +215,4 @@ def test_system_mode_reapplies_when_the_desktop_scheme_flips(qapp, qtbot, monkey
     with qtbot.assertNotEmitted(theme.controller().sig_theme_changed, wait=50):
         hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
     assert theme.controller().name == "light"
+    scheme["now"] = Qt.ColorScheme.Light  # the teardown's "system" must not leave later tests dark

@@ -17,7 +17,7 @@ from PySide6.QtGui import QColor
 
 from stallscope.core.analysis import CAUSES, analyze
 from stallscope.core.trace import load
-from stallscope.gui.colors import CAUSE_COLORS, lighten
+from stallscope.gui.colors import CAUSE_COLORS, tint
 from stallscope.gui.timeline import (
     PHASE_ORDER,
     IntervalPyramid,
@@ -160,7 +160,7 @@ def test_worst_data_loading_gap_is_painted_in_its_cause_colour(view, nw0_report)
     mid_x = (gap[0] + gap[1]) / 2
     center = view.view_box.mapViewToScene(QPointF((mid_x - view.t0_us) / 1000, gpu.row + 0.5))
     pixel = image.pixelColor(int(center.x()), int(center.y()))
-    want = QColor(lighten(CAUSE_COLORS["data_loading"], 0.35))
+    want = QColor(tint(CAUSE_COLORS["data_loading"], 0.35))  # lighten() in the light theme
     assert abs(pixel.red() - want.red()) < 12 and abs(pixel.green() - want.green()) < 12, \
         (pixel.name(), want.name())
 
