@@ -223,34 +223,14 @@ class CompareView(QWidget):
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
+    from .standalone import show_view
 
-    from PySide6.QtWidgets import QApplication
+    def build(reports):
+        view = CompareView()
+        view.set_reports(*reports)
+        return view
 
-    from stallscope.core.analysis import analyze
-    from stallscope.core.errors import StallscopeError
-    from stallscope.core.trace import load
-
-    parser = argparse.ArgumentParser(description="Compare two traces.")
-    parser.add_argument("before")
-    parser.add_argument("after")
-    parser.add_argument("--screenshot", help="save a PNG and exit")
-    args = parser.parse_args(argv)
-    try:
-        before, after = analyze(load(args.before)), analyze(load(args.after))
-    except StallscopeError as exc:
-        print(f"stallscope: error: {exc}", file=sys.stderr)
-        return 2
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    view = CompareView()
-    view.resize(1400, 900)
-    view.set_reports(before, after)
-    if args.screenshot:
-        view.grab().save(args.screenshot)
-        return 0
-    view.show()
-    return app.exec()
+    return show_view(build, "Compare two traces.", traces=("before", "after"), argv=argv)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ without receivers). Python < 3.12 does not make bools immortal, so after ~600-30
 `True` is deallocated and the process aborts ("Fatal Python error: bool_dealloc"). A zoom
 of a pyqtgraph plot emits several signals, so an interactive session dies within minutes.
 
-`apply()` measures the leak with a private signal and, only where it exists, lends True and
-False a very large reference count (what Python 3.12 does for immortal objects). Nothing is
-changed on Python >= 3.12 or on a PySide6 without the bug.
+The same build also loses references to None elsewhere (seen as "none_dealloc" while a
+pyqtgraph axis restyles after many plots). `apply()` measures the leak with a private signal
+and, only where it exists, lends True, False and None a very large reference count (what
+Python 3.12 does for immortal objects). Nothing is changed on Python >= 3.12 or on a PySide6
+without the bug.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def apply() -> bool:
         return _applied
     if not leaks_true_on_emit():
         return False
-    for obj in (True, False):
+    for obj in (True, False, None):
         ctypes.c_ssize_t.from_address(id(obj)).value += _LOAN
     _applied = True
     return True

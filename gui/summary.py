@@ -392,33 +392,14 @@ def _chip(color: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
+    from .standalone import show_view
 
-    from PySide6.QtWidgets import QApplication
+    def build(reports):
+        panel = SummaryPanel()
+        panel.set_report(reports[0])
+        return panel
 
-    from stallscope.core.analysis import analyze
-    from stallscope.core.errors import StallscopeError
-    from stallscope.core.trace import load
-
-    parser = argparse.ArgumentParser(description="Show the summary panel of one trace.")
-    parser.add_argument("trace")
-    parser.add_argument("--screenshot", help="save a PNG and exit")
-    args = parser.parse_args(argv)
-    try:
-        report = analyze(load(args.trace))
-    except StallscopeError as exc:
-        print(f"stallscope: error: {exc}", file=sys.stderr)
-        return 2
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    panel = SummaryPanel()
-    panel.resize(460, 900)
-    panel.set_report(report)
-    if args.screenshot:
-        panel.grab().save(args.screenshot)
-        return 0
-    panel.show()
-    return app.exec()
+    return show_view(build, "Show the summary panel of one trace.", size=(460, 900), argv=argv)
 
 
 if __name__ == "__main__":

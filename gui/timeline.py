@@ -22,6 +22,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from stallscope.core import intervals as iv
+
 from .colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
@@ -44,24 +46,6 @@ PHASE_LABELS = {"data_loading": "CPU data loading", "cpu_ops": "CPU ops",
 # ----------------------------------------------------------------------------- interval math
 
 
-def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted, non-overlapping union of [start, end) intervals."""
-    starts = np.asarray(starts, dtype=np.float64)
-    ends = np.asarray(ends, dtype=np.float64)
-    if len(starts) == 0:
-        return starts, ends
-    if np.any(starts[1:] < starts[:-1]):
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    run_end = np.maximum.accumulate(ends)
-    new = np.empty(len(starts), dtype=bool)
-    new[0] = True
-    new[1:] = starts[1:] > run_end[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(starts) - 1)
-    return starts[first], run_end[last]
-
-
 def merge_close(starts: np.ndarray, ends: np.ndarray, gap: float) -> tuple[np.ndarray, np.ndarray]:
     """Merge consecutive sorted, non-overlapping intervals separated by less than `gap`."""
     if len(starts) < 2 or gap <= 0:
@@ -80,8 +64,8 @@ class IntervalPyramid:
     """Level-of-detail copies of one lane: level k has every gap below base * 4**k merged."""
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.starts, self.ends = union_intervals(starts, ends)
-        self._covered = np.concatenate([[0.0], np.cumsum(self.ends - self.starts)])
+        self.set = iv.union(iv.as_intervals(starts, ends))
+        self.starts, self.ends = self.set[:, 0].copy(), self.set[:, 1].copy()
         self.levels: list[tuple[float, np.ndarray, np.ndarray]] = [(0.0, self.starts, self.ends)]
         if len(self.starts) > 256:
             span = float(self.ends[-1] - self.starts[0])
@@ -109,14 +93,8 @@ class IntervalPyramid:
     def density(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Fraction of each [s, e] the original intervals cover (1 for unmerged ones)."""
         width = e - s
-        return np.divide(self._covered_upto(e) - self._covered_upto(s), width,
-                         out=np.ones_like(width), where=width > 0)
-
-    def _covered_upto(self, x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.starts, x, "right") - 1
-        j = np.maximum(i, 0)
-        inside = np.clip(x - self.starts[j], 0.0, self.ends[j] - self.starts[j])
-        return np.where(i >= 0, self._covered[j] + inside, 0.0)
+        return np.divide(iv.measure_in(self.set, s, e), width, out=np.ones_like(width),
+                         where=width > 0)
 
 
 # ----------------------------------------------------------------------------- lane item
@@ -569,35 +547,16 @@ def _device_sort_key(dev: str) -> tuple[int, str]:
 
 def run_standalone(argv: list[str] | None = None, memory_only: bool = False) -> int:
     """`python -m stallscope.gui.timeline TRACE`: load, analyse, show the timeline."""
-    import argparse
-    import sys
+    from .standalone import show_view
 
-    from PySide6.QtWidgets import QApplication
+    def build(reports):
+        view = TimelineView()
+        view.set_report(reports[0])
+        if memory_only:
+            view.plot.hide()
+        return view
 
-    from stallscope.core.analysis import analyze
-    from stallscope.core.errors import StallscopeError
-    from stallscope.core.trace import load
-
-    parser = argparse.ArgumentParser(description="Show the timeline of one trace.")
-    parser.add_argument("trace")
-    parser.add_argument("--screenshot", help="save a PNG and exit")
-    args = parser.parse_args(argv)
-    try:
-        report = analyze(load(args.trace))
-    except StallscopeError as exc:
-        print(f"stallscope: error: {exc}", file=sys.stderr)
-        return 2
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    view = TimelineView()
-    view.resize(1400, 700)
-    view.set_report(report)
-    if memory_only:
-        view.plot.hide()
-    if args.screenshot:
-        view.grab().save(args.screenshot)
-        return 0
-    view.show()
-    return app.exec()
+    return show_view(build, "Show the timeline of one trace.", size=(1400, 700), argv=argv)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ class JobSignals(QObject):
 
 
 class JobWorker(QRunnable):
-    """Runs `make_job(cancel)`: a generator job (yields (done, total)) or a plain callable result."""
+    """Runs `make_job(cancel)`: a generator job (yields (done, total)) or a plain result."""
 
     def __init__(self, make_job: Callable[[CancelFlag], Job[Any] | Any]) -> None:
         super().__init__()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fixture_traces import fixture_path
 from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog
 
@@ -26,7 +27,6 @@ from stallscope.gui.run_dialog import RunRequest
 from stallscope.resources import RESOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "traces"
 SHOTS = Path("/tmp/stallscope-shots")
 DEMO = RESOURCES / "demo" / "train_demo.py"
 FOREVER = """
@@ -52,11 +52,6 @@ while True:
 """
 
 
-def fixture_path(prefix: str) -> Path:
-    found = sorted(FIXTURES.glob(prefix + "*")) if FIXTURES.is_dir() else []
-    if not found:
-        pytest.skip(f"real trace {prefix}* not found in {FIXTURES}")
-    return found[0]
 
 
 @pytest.fixture(autouse=True)

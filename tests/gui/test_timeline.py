@@ -8,13 +8,14 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_traces import fixture_path
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 
+from stallscope.core import intervals as iv
 from stallscope.core.analysis import CAUSES, analyze
 from stallscope.core.trace import load
 from stallscope.gui.colors import CAUSE_COLORS, tint
@@ -23,17 +24,7 @@ from stallscope.gui.timeline import (
     IntervalPyramid,
     TimelineView,
     merge_close,
-    union_intervals,
 )
-
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "traces"
-
-
-def fixture_path(prefix: str) -> Path:
-    found = sorted(FIXTURES.glob(prefix + "*")) if FIXTURES.is_dir() else []
-    if not found:
-        pytest.skip(f"real trace {prefix}* not found in {FIXTURES}")
-    return found[0]
 
 
 def brute_union(starts, ends):
@@ -61,8 +52,9 @@ def test_union_and_merge_match_brute_force(seed):
     rng = np.random.default_rng(seed)
     starts = rng.uniform(0, 1000, 400)
     ends = starts + rng.exponential(3, 400)
-    s, e = union_intervals(starts, ends)
-    np.testing.assert_allclose(np.column_stack([s, e]), brute_union(starts, ends))
+    u = iv.union(iv.as_intervals(starts, ends))
+    np.testing.assert_allclose(u, brute_union(starts, ends))
+    s, e = u[:, 0], u[:, 1]
     gap = float(rng.uniform(0.1, 5))
     ms, me = merge_close(s, e, gap)
     np.testing.assert_allclose(np.column_stack([ms, me]), brute_merge(np.column_stack([s, e]), gap))

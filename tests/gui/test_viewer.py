@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_traces import fixture_path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
@@ -20,15 +21,6 @@ from stallscope.core.compare import step_ms
 from stallscope.gui import app as app_module
 from stallscope.gui.main_window import MainWindow
 from stallscope.gui.timeline import PHASE_ORDER
-
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "traces"
-
-
-def fixture_path(prefix: str) -> Path:
-    found = sorted(FIXTURES.glob(prefix + "*")) if FIXTURES.is_dir() else []
-    if not found:
-        pytest.skip(f"real trace {prefix}* not found in {FIXTURES}")
-    return found[0]
 
 
 @pytest.fixture(autouse=True)

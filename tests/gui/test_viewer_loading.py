@@ -8,22 +8,13 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import time
-from pathlib import Path
 
 import pytest
+from fixture_traces import fixture_path
 from PySide6.QtCore import Qt, QTimer
 from trace_tiling import tile_trace  # tests/gui is on sys.path (rootdir-less test dirs)
 
 from stallscope.gui.main_window import MainWindow
-
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "traces"
-
-
-def fixture_path(prefix: str) -> Path:
-    found = sorted(FIXTURES.glob(prefix + "*")) if FIXTURES.is_dir() else []
-    if not found:
-        pytest.skip(f"real trace {prefix}* not found in {FIXTURES}")
-    return found[0]
 
 
 @pytest.fixture(autouse=True)
