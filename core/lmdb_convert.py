@@ -485,13 +485,15 @@ class _Pool:
         prefix = ""
         if SHM_DIR.is_dir() and os.access(SHM_DIR, os.W_OK):
             prefix = str(SHM_DIR / f"{SHM_PREFIX}{os.getpid()}-")
-            self._free.extend(range(max(2, 2 * self.workers)))
+            self._free.extend(range(self.depth))
         ctx = mp.get_context(self.mp_context or default_context())
         self._pool = ctx.Pool(self.workers, _init_worker, (os.getpid(), prefix, *args))
 
     @property
     def depth(self) -> int:
-        return max(2, 2 * self.workers)
+        """Tasks in flight (and /dev/shm slots): enough that decoders never wait on a commit
+        (measured on 2 cores: 8 per worker converts ~15% faster than 2), capped for big boxes."""
+        return max(2, min(8 * self.workers, self.workers + 24))
 
     def submit(self, task):
         if self._local is not None:
