@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import intervals as iv
 from .analysis import CAUSE_LABELS, CAUSES, Report
 
 SAME_WITHIN = 0.02  # relative change below which a metric counts as unchanged
@@ -178,15 +179,4 @@ def step_breakdown(report: Report, device: str | None = None) -> dict[str, np.nd
 
 def covered_in(spans: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Length of sorted disjoint `spans` inside each window [lo_k, hi_k]."""
-    if len(spans) == 0:
-        return np.zeros(len(lo))
-    lengths = spans[:, 1] - spans[:, 0]
-    cum = np.concatenate([[0.0], np.cumsum(lengths)])
-
-    def upto(x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(spans[:, 0], x, side="right") - 1
-        j = np.maximum(i, 0)
-        inside = np.clip(x - spans[j, 0], 0.0, lengths[j])
-        return np.where(i >= 0, cum[j] + inside, 0.0)
-
-    return upto(np.asarray(hi, float)) - upto(np.asarray(lo, float))
+    return iv.measure_in(spans, lo, hi)

@@ -43,6 +43,14 @@ STEP_PART_COLORS = {"compute": BUSY_COLOR, "data_loading": CAUSE_COLORS["data_lo
                     "optimizer": CAUSE_COLORS["optimizer"], "idle": CAUSE_COLORS["uncovered"]}
 STEP_PART_LABELS = {"compute": "GPU compute", "data_loading": "idle: data loading",
                     "optimizer": "idle: optimizer", "idle": "idle: other"}
+# Without a GPU the same bar splits the step's CPU time.
+CPU_STEP_PART_LABELS = {"compute": "", "data_loading": "waiting for data",
+                        "optimizer": "optimizer", "idle": "other"}
+
+
+def _step_legend_text(labels: dict[str, str]) -> str:
+    return " ".join(f'<span style="color:{STEP_PART_COLORS[p]}">&#9632;</span> {labels[p]}'
+                    for p in STEP_PARTS if labels[p])
 
 
 def section(text: str) -> QLabel:
@@ -171,9 +179,7 @@ class SummaryPanel(QScrollArea):
         self.step_plot.setMouseEnabled(x=False, y=False)
         self.step_plot.hideButtons()
         self.step_plot.getAxis("left").setLabel("ms")
-        self.step_legend = QLabel(" ".join(
-            f'<span style="color:{STEP_PART_COLORS[p]}">&#9632;</span> {STEP_PART_LABELS[p]}'
-            for p in STEP_PARTS))
+        self.step_legend = QLabel(_step_legend_text(STEP_PART_LABELS))
         self.step_legend.setWordWrap(True)
         _shrinkable(self.step_legend)
         self.step_bars: dict[str, pg.BarGraphItem] = {}
@@ -252,10 +258,17 @@ class SummaryPanel(QScrollArea):
             self.util_bars[dev] = bar
         self.util_grid.setColumnStretch(1, 1)
         self.no_gpu_label.setVisible(not report.devices)
-        # Without a GPU there is no idle GPU time to split: hide what would be all zeros.
-        for w in (self.cause_heading, self.cause_bar, self.cause_list, self.step_heading,
-                  self.step_plot, self.step_legend):
+        # Without a GPU there is no idle GPU time to split: hide what would be all zeros, and
+        # let the per-step bars tell how much of each step waits for data.
+        for w in (self.cause_heading, self.cause_bar, self.cause_list):
             w.setVisible(bool(report.devices))
+        for w in (self.step_heading, self.step_plot, self.step_legend):
+            w.setVisible(bool(report.steps))
+        gpu = bool(report.devices)
+        self.step_heading.setText("Per step: where the GPU's time went" if gpu
+                                  else "Per step: where the main thread's time went")
+        self.step_legend.setText(_step_legend_text(STEP_PART_LABELS if gpu
+                                                   else CPU_STEP_PART_LABELS))
 
     def _fill_causes(self, report) -> None:
         dev = primary_device(report)
@@ -313,8 +326,9 @@ class SummaryPanel(QScrollArea):
             lines.append(f"<b>GPU {dev}</b>: peak allocated {peak_a}, peak reserved {peak_r}; "
                          f"reserved shrank {m.reserved_drops}×; cudaMalloc "
                          f"{m.cuda_malloc_count}×, cudaFree {m.cuda_free_count}×")
+        why = "profile_memory was off" if report.devices else "no GPU in this trace"
         self.memory_label.setText("<br>".join(lines) if lines else
-                                  "No CUDA memory events recorded (profile_memory was off).")
+                                  f"No CUDA memory events recorded ({why}).")
 
     def _fill_advice(self, report) -> None:
         for card in self.advice_cards:

@@ -148,7 +148,16 @@ def test_trace_without_gpu_shows_cpu_lanes_and_says_so(qtbot, window):
     assert "no GPU activity" in window.messages.text
     assert "No GPU activity" in window.analysis.timeline.note_text
     assert window.analysis.summary.no_gpu_label.isVisibleTo(window)
-    assert not window.analysis.summary.cause_bar.isVisibleTo(window)
+    summary = window.analysis.summary
+    assert not summary.cause_bar.isVisibleTo(window)
+    # the per-step bars still say how each step's time went on the main thread
+    assert summary.step_plot.isVisibleTo(window)
+    assert "main thread" in summary.step_heading.text()
+    steps = doc.reports[0].steps
+    assert summary.step_parts["data_loading"].tolist() == [s.data_loading_us for s in steps]
+    total = sum(summary.step_parts[p] for p in summary.step_parts)
+    assert total == pytest.approx([s.dur_us for s in steps])
+    assert "no GPU in this trace" in summary.memory_label.text()
     window.grab()  # paints without errors
 
 
