@@ -18,3 +18,11 @@ def real_trace():
 @pytest.fixture
 def fixtures_dir() -> Path:
     return _fixtures_dir()
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch) -> Path:
+    """Every test keeps its settings, layout and recent list in its own folder."""
+    path = tmp_path / "config"
+    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(path))
+    return path

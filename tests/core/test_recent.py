@@ -15,13 +15,6 @@ from stallscope.core.recent import RecentStore, headline
 TRACES = Path(__file__).resolve().parents[2].parent / "shared/fixtures/traces"
 
 
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path, monkeypatch):
-    cfg = tmp_path / "config"
-    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(cfg))
-    return cfg
-
-
 def test_config_dir_follows_env_then_xdg(tmp_path, monkeypatch):
     assert recent.config_dir() == tmp_path / "config"
     monkeypatch.delenv("STALLSCOPE_CONFIG_DIR")

@@ -52,34 +52,10 @@ while True:
 """
 
 
-
-
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path, monkeypatch):
-    path = tmp_path / "config"
-    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(path))
-    return path
-
-
 @pytest.fixture(autouse=True)
 def system_theme():
     yield
     theme.apply_theme(QApplication.instance(), "system")  # as test_theme leaves it
-
-
-@pytest.fixture
-def window(qtbot):
-    w = MainWindow()
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    return w
-
-
-def open_and_wait(qtbot, window, path, timeout=60_000):
-    with qtbot.waitSignal(window.sig_document_shown, timeout=timeout) as blocker:
-        window.open_path(str(path))
-    return blocker.args[0]
 
 
 def shot(widget, name: str) -> None:
@@ -141,9 +117,9 @@ def test_run_stop_action_ends_the_live_run_tree(qtbot, window, tmp_path):
 
 # ------------------------------------------------------------------ 2. the status label
 
-def test_status_label_names_what_is_loaded_and_outlives_messages(qtbot, window):
+def test_status_label_names_what_is_loaded_and_outlives_messages(qtbot, window, open_and_wait):
     assert window.loaded_label.text() == "Nothing open"
-    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+    doc = open_and_wait(fixture_path("kineto_nw0"))
     report = doc.reports[0]
     util = report.devices["0"].utilization
     text = window.loaded_label.text()
@@ -156,7 +132,7 @@ def test_status_label_names_what_is_loaded_and_outlives_messages(qtbot, window):
     assert window.loaded_label.isVisible() and window.loaded_label.text() == text
     shot(window.status_bar, "status_bar")
 
-    open_and_wait(qtbot, window, fixture_path("hta_cpu_only"))
+    open_and_wait(fixture_path("hta_cpu_only"))
     assert "no GPU" in window.loaded_label.text()
     assert "hta_cpu_only" in window.loaded_label.text()
 
@@ -174,7 +150,8 @@ def test_screenshot_writes_no_settings_layout_or_recent(qtbot, tmp_path, config_
     w = MainWindow()
     qtbot.addWidget(w)
     w.show()
-    open_and_wait(qtbot, w, fixture_path("kineto_nw0"))
+    with qtbot.waitSignal(w.sig_document_shown, timeout=60_000):
+        w.open_path(str(fixture_path("kineto_nw0")))
     w.close()
     assert (config_dir / "recent.json").exists() and (config_dir / "stallscope.ini").exists()
 
@@ -185,7 +162,7 @@ def lightness(hex_or_color) -> int:
     return QColor(hex_or_color).lightness()
 
 
-def test_message_strip_and_timeline_follow_the_dark_theme(qtbot, window):
+def test_message_strip_and_timeline_follow_the_dark_theme(qtbot, window, open_and_wait):
     app = QApplication.instance()
     theme.apply_theme(app, "light")
     window.show_message("Could not open: something is wrong.", "error")
@@ -194,7 +171,7 @@ def test_message_strip_and_timeline_follow_the_dark_theme(qtbot, window):
     light_bg = panel.grab().toImage().pixelColor(panel.width() // 2, 3)
     assert light_bg.lightness() > 200
 
-    open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+    open_and_wait(fixture_path("kineto_nw0"))
     window.show_message("A note on the strip.", "info")
     theme.apply_theme(app, "dark")  # switching restyles what is already shown
     QApplication.processEvents()
@@ -215,14 +192,14 @@ def test_message_strip_and_timeline_follow_the_dark_theme(qtbot, window):
     shot(window, "dark_kineto_nw0")
 
 
-def test_rank_table_rows_follow_the_dark_theme(qtbot, window, tmp_path):
+def test_rank_table_rows_follow_the_dark_theme(qtbot, window, tmp_path, open_and_wait):
     ranks = tmp_path / "ranks"
     ranks.mkdir()
     for r in (0, 1):
         (ranks / f"rank-{r}.json.gz").symlink_to(fixture_path(f"hta_sampled_rank-{r}"))
     app = QApplication.instance()
     theme.apply_theme(app, "light")
-    open_and_wait(qtbot, window, ranks)
+    open_and_wait(ranks)
     table = window.analysis.rank_table
     slow = table.slowest_index
     assert slow is not None
@@ -242,7 +219,7 @@ def test_rank_table_rows_follow_the_dark_theme(qtbot, window, tmp_path):
 # ------------------------------------------------------------------ 5. line heatmap tab
 
 def test_opened_session_shows_its_line_heatmap_and_compare_passes_before(qtbot, window,
-                                                                          sessions):
+                                                                          sessions, open_and_wait):
     before_dir, after_dir = sessions
     with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
         window.open_session(str(before_dir))
@@ -270,7 +247,7 @@ def test_opened_session_shows_its_line_heatmap_and_compare_passes_before(qtbot, 
     shot(window, "session_heatmap_compare")
 
     # a bare trace without line stats removes the stale session heatmap
-    open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+    open_and_wait(fixture_path("kineto_nw0"))
     qtbot.waitUntil(lambda: window.heatmap is None)
     assert all(not window.tabs.tabText(i).startswith("Line heatmap")
                for i in range(window.tabs.count()))

@@ -19,11 +19,6 @@ from stallscope.gui.run_dialog import DEMO_SCRIPT, RunDialog, RunRequest, parse_
 SHOTS = Path("/tmp/stallscope-shots")
 
 
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(tmp_path / "config"))
-
-
 @pytest.fixture
 def settings(tmp_path):
     return QSettings(str(tmp_path / "runs.ini"), QSettings.Format.IniFormat)

@@ -13,7 +13,6 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import psutil
-import pytest
 
 from stallscope.core.session import open_session
 from stallscope.gui import run_view
@@ -46,11 +45,6 @@ while True:
         opt.step()
         print("loss", round(loss.item(), 4), flush=True)
 """
-
-
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(tmp_path / "config"))
 
 
 def forever_request(tmp_path, *args) -> RunRequest:

@@ -20,13 +20,6 @@ from stallscope.gui.start_screen import ACTIONS, RecentRow, StartScreen, ago
 TRACES = Path(__file__).resolve().parents[2].parent / "shared/fixtures/traces"
 
 
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path, monkeypatch):
-    cfg = tmp_path / "config"
-    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(cfg))
-    return cfg
-
-
 @pytest.fixture
 def store_with_items(tmp_path):
     trace = tmp_path / "run1.pt.trace.json.gz"

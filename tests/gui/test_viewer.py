@@ -19,36 +19,15 @@ from PySide6.QtGui import QImage
 
 from stallscope.core.compare import step_ms
 from stallscope.gui import app as app_module
-from stallscope.gui.main_window import MainWindow
 from stallscope.gui.timeline import PHASE_ORDER
-
-
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(tmp_path / "config"))
-
-
-@pytest.fixture
-def window(qtbot):
-    w = MainWindow()
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    return w
-
-
-def open_and_wait(qtbot, window, path, timeout=60_000):
-    with qtbot.waitSignal(window.sig_document_shown, timeout=timeout) as blocker:
-        window.open_path(str(path))
-    return blocker.args[0]
 
 
 def gpu_lanes(window):
     return [lane for lane in window.analysis.timeline.lanes if lane.kind == "gpu"]
 
 
-def test_open_kineto_nw0_draws_lanes_gaps_memory_and_advice(qtbot, window):
-    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+def test_open_kineto_nw0_draws_lanes_gaps_memory_and_advice(qtbot, window, open_and_wait):
+    doc = open_and_wait(fixture_path("kineto_nw0"))
     report = doc.reports[0]
     view = window.analysis
     assert window.stack.currentWidget() is window.tabs
@@ -70,8 +49,8 @@ def test_open_kineto_nw0_draws_lanes_gaps_memory_and_advice(qtbot, window):
     assert window.windowTitle().endswith(Path(doc.path).name)
 
 
-def test_advice_and_cause_clicks_zoom_to_the_worst_gap(qtbot, window):
-    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+def test_advice_and_cause_clicks_zoom_to_the_worst_gap(qtbot, window, open_and_wait):
+    doc = open_and_wait(fixture_path("kineto_nw0"))
     report = doc.reports[0]
     summary = window.analysis.summary
     i = next(k for k, a in enumerate(report.advice) if a.id == "dataloader_bound")
@@ -92,8 +71,8 @@ def test_advice_and_cause_clicks_zoom_to_the_worst_gap(qtbot, window):
     assert vlo < lo and vhi > hi and (vhi - vlo) < 2 * (hi - lo)
 
 
-def test_step_selector_and_keyboard_steps(qtbot, window):
-    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+def test_step_selector_and_keyboard_steps(qtbot, window, open_and_wait):
+    doc = open_and_wait(fixture_path("kineto_nw0"))
     steps = doc.reports[0].steps
     window.analysis.step_combo.setCurrentIndex(3)
     lo, hi = window.analysis.timeline.x_range_us()
@@ -105,8 +84,8 @@ def test_step_selector_and_keyboard_steps(qtbot, window):
     assert lo <= doc.reports[0].window[0] and hi >= doc.reports[0].window[1]
 
 
-def test_hta_df_index_resolver_memory_with_totals(qtbot, window):
-    doc = open_and_wait(qtbot, window, fixture_path("hta_df_index_resolver"))
+def test_hta_df_index_resolver_memory_with_totals(qtbot, window, open_and_wait):
+    doc = open_and_wait(fixture_path("hta_df_index_resolver"))
     report = doc.reports[0]
     (gpu,) = gpu_lanes(window)
     assert gpu.label == "GPU 1"
@@ -121,8 +100,8 @@ def test_hta_df_index_resolver_memory_with_totals(qtbot, window):
         assert "Nothing stands out" in cards[0].text and not cards[0].clickable
 
 
-def test_bad_input_keeps_the_open_document(qtbot, window, tmp_path):
-    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+def test_bad_input_keeps_the_open_document(qtbot, window, tmp_path, open_and_wait):
+    doc = open_and_wait(fixture_path("kineto_nw0"))
     report = window.analysis.report
     bad = tmp_path / "broken.pt.trace.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": ')
@@ -139,8 +118,8 @@ def test_bad_input_keeps_the_open_document(qtbot, window, tmp_path):
     assert window.analysis.report is report
 
 
-def test_trace_without_gpu_shows_cpu_lanes_and_says_so(qtbot, window):
-    doc = open_and_wait(qtbot, window, fixture_path("hta_cpu_only"))
+def test_trace_without_gpu_shows_cpu_lanes_and_says_so(qtbot, window, open_and_wait):
+    doc = open_and_wait(fixture_path("hta_cpu_only"))
     assert not doc.reports[0].devices
     lanes = window.analysis.timeline.lanes
     assert not gpu_lanes(window)
@@ -161,12 +140,12 @@ def test_trace_without_gpu_shows_cpu_lanes_and_says_so(qtbot, window):
     window.grab()  # paints without errors
 
 
-def test_two_ranks_show_a_table_with_the_slowest_marked(qtbot, window, tmp_path):
+def test_two_ranks_show_a_table_with_the_slowest_marked(qtbot, window, tmp_path, open_and_wait):
     folder = tmp_path / "job"
     folder.mkdir()
     for r in (0, 1):
         shutil.copy(fixture_path(f"hta_sampled_rank-{r}"), folder)
-    doc = open_and_wait(qtbot, window, folder)
+    doc = open_and_wait(folder)
     assert doc.labels == ["rank 0", "rank 1"]
     table = window.analysis.rank_table
     assert table.rowCount() == 2 and table.isVisibleTo(window)
@@ -182,8 +161,8 @@ def test_two_ranks_show_a_table_with_the_slowest_marked(qtbot, window, tmp_path)
     assert window.analysis.rank_combo.currentIndex() == other
 
 
-def test_compare_shows_deltas(qtbot, window):
-    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+def test_compare_shows_deltas(qtbot, window, open_and_wait):
+    doc = open_and_wait(fixture_path("kineto_nw0"))
     with qtbot.waitSignal(window.sig_compare_shown, timeout=60_000) as blocker:
         window.open_compare(str(fixture_path("kineto_nw4")))
     before, after = blocker.args[0]
@@ -205,8 +184,8 @@ def test_compare_shows_deltas(qtbot, window):
         a.title for a in after.advice]
 
 
-def test_export_png_markdown_json(qtbot, window, tmp_path):
-    doc = open_and_wait(qtbot, window, fixture_path("kineto_nw0"))
+def test_export_png_markdown_json(qtbot, window, tmp_path, open_and_wait):
+    doc = open_and_wait(fixture_path("kineto_nw0"))
     report = doc.reports[0]
     png, md, js = tmp_path / "panels.png", tmp_path / "r.md", tmp_path / "r.json"
     assert window.export_to(str(png)) and window.export_to(str(md)) and window.export_to(str(js))
@@ -248,9 +227,9 @@ def test_drop_a_trace_on_the_window_opens_it(qtbot, window):
     assert gpu_lanes(window)[0].label == "GPU 1"
 
 
-def test_recent_menu_lists_what_was_opened(qtbot, window):
+def test_recent_menu_lists_what_was_opened(qtbot, window, open_and_wait):
     path = fixture_path("hta_sampled_rank-0")
-    open_and_wait(qtbot, window, path)
+    open_and_wait(path)
     window.recent_menu.aboutToShow.emit()
     names = [a.text() for a in window.recent_menu.actions()]
     assert path.name in names

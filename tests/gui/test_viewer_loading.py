@@ -14,13 +14,6 @@ from fixture_traces import fixture_path
 from PySide6.QtCore import Qt, QTimer
 from trace_tiling import tile_trace  # tests/gui is on sys.path (rootdir-less test dirs)
 
-from stallscope.gui.main_window import MainWindow
-
-
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(tmp_path / "config"))
-
 
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory):
@@ -29,14 +22,6 @@ def big_trace(tmp_path_factory):
     gpu = tile_trace(fixture_path("kineto_nw0"), path, 3)
     assert gpu == 3 * 9096
     return path
-
-
-@pytest.fixture
-def window(qtbot):
-    w = MainWindow()
-    qtbot.addWidget(w)
-    w.show()
-    return w
 
 
 def test_event_loop_keeps_turning_while_a_big_trace_loads(qtbot, window, big_trace):
