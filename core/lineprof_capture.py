@@ -138,6 +138,10 @@ def _is_torch_class(klass: type) -> bool:
     return mod == "builtins" or mod.split(".")[0] == "torch"
 
 
+def _is_abstract_getitem(klass: type) -> bool:
+    return klass.__name__ == "Dataset" and klass.__module__ == "torch.utils.data.dataset"
+
+
 def _dataset_chain(dataset) -> list[tuple[object, list[object]]]:
     """(dataset, inner datasets) for the dataset and everything it wraps: Subset, ConcatDataset
     and any wrapper that keeps its source in `.dataset` / `.datasets`."""
@@ -166,7 +170,8 @@ def _auto_classes(dataset) -> tuple[list[tuple[type, list[type]]], list[str]]:
     defining: dict[int, type] = {}
     for ds, _ in chain:
         klass = _defining_class(type(ds), "__getitem__")
-        if klass is not None:
+        # torch's abstract Dataset.__getitem__ only raises (an IterableDataset inherits it)
+        if klass is not None and not _is_abstract_getitem(klass):
             defining[id(ds)] = klass
     user = [ds for ds, _ in chain if id(ds) in defining and not _is_torch_class(defining[id(ds)])]
     if not user:

@@ -407,3 +407,21 @@ def test_missing_line_profiler_gives_the_install_command(tmp_path):
     (event,) = [e for e in r["events"] if e.get("code") == "line_profiler_missing"]
     assert event["install"] == f"{sys.executable} -m pip install line_profiler"
     assert event["install"] in event["message"]
+
+
+def test_iterable_dataset_has_nothing_to_profile_and_says_so():
+    import torch
+    import torch.utils.data as tud
+
+    from stallscope.core import lineprof_capture
+
+    class Stream(tud.IterableDataset):
+        def __iter__(self):
+            yield from range(3)
+
+    classes, warnings = lineprof_capture._auto_classes(Stream())
+    assert classes == []  # not torch's abstract Dataset.__getitem__
+    assert len(warnings) == 1 and "Stream has no __getitem__" in warnings[0]
+    # a map-style dataset of torch's own still gets profiled
+    classes, warnings = lineprof_capture._auto_classes(tud.TensorDataset(torch.zeros(2)))
+    assert [k.__name__ for k, _ in classes] == ["TensorDataset"] and warnings == []
