@@ -8,17 +8,14 @@ CLI/tests can drain it with `run_job`.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .analysis import Report, analyze
 from .errors import TraceError
 from .jobs import CancelFlag, Job
-from .trace import find_traces, load_job
+from .trace import RANK_RE, find_traces, load_job
 
-RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-LOOSE_GLOBS = ("*.json", "*.json.gz")
 _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis
 
 
@@ -46,7 +43,7 @@ def plan(path: str | os.PathLike) -> list[tuple[str, Path]]:
         raise TraceError(f"{p}: no such file or folder")
     if p.is_file():
         return [("", p)]
-    files = find_traces(p) or _loose_traces(p)
+    files = find_traces(p)
     if not files:
         raise TraceError(f"{p}: folder holds no trace (*.pt.trace.json, *.json.gz)")
     by_rank: dict[int, Path] = {}
@@ -57,11 +54,6 @@ def plan(path: str | os.PathLike) -> list[tuple[str, Path]]:
     if len(by_rank) >= 2:
         return [(f"rank {r}", f) for r, f in sorted(by_rank.items())]
     return [("", files[0])]
-
-
-def _loose_traces(folder: Path) -> list[Path]:
-    found = {f for g in LOOSE_GLOBS for f in folder.glob(g) if f.is_file()}
-    return sorted(found, key=lambda f: (f.stat().st_mtime, f.name), reverse=True)
 
 
 def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[Document]:

@@ -59,6 +59,7 @@ ANNOTATION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(Dat
 STEP_PREFIX = "ProfilerStep#"
 
 TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
+LOOSE_GLOBS = ("*.json", "*.json.gz")
 _BATCH = 65536
 _READ_CHUNK = 8 << 20
 # Memory needed per byte of JSON: the bytes themselves, one Raw slice per event, one batch of
@@ -159,9 +160,13 @@ def load(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Trace:
 
 
 def find_traces(path: str | os.PathLike) -> list[Path]:
-    """Trace files in a folder (a TensorBoard log dir, a session's traces/), newest first."""
+    """Trace files in a folder, newest first: `*.pt.trace.json(.gz)` anywhere below it (a
+    TensorBoard log dir, a session's traces/), else any `*.json(.gz)` directly in it."""
     root = Path(path)
     found = {p for pattern in TRACE_GLOBS for p in root.rglob(pattern) if p.is_file()}
+    if not found:  # a session's run.json is no trace
+        found = {p for pattern in LOOSE_GLOBS for p in root.glob(pattern)
+                 if p.is_file() and p.name != "run.json"}
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
 
 
@@ -173,7 +178,7 @@ def resolve(path: str | os.PathLike) -> Path:
     if p.is_dir():
         traces = find_traces(p)
         if not traces:
-            raise TraceError(f"{p}: folder holds no *.pt.trace.json(.gz) trace")
+            raise TraceError(f"{p}: folder holds no trace (*.pt.trace.json, *.json.gz)")
         return traces[0]
     return p
 
@@ -568,12 +573,12 @@ def _category(cat: str) -> int:
     return int(_CAT_CODES.get(cat, Cat.OTHER))
 
 
-_RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
 def _rank_of(p: Path, info) -> tuple[int | None, int | None]:
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         ws = info.get("world_size")
         return info["rank"], ws if isinstance(ws, int) else None
-    m = _RANK_RE.search(p.name)
+    m = RANK_RE.search(p.name)
     return (int(m.group(1)), None) if m else (None, None)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from ..analysis import analyze
+from ..document import plan
 from ..report_text import render
 from ..trace import find_traces, load, resolve
 
@@ -17,7 +19,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--device", help="only this GPU device id")
     p.add_argument("--all", action="store_true",
-                   help="in a folder, analyse every trace (all ranks), not only the newest")
+                   help="in a folder, analyse every trace file (by default: each rank's newest, "
+                        "or the newest trace)")
     p.set_defaults(func=run)
 
 
@@ -34,14 +37,8 @@ def run(args) -> int:
     return 0
 
 
-def _targets(path: str, every: bool):
-    from pathlib import Path
-
-    if Path(path).is_dir():
-        traces = find_traces(path)
-        if every and traces:
-            return traces
-        if len(traces) > 1:
-            print(f"stallscope: {len(traces)} traces in {path}; analysing the newest, "
-                  f"{traces[0].name} (--all for every one)", file=sys.stderr)
-    return [resolve(path)]
+def _targets(path: str, every: bool) -> list[Path]:
+    """A file; a folder's ranks (newest trace of each) or its newest trace; --all: every trace."""
+    if every and Path(path).is_dir():
+        return find_traces(path) or [resolve(path)]
+    return [f for _, f in plan(path)]

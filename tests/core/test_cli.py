@@ -89,3 +89,22 @@ def test_folder_with_ranks_all(tmp_path, real_trace):
         shutil.copy(real_trace(f"hta_sampled_rank-{r}"), tmp_path / f"r{r}.pt.trace.json.gz")
     out = _cli("analyze", tmp_path, "--json", "--all")
     assert sorted(t["rank"] for t in json.loads(out.stdout)["traces"]) == [0, 1]
+
+
+def test_folder_of_ranks_analyses_each_rank(tmp_path, real_trace):
+    import shutil
+    for r in (0, 1):  # names as the ranks wrote them: no *.pt.trace.json here
+        shutil.copy(real_trace(f"hta_sampled_rank-{r}"), tmp_path)
+    out = _cli("analyze", tmp_path, "--json")
+    assert out.returncode == 0, out.stderr
+    traces = json.loads(out.stdout)["traces"]
+    assert [t["rank"] for t in traces] == [0, 1]
+    assert [list(t["devices"]) for t in traces] == [["0"], ["1"]]
+
+
+def test_session_without_a_trace_says_so(tmp_path):
+    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "events.jsonl").write_text("")
+    out = _cli("analyze", tmp_path)
+    assert out.returncode == 2
+    assert "folder holds no trace" in out.stderr and str(tmp_path) in out.stderr
