@@ -166,3 +166,17 @@ def test_gzip_whose_size_trailer_understates_the_data(tmp_path):
     t = load(path)
     assert t.n_events == 4 * 3000 - 2 * 2999  # duplicate steps dropped
     assert t.dropped == {"duplicate step": 2 * 2999}
+
+
+def test_unknown_or_missing_phases_do_not_lose_the_batch(tmp_path):
+    odd = [{"ph": "Z", "name": "custom", "ts": 1},  # a phase no writer we know uses
+           {"name": "no phase at all", "ts": 2, "dur": 1, "cat": "cpu_op"},
+           {"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 11, "cat": "ac2g", "name": "flow"},
+           {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]
+    typed = load(_write(tmp_path, "plain.json", SMALL + odd[2:]))
+    mixed = load(_write(tmp_path, "odd.json", SMALL + odd))
+    for t in (typed, mixed):
+        assert [t.names[i] for i in t.name] == ["ProfilerStep#1", "aten::mm", "gemm",
+                                                "ProfilerStep#2"]
+        assert t.mem.total_reserved.tolist() == [2048.0]
+    assert mixed.dropped == {} and typed.dropped == {}
