@@ -80,6 +80,15 @@ def plot_theme() -> dict:
     return {**base, "bg": pal.plot_bg, "fg": pal.plot_fg, "text": pal.text, "dim": pal.text_dim}
 
 
+WARNING_COLORS = {False: {"bg": "#fff4e6", "fg": "#862e0b", "border": "#ffc078"},
+                  True: {"bg": "#3a2a14", "fg": "#ffc078", "border": "#8a5a1e"}}
+
+
+def warning_colors() -> dict:
+    """Background, text and border of a warning strip under the current theme."""
+    return WARNING_COLORS[bool(plot_theme()["dark"])]
+
+
 def follow_theme(slot) -> None:
     """Call `slot(name)` when the app's theme changes (a bound method of a QObject, so Qt
     drops the connection when that object is destroyed)."""

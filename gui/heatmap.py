@@ -46,7 +46,7 @@ from stallscope.core import lineprof
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lineprof import Line, Profile
 
-from .colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR
+from .colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR, follow_theme, warning_colors
 
 
 def dim_text() -> str:
@@ -340,10 +340,15 @@ class MissingLineProfiler(QWidget):
         self.button.clicked.connect(self.install)
         lay.addWidget(self.label, 1)
         lay.addWidget(self.button)
-        self.setStyleSheet("MissingLineProfiler { background: #fff4e6; border: 1px solid #ffc078;"
-                           " border-radius: 4px; } QLabel { color: #1d2229; }")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self._restyle()
+        follow_theme(self._restyle)
         self.process: QProcess | None = None
+
+    def _restyle(self, _theme: str = "") -> None:
+        c = warning_colors()
+        self.setStyleSheet(f"MissingLineProfiler {{ background: {c['bg']}; border: 1px solid "
+                           f"{c['border']}; border-radius: 4px; }} QLabel {{ color: {c['fg']}; }}")
 
     def install(self) -> None:
         self.button.setEnabled(False)
@@ -394,8 +399,8 @@ class HeatmapView(QWidget):
         self.function_box.currentIndexChanged.connect(self._show_index)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
-        self.warnings.setStyleSheet("background: #fff4e6; color: #862e0b; border: 1px solid "
-                                    "#ffc078; border-radius: 4px; padding: 4px 8px;")
+        self._style_warnings()
+        follow_theme(self._style_warnings)
         self.warnings.hide()
         self.missing: MissingLineProfiler | None = None
 
@@ -460,6 +465,11 @@ class HeatmapView(QWidget):
         self._set_empty(True)
 
     # -- public
+    def _style_warnings(self, _theme: str = "") -> None:
+        c = warning_colors()
+        self.warnings.setStyleSheet(f"background: {c['bg']}; color: {c['fg']}; border: 1px solid "
+                                    f"{c['border']}; border-radius: 4px; padding: 4px 8px;")
+
     def set_profile(self, profile: Profile | None, compare: Profile | None = None) -> None:
         self.set_profiles([profile] if profile else [], [compare] if compare else None)
 

@@ -221,3 +221,23 @@ def test_missing_line_profiler_banner_offers_the_install(qtbot):
         banner.button.click()
     assert sig.args == [True]
     assert "installed" in banner.label.text() and not banner.button.isEnabled()
+
+
+def test_warning_strips_follow_the_theme(qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    from stallscope.gui import theme
+    from stallscope.gui.colors import WARNING_COLORS
+
+    app = QApplication.instance()
+    try:
+        theme.apply_theme(app, "light")
+        view = HeatmapView()
+        qtbot.addWidget(view)
+        view.show_missing_line_profiler("/usr/bin/python3")
+        assert WARNING_COLORS[False]["bg"] in view.warnings.styleSheet()
+        theme.apply_theme(app, "dark")  # restyles the open view
+        assert WARNING_COLORS[True]["bg"] in view.warnings.styleSheet()
+        assert WARNING_COLORS[True]["bg"] in view.missing.styleSheet()
+    finally:
+        theme.apply_theme(app, "system")
