@@ -79,10 +79,9 @@ class _Args(msgspec.Struct, gc=False):
     total_reserved: float | None = msgspec.field(default=None, name="Total Reserved")
 
 
-class _Event(msgspec.Struct, gc=False):
-    """Any event, for the lenient per-event path (a batch that failed the typed decode)."""
+class _Fields(msgspec.Struct, gc=False):
+    """What stallscope reads of a complete (`X`) event."""
 
-    ph: str = ""
     name: str = ""
     cat: str = ""
     pid: int | str = 0
@@ -90,19 +89,19 @@ class _Event(msgspec.Struct, gc=False):
     ts: float | None = None
     dur: float | None = None
     args: _Args = msgspec.field(default_factory=_Args)
+
+
+class _Event(_Fields):
+    """Any event, for the lenient per-event path (a batch that failed the typed decode)."""
+
+    ph: str = ""
 
 
 # The fast path decodes a tagged union on `ph`: complete events and instants keep their fields,
 # every other phase (flows, metadata, counters: a quarter of a Kineto trace) decodes to an empty
 # struct without building its strings.
-class _Complete(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    name: str = ""
-    cat: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float | None = None
-    dur: float | None = None
-    args: _Args = msgspec.field(default_factory=_Args)
+class _Complete(_Fields, tag_field="ph", tag="X"):
+    pass
 
 
 class _Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):

@@ -7,12 +7,10 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
+from fixture_traces import fixture_path
 
 from stallscope.core import recent
 from stallscope.core.recent import RecentStore, headline
-
-TRACES = Path(__file__).resolve().parents[2].parent / "shared/fixtures/traces"
 
 
 def test_config_dir_follows_env_then_xdg(tmp_path, monkeypatch):
@@ -121,12 +119,10 @@ def test_headline_wording_from_numbers():
 
 
 def test_headline_of_a_real_trace():
-    (path,) = sorted(TRACES.glob("kineto_nw0_*")) or [None]
-    if path is None:
-        pytest.skip(f"fixture traces absent: {TRACES}")
-    analysis = pytest.importorskip("stallscope.core.analysis", reason="core.analysis not built yet")
-    trace_mod = pytest.importorskip("stallscope.core.trace", reason="core.trace not built yet")
-    report = analysis.analyze(trace_mod.load(path))
+    from stallscope.core.analysis import analyze
+    from stallscope.core.trace import load
+
+    report = analyze(load(fixture_path("kineto_nw0")))
     text = headline(report)
     (dev, stats), *_ = report.devices.items()
     idle_pct = round(100 * stats.idle_us / (stats.busy_us + stats.idle_us))

@@ -12,9 +12,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from fixture_traces import fixture_path
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT.parent / "shared/fixtures/traces"
 SPEC = ROOT / "packaging" / "stallscope.spec"
 
 
@@ -47,9 +47,7 @@ def _pyinstaller() -> None:
 
 @pytest.mark.slow
 def test_built_app_starts_and_opens_a_trace(tmp_path):
-    traces = sorted(TRACES.glob("kineto_nw0_*"))
-    if not traces:
-        pytest.skip(f"fixture trace kineto_nw0_* absent from {TRACES}")
+    traces = [fixture_path("kineto_nw0")]
     _pyinstaller()
 
     started = time.monotonic()

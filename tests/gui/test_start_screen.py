@@ -4,11 +4,11 @@ holds (with headlines), clicking a row opens it, and both themes render."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
+from fixture_traces import fixture_path
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QLabel
@@ -16,8 +16,6 @@ from PySide6.QtWidgets import QLabel
 from stallscope.core.recent import RecentStore
 from stallscope.gui import theme
 from stallscope.gui.start_screen import ACTIONS, RecentRow, StartScreen, ago
-
-TRACES = Path(__file__).resolve().parents[2].parent / "shared/fixtures/traces"
 
 
 @pytest.fixture
@@ -157,9 +155,7 @@ def test_ago_wording():
 
 
 def test_in_the_main_window_a_recent_click_opens_the_trace_and_records_its_headline(qtbot):
-    traces = sorted(TRACES.glob("kineto_nw0_*"))
-    if not traces:
-        pytest.skip(f"fixture trace kineto_nw0_* absent from {TRACES}")
+    traces = [fixture_path("kineto_nw0")]
     from stallscope.gui.main_window import MainWindow
 
     store = RecentStore()
