@@ -24,6 +24,7 @@ CAPTURE = Path(__file__).resolve().parents[2] / "core" / "lineprof_capture.py"
 DATASETS = textwrap.dedent('''
     import os
     import signal
+    import time
 
     import numpy as np
     import torch
@@ -114,6 +115,12 @@ DATASETS = textwrap.dedent('''
 
         def __getitem__(self, i):
             if i == 17:
+                # die only once the main process holds samples 0..16, so the count is exact
+                mark = os.path.join(os.environ["MARK_DIR"], "consumed-16")
+                for _ in range(3000):
+                    if os.path.exists(mark):
+                        break
+                    time.sleep(0.01)
                 os.kill(os.getpid(), signal.SIGKILL)
             return i  # a plain int: no shared-memory tensor for the dying worker to hand over
 
@@ -220,6 +227,8 @@ DRIVER = textwrap.dedent('''
                 keep.append(it)  # still referenced at finish(), like a half-used iterator
                 for batch in it:
                     fetched += len(batch) if hasattr(batch, "__len__") else 1
+                    if scenario == "crash" and fetched == 17:
+                        open(os.path.join(here, "consumed-16"), "w").close()
             except Exception as exc:  # a dead worker surfaces as RuntimeError (or worse)
                 error = f"{type(exc).__name__}: {exc}"
         if scenario != "persistent":
