@@ -6,17 +6,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .analysis import CAUSE_LABELS, CAUSES, Advice, DeviceStats
-from .lineprof import advice_evidence
-from .trace import Cat
+from stallscope.core.analysis import Advice, DeviceStats
+from stallscope.core.causes import CAUSE_LABELS, CAUSES
+from stallscope.core.kineto import PAGEABLE_H2D, Cat
+from stallscope.core.lineprof.stats import advice_evidence
 
 if TYPE_CHECKING:
-    from .analysis import Report
+    from stallscope.core.analysis import Report
 
 DATALOADER_SHARE = 0.10
 SYNC_SHARE = 0.05
 LOW_UTILIZATION = 0.50
-PAGEABLE_H2D = "Memcpy HtoD (Pageable -> Device)"
 
 FIXES = {
     "dataloader_bound": (

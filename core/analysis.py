@@ -9,22 +9,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import intervals as iv
-from .errors import StallscopeError
-from .memory import MemoryStats, memory_by_device
-from .trace import GPU_CATS, STEP_PREFIX, Cat, Trace
+from stallscope.core import intervals as iv
+from stallscope.core.causes import CAUSE_LABELS, CAUSES  # noqa: F401  (re-exported)
+from stallscope.core.errors import StallscopeError
+from stallscope.core.kineto import (
+    CPU_OP_CATS,
+    DATALOADER_PREFIXES,
+    GPU_CATS,
+    OPTIMIZER_PREFIX,
+    SYNC_NAMES,
+    Cat,
+)
+from stallscope.core.memory import MemoryStats, memory_by_device
+from stallscope.core.trace import Trace
 
-CAUSES = ("data_loading", "sync", "optimizer", "cpu_ops", "uncovered")
-CAUSE_LABELS = {"data_loading": "data loading", "sync": "sync", "optimizer": "optimizer",
-                "cpu_ops": "CPU ops", "uncovered": "uncovered"}
-
-DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
-OPTIMIZER_PREFIX = "Optimizer."
-SYNC_NAMES = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
-})
-CPU_OP_CATS = (Cat.CPU_OP, Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
+PAINTED = CAUSES[:-1]  # every cause but `uncovered`, the remainder; codes index CAUSES
 
 
 @dataclass
@@ -142,7 +141,7 @@ def analyze(trace: Trace, device: int | str | None = None) -> Report:
         memory={d: m for d, m in memory_by_device(trace, devices, step_windows).items()
                 if device is None or d == str(device)},
     )
-    from .advice import advise  # advice reads the finished report
+    from stallscope.core.advice import advise  # advice reads the finished report
 
     report.advice = advise(report)
     return report
@@ -151,10 +150,7 @@ def analyze(trace: Trace, device: int | str | None = None) -> Report:
 # ----------------------------------------------------------------------------- building blocks
 
 def _step_events(trace: Trace) -> np.ndarray:
-    """Indices of CPU ProfilerStep#N events, in time order (GPU repeats are ignored)."""
-    steps = trace.mask_names(lambda n: n.startswith(STEP_PREFIX))
-    steps &= (trace.cat != Cat.GPU_USER_ANNOTATION) & (trace.device < 0)
-    return np.flatnonzero(steps)
+    return trace.step_indices()
 
 
 def _main_track(trace: Trace, step_idx: np.ndarray) -> int | None:
@@ -179,7 +175,7 @@ def _window(trace: Trace, step_idx: np.ndarray) -> tuple[float, float]:
 def _phases(trace: Trace, main: int | None, lo: float, hi: float) -> dict[str, np.ndarray]:
     """Unions on the main thread, clipped to the window, one per cause but `uncovered`."""
     if main is None:
-        return {c: iv.EMPTY for c in CAUSES[:-1]}
+        return {c: iv.EMPTY for c in PAINTED}
     on_main = trace.track == main
     masks = {
         "data_loading": trace.mask_names(lambda n: n.startswith(DATALOADER_PREFIXES)),
@@ -187,7 +183,8 @@ def _phases(trace: Trace, main: int | None, lo: float, hi: float) -> dict[str, n
         "optimizer": trace.mask_names(lambda n: n.startswith(OPTIMIZER_PREFIX)),
         "cpu_ops": np.isin(trace.cat, np.array(CPU_OP_CATS, dtype=np.int8)),
     }
-    return {cause: _union_of(trace, mask & on_main, lo, hi) for cause, mask in masks.items()}
+    phases = {cause: _union_of(trace, mask & on_main, lo, hi) for cause, mask in masks.items()}
+    return {c: phases.get(c, iv.EMPTY) for c in PAINTED}
 
 
 def _union_of(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -202,10 +199,10 @@ def _device_stats(trace: Trace, dev: int, lo: float, hi: float,
     width = hi - lo
     idle_us = width - busy_us
     gaps = iv.gaps(busy, lo, hi)
-    spans, codes = iv.paint(gaps, [phases[c] for c in CAUSES[:-1]])
+    spans, codes = iv.paint(gaps, [phases[c] for c in PAINTED])
     lengths = spans[:, 1] - spans[:, 0]
-    by_cause = {c: float(lengths[codes == k].sum()) for k, c in enumerate(CAUSES[:-1])}
-    # The remainder keeps the five causes adding up to idle_us exactly.
+    by_cause = {c: float(lengths[codes == k].sum()) for k, c in enumerate(PAINTED)}
+    # The remainder keeps the causes adding up to idle_us exactly.
     by_cause["uncovered"] = max(idle_us - sum(by_cause.values()), 0.0)
     return DeviceStats(
         busy_us=busy_us, idle_us=idle_us, utilization=busy_us / width if width > 0 else 0.0,

@@ -10,8 +10,8 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
-from .errors import StallscopeError
+from stallscope.core import __version__
+from stallscope.core.errors import StallscopeError
 
 COMMANDS = ("analyze", "info", "run", "lineprof", "convert")
 

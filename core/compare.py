@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import intervals as iv
-from .analysis import CAUSE_LABELS, CAUSES, Report
+from stallscope.core import intervals as iv
+from stallscope.core.analysis import Report
+from stallscope.core.causes import CAUSE_LABELS, CAUSES
 
 SAME_WITHIN = 0.02  # relative change below which a metric counts as unchanged
 SAME_ABS = {"ms": 0.1, "%": 0.5, "MiB": 1.0}  # absolute change below which it is noise too

@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analysis import Report, analyze
-from .errors import TraceError
-from .jobs import CancelFlag, Job
-from .trace import RANK_RE, find_traces, load_job
+from stallscope.core.analysis import Report, analyze
+from stallscope.core.errors import TraceError
+from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.trace import RANK_RE, find_traces, load_job
 
 _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis
 

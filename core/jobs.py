@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Generator
 from typing import TypeVar
 
-from .errors import Cancelled
+from stallscope.core.errors import Cancelled
 
 T = TypeVar("T")
 Job = Generator[tuple[int, int], None, T]

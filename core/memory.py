@@ -6,11 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .trace import Cat, Trace
-
-CUDA_DEVICE_TYPE = 1
-MALLOC_NAMES = ("cudaMalloc", "hipMalloc")
-FREE_NAMES = ("cudaFree", "hipFree")
+from stallscope.core.kineto import CUDA_DEVICE_TYPE, FREE_NAMES, MALLOC_NAMES, Cat
+from stallscope.core.trace import Trace
 
 
 @dataclass

@@ -23,13 +23,6 @@ FILE_NAME = "recent.json"
 MAX_ITEMS = 12
 KINDS = ("trace", "session")
 
-CAUSE_LABELS = {
-    "data_loading": "data loading",
-    "sync": "CPU-GPU syncs",
-    "optimizer": "the optimizer step",
-    "cpu_ops": "CPU-side ops",
-    "uncovered": "unattributed gaps",
-}
 
 
 def config_dir() -> Path:
@@ -165,60 +158,3 @@ def _item_from_json(entry: Any) -> RecentItem | None:
         opened=opened,
         headline=headline if isinstance(headline, str) else "",
     )
-
-
-def headline(report: Any) -> str:
-    """One line that sums up a Report, e.g. "GPU idle 44%, mostly data loading".
-
-    With several GPUs it speaks of the one that idles most; with none, of the CPU steps.
-    """
-    devices = getattr(report, "devices", None) or {}
-    window = _window_us(report)
-    if not devices:
-        return _cpu_only_headline(report, window)
-    dev, stats = max(devices.items(), key=lambda kv: (kv[1].idle_us, str(kv[0])))
-    who = "GPU" if len(devices) == 1 else f"GPU {dev} (worst of {len(devices)})"
-    total = stats.busy_us + stats.idle_us
-    idle_frac = stats.idle_us / total if total > 0 else 0.0
-    if idle_frac < 0.05:
-        return f"{who} busy {_pct(1.0 - idle_frac)}, no idle time worth chasing"
-    causes = {k: v for k, v in (stats.idle_by_cause or {}).items() if v > 0}
-    if not causes:
-        return f"{who} idle {_pct(idle_frac)}"
-    cause, cause_us = max(causes.items(), key=lambda kv: kv[1])
-    share = cause_us / stats.idle_us if stats.idle_us > 0 else 0.0
-    label = CAUSE_LABELS.get(cause, cause.replace("_", " "))
-    if share >= 0.5:
-        return f"{who} idle {_pct(idle_frac)}, mostly {label}"
-    return f"{who} idle {_pct(idle_frac)}, largest cause {label} ({_pct(share)} of it)"
-
-
-def _cpu_only_headline(report: Any, window: float) -> str:
-    steps = getattr(report, "steps", None) or []
-    step_us = sum(float(st.dur_us) for st in steps)
-    data_us = sum(float(st.data_loading_us) for st in steps)
-    if step_us > 0 and data_us / step_us >= 0.05:
-        return f"No GPU in trace; steps wait on data loading {_pct(data_us / step_us)} of the time"
-    count = f"{len(steps)} step" + ("" if len(steps) == 1 else "s")
-    span = f" over {_fmt_duration(window)}" if window > 0 else ""
-    return f"No GPU in trace (CPU only), {count}{span}"
-
-
-def _window_us(report: Any) -> float:
-    window = getattr(report, "window", None)
-    if not window:
-        return 0.0
-    lo, hi = window
-    return max(0.0, float(hi) - float(lo))
-
-
-def _pct(frac: float) -> str:
-    return f"{round(frac * 100):d}%"
-
-
-def _fmt_duration(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.1f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.0f} ms"
-    return f"{us:.0f} µs"

@@ -14,49 +14,15 @@ import re
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from enum import IntEnum
 from operator import attrgetter
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
-from .errors import TraceError
-from .jobs import CancelFlag, Job, run_job
-
-
-class Cat(IntEnum):
-    CPU_OP = 0
-    USER_ANNOTATION = 1
-    GPU_USER_ANNOTATION = 2
-    CUDA_RUNTIME = 3
-    CUDA_DRIVER = 4
-    KERNEL = 5
-    GPU_MEMCPY = 6
-    GPU_MEMSET = 7
-    PYTHON_FUNCTION = 8
-    OTHER = 9
-
-
-GPU_CATS = (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET)
-
-# Current Kineto names and the 2021 ones (`Kernel`, `Memcpy`, `Operator`, `Runtime`).
-_CAT_CODES = {
-    "cpu_op": Cat.CPU_OP, "Operator": Cat.CPU_OP, "operator": Cat.CPU_OP,
-    "user_annotation": Cat.USER_ANNOTATION,
-    "gpu_user_annotation": Cat.GPU_USER_ANNOTATION,
-    "cuda_runtime": Cat.CUDA_RUNTIME, "Runtime": Cat.CUDA_RUNTIME, "runtime": Cat.CUDA_RUNTIME,
-    "cuda_driver": Cat.CUDA_DRIVER, "Driver": Cat.CUDA_DRIVER,
-    "kernel": Cat.KERNEL, "Kernel": Cat.KERNEL,
-    "gpu_memcpy": Cat.GPU_MEMCPY, "Memcpy": Cat.GPU_MEMCPY,
-    "gpu_memset": Cat.GPU_MEMSET, "Memset": Cat.GPU_MEMSET,
-    "python_function": Cat.PYTHON_FUNCTION,
-}
-
-# 2021 traces file record_function ranges under `Operator`: these names are annotations.
-ANNOTATION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#",
-                       "Optimizer.")
-STEP_PREFIX = "ProfilerStep#"
+from stallscope.core.errors import TraceError
+from stallscope.core.jobs import CancelFlag, Job, run_job
+from stallscope.core.kineto import ANNOTATION_PREFIXES, GPU_CATS, Cat, category, is_step_name
 
 TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 LOOSE_GLOBS = ("*.json", "*.json.gz")
@@ -176,6 +142,12 @@ class Trace:
     def gpu_devices(self) -> list[int]:
         gpu = np.isin(self.cat, np.array(GPU_CATS, dtype=np.int8))
         return sorted(int(d) for d in np.unique(self.device[gpu]))
+
+    def step_indices(self) -> np.ndarray:
+        """CPU `ProfilerStep#<digits>` events, in time order (GPU repeats are ignored)."""
+        steps = self.mask_names(is_step_name)
+        steps &= (self.cat != Cat.GPU_USER_ANNOTATION) & (self.device < 0)
+        return np.flatnonzero(steps)
 
     def name_ids(self, predicate) -> np.ndarray:
         """Ids of the interned names for which predicate(name) holds."""
@@ -503,7 +475,7 @@ class _Columns:
     def finish(self, path: Path) -> Trace:
         x = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.x.items()}
         start, dur = x["ts"], x["dur"]
-        cat_table = np.array([_category(c) for c in self.cats], dtype=np.int8)
+        cat_table = np.array([category(c) for c in self.cats], dtype=np.int8)
         cat = cat_table[x["cat"]] if len(x["cat"]) else np.zeros(0, np.int8)
         name = x["name"].astype(np.int32)
         names = list(self.names)
@@ -538,7 +510,7 @@ class _Columns:
     def _first_of_duplicate_steps(self, start, dur, cat, name, track, names, keep) -> np.ndarray:
         """A ProfilerStep#N seen twice on the CPU keeps its first occurrence."""
         ok = np.ones(len(start), dtype=bool)
-        step_ids = np.array([i for i, n in enumerate(names) if n.startswith(STEP_PREFIX)], np.int32)
+        step_ids = np.array([i for i, n in enumerate(names) if is_step_name(n)], np.int32)
         steps = np.flatnonzero(keep & np.isin(name, step_ids) & (cat != Cat.GPU_USER_ANNOTATION))
         if len(steps) == 0:
             return ok
@@ -601,8 +573,6 @@ def _floats(values: list) -> np.ndarray:
         return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
-def _category(cat: str) -> int:
-    return int(_CAT_CODES.get(cat, Cat.OTHER))
 
 
 RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)

@@ -60,14 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("stallscope")
     app.setOrganizationName("stallscope")
     try:
-        from . import theme
+        from stallscope.gui import theme
 
         theme.apply_theme(app, "light" if args.screenshot else theme.saved_mode())
         app.setWindowIcon(theme.app_icon())
     except (ImportError, AttributeError):
         pass
 
-    from .main_window import MainWindow
+    from stallscope.gui.main_window import MainWindow
 
     # a screenshot leaves no trace in the user's settings: no layout, no recent items
     window = MainWindow(persist=not args.screenshot)

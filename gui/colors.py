@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor
 
-CAUSE_ORDER = ("data_loading", "sync", "optimizer", "cpu_ops", "uncovered")
+from stallscope.core import causes
+from stallscope.core.causes import CAUSE_LABELS, CAUSES  # noqa: F401  (re-exported)
+
+CAUSE_ORDER = CAUSES
 
 CAUSE_COLORS = {
+    "gpu_wait": "#1098ad",
     "data_loading": "#e8590c",
     "sync": "#9c36b5",
     "optimizer": "#2f9e44",
     "cpu_ops": "#f0a202",
+    "backward": "#d6336c",
+    "python": "#5c7cfa",
     "uncovered": "#98a2ad",
-}
-
-CAUSE_LABELS = {
-    "data_loading": "data loading",
-    "sync": "sync",
-    "optimizer": "optimizer",
-    "cpu_ops": "CPU ops",
-    "uncovered": "uncovered",
 }
 
 BUSY_COLOR = "#1f5fa8"
@@ -57,7 +55,7 @@ def tint(hex_color: str, amount: float) -> str:
 
 
 def cause_label(cause: str) -> str:
-    return CAUSE_LABELS.get(cause, cause.replace("_", " "))
+    return causes.label(cause)
 
 
 LIGHT_PLOT = {"bg": "#ffffff", "fg": "#3b424c", "text": TEXT_COLOR, "dim": MUTED_TEXT,
@@ -71,7 +69,7 @@ DARK_PLOT = {"bg": "#17191c", "fg": "#c9ced6", "text": "#e7e9ec", "dim": "#a3aab
 def plot_theme() -> dict:
     """Colours for plots under the app's current theme (light when no theme is applied)."""
     try:
-        from . import theme
+        from stallscope.gui import theme
 
         pal = theme.palette()
     except (ImportError, AttributeError, KeyError):
@@ -93,7 +91,7 @@ def follow_theme(slot) -> None:
     """Call `slot(name)` when the app's theme changes (a bound method of a QObject, so Qt
     drops the connection when that object is destroyed)."""
     try:
-        from . import theme
+        from stallscope.gui import theme
     except ImportError:
         return
     theme.controller().sig_theme_changed.connect(slot)

@@ -36,12 +36,11 @@ from PySide6.QtWidgets import (
 
 from stallscope.core.document import Document
 from stallscope.core.errors import StallscopeError
-from stallscope.core.report_export import comparison_to_markdown, save_report
-
-from .analysis_view import AnalysisView
-from .colors import follow_theme, plot_theme
-from .compare_view import CompareView
-from .document_controller import DocumentController
+from stallscope.core.render.export import comparison_to_markdown, save_report
+from stallscope.gui.colors import follow_theme, plot_theme
+from stallscope.gui.controllers.document import DocumentController
+from stallscope.gui.views.analysis import AnalysisView
+from stallscope.gui.views.compare import CompareView
 
 TRACE_FILTER = "Traces (*.json *.json.gz);;All files (*)"
 EXPORT_FILTERS = ("PNG image of the panels (*.png);;Report as Markdown (*.md);;"
@@ -162,7 +161,7 @@ class MainWindow(QMainWindow):
 
     def _make_start_screen(self) -> QWidget:
         try:
-            from .start_screen import StartScreen
+            from stallscope.gui.views.start import StartScreen
         except ImportError:
             return self._fallback_start()
         screen = StartScreen(self.recent_store)
@@ -253,7 +252,7 @@ class MainWindow(QMainWindow):
         self._action(m, "Start screen", lambda: self.stack.setCurrentWidget(self.start),
                      "Ctrl+Shift+H")
         try:
-            from .theme import theme_menu
+            from stallscope.gui.theme import theme_menu
 
             m.addMenu(theme_menu(self))
         except ImportError:
@@ -278,7 +277,7 @@ class MainWindow(QMainWindow):
     def _dress_shell(self) -> None:
         """Themed icons on the actions, their shortcuts on the start screen, the saved layout."""
         try:
-            from . import layout_state, theme
+            from stallscope.gui import layout_state, theme
         except ImportError:
             return
         self._set_action_icons()
@@ -295,7 +294,7 @@ class MainWindow(QMainWindow):
             layout_state.restore_layout(self)
 
     def _set_action_icons(self, _theme_name: str = "") -> None:
-        from . import theme
+        from stallscope.gui import theme
 
         icons = {"Open": "open", "Open session": "session", "Compare with": "compare",
                  "Zoom to fit": "zoom-fit", "Next step": "next", "Previous step": "prev",
@@ -326,7 +325,7 @@ class MainWindow(QMainWindow):
 
     def replay_session(self, path: str) -> None:
         """A stallscope session folder: its run (step charts, console) in a tab by the trace."""
-        from stallscope.core.session import is_session
+        from stallscope.core.session.reader import is_session
 
         if not is_session(path):
             return
@@ -452,7 +451,7 @@ class MainWindow(QMainWindow):
         if not self.persist:
             return
         try:
-            from stallscope.core.recent import headline
+            from stallscope.core.render.headline import headline
 
             self.recent_store.add(str(document.path), headline=headline(self.analysis.report))
         except (OSError, ValueError, StallscopeError, ImportError):
@@ -663,7 +662,7 @@ class MainWindow(QMainWindow):
     def _show_run_line_stats(self, path: str) -> None:
         """A run wrote its line stats (JSON, never a pickle): fill the heatmap tab without
         pulling it in front of the trace the run has just opened."""
-        from stallscope.core import lineprof
+        from stallscope.core.lineprof import stats as lineprof
 
         session = lineprof.session_of(path) or Path(path).parent
         try:
@@ -695,7 +694,7 @@ class MainWindow(QMainWindow):
 
     def _session_profiles(self, document: Document | None) -> tuple[Path | None, list]:
         """(session folder, its line profiles) of a document; (None, []) without line stats."""
-        from stallscope.core import lineprof
+        from stallscope.core.lineprof import stats as lineprof
 
         session = lineprof.session_of(document.path) if document is not None else None
         if session is None:
@@ -747,7 +746,7 @@ class MainWindow(QMainWindow):
             super().closeEvent(event)
             return
         try:
-            from . import layout_state
+            from stallscope.gui import layout_state
 
             layout_state.save_layout(self)
         except (ImportError, OSError):

@@ -139,14 +139,14 @@ def style_sheet(pal: Palette) -> str:
 
 
 def saved_mode() -> str:
-    from .layout_state import settings
+    from stallscope.gui.layout_state import settings
 
     mode = settings().value("theme/mode", "system")
     return mode if mode in MODES else "system"
 
 
 def save_mode(mode: str) -> None:
-    from .layout_state import settings
+    from stallscope.gui.layout_state import settings
 
     store = settings()
     store.setValue("theme/mode", mode)

@@ -6,10 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from ..analysis import analyze
-from ..document import plan
-from ..report_text import render
-from ..trace import find_traces, load, resolve
+from stallscope.core.analysis import analyze
+from stallscope.core.document import plan
+from stallscope.core.render.text import render
+from stallscope.core.trace import find_traces, load, resolve
 
 
 def register(sub) -> None:

@@ -41,8 +41,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from stallscope.core.lmdb_convert import convert
-    from stallscope.core.lmdb_source import Preprocess, parse_size
+    from stallscope.core.lmdb.convert import convert
+    from stallscope.core.lmdb.source import Preprocess, parse_size
 
     crop = parse_size(args.crop, "--crop") if args.crop else None
     if isinstance(crop, int):
@@ -76,7 +76,7 @@ def run(args) -> int:
         _print_result(result)
     rc = 0
     if args.verify > 0:
-        from stallscope.core.lmdb_verify import verify
+        from stallscope.core.lmdb.verify import verify
 
         check = run_job(verify(result.dst, n=args.verify))
         out["verify"] = {"checked": check.checked, "mismatches": check.mismatches,
@@ -87,7 +87,7 @@ def run(args) -> int:
                 print(f"  {line}")
         rc = 1 if check.mismatches else 0
     if args.measure:
-        from stallscope.core.lmdb_verify import measure
+        from stallscope.core.lmdb.verify import measure
 
         progress = _Progress("measuring")
         t = run_job(measure(result.dst, num_workers=args.num_workers), progress)

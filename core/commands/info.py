@@ -8,7 +8,8 @@ from collections import Counter
 
 import numpy as np
 
-from ..trace import STEP_PREFIX, Cat, find_traces, load, resolve
+from stallscope.core.kineto import Cat
+from stallscope.core.trace import find_traces, load, resolve
 
 
 def register(sub) -> None:
@@ -22,8 +23,7 @@ def summarize(path) -> dict:
     t = load(path)
     cats = Counter({Cat(int(c)).name.lower(): int(n)
                     for c, n in zip(*np.unique(t.cat, return_counts=True), strict=True)})
-    steps = t.mask_names(lambda n: n.startswith(STEP_PREFIX)) & (t.device < 0) \
-        & (t.cat != Cat.GPU_USER_ANNOTATION)
+    steps = t.step_indices()
     span = (float(t.start.min()), float(t.end.max())) if t.n_events else (0.0, 0.0)
     return {
         "trace": str(t.path),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import lineprof
+from stallscope.core.lineprof import stats as lineprof
 
 
 def register(sub) -> None:

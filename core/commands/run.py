@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import runner
-from ..errors import StallscopeError
-from ..session import open_session, write_finished
+from stallscope.core.capture import runner
+from stallscope.core.errors import StallscopeError
+from stallscope.core.session.reader import open_session, write_finished
 
 RUNNER_PATH = Path(runner.__file__).resolve()
 
@@ -108,8 +108,8 @@ def _report(session: Path, analyze: bool) -> None:
 
 def _print_advice(trace_path: Path) -> None:
     try:
-        from ..analysis import analyze
-        from ..trace import load
+        from stallscope.core.analysis import analyze
+        from stallscope.core.trace import load
     except ImportError:
         return
     try:

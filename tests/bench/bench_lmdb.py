@@ -26,8 +26,8 @@ import numpy as np
 from PIL import Image
 
 from stallscope.core.jobs import run_job
-from stallscope.core.lmdb_convert import convert
-from stallscope.core.lmdb_dataset import LMDBDataset
+from stallscope.core.lmdb.convert import convert
+from stallscope.core.lmdb.dataset import LMDBDataset
 
 
 def make_jpegs(root: Path, n: int, size: int = 256, classes: int = 10) -> list[Path]:

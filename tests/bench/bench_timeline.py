@@ -77,7 +77,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     import stallscope.gui  # noqa: F401  (PySide6 workaround)
-    from stallscope.gui.timeline import TimelineView
+    from stallscope.gui.views.timeline import TimelineView
 
     app = QApplication.instance() or QApplication([])
     view = TimelineView()

@@ -1,5 +1,5 @@
-"""Shared by the runner tests: run a tiny script through core/runner.py BY FILE PATH, as the app
-does in the user's interpreter, and read what it wrote."""
+"""Shared by the runner tests: run a tiny script through core/capture/runner.py BY FILE PATH,
+as the app does in the user's interpreter, and read what it wrote."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from stallscope.core import runner
-from stallscope.core.session import Session, open_session
+from stallscope.core.capture import runner
+from stallscope.core.session.reader import Session, open_session
 
 RUNNER = Path(runner.__file__).resolve()
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo" / "train_demo.py"

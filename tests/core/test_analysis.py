@@ -10,14 +10,17 @@ import numpy as np
 import pytest
 
 from stallscope.core import intervals as iv
-from stallscope.core.analysis import CAUSES, analyze
+from stallscope.core.analysis import analyze
 from stallscope.core.trace import load
+
+CAUSES = ("data_loading", "sync", "optimizer", "cpu_ops", "uncovered")  # v1; v2 in Diagnosis v2
 
 GPU = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 CPU_OPS = {"cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver"}
 ANNOTATIONS = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#", "Optimizer.")
 SYNC = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-        "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy"}
+        "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+        "hipMemcpyWithStream"}
 
 
 def _merge(pairs):

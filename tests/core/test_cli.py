@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from stallscope.core.causes import CAUSES
+
 CLI = [sys.executable, "-m", "stallscope.core.cli"]
 
 
@@ -29,8 +31,7 @@ def test_analyze_json_follows_design_names(real_trace):
     assert list(step["gpu_busy_us"]) == ["0"]
     dev = doc["devices"]["0"]
     assert set(dev) == {"busy_us", "idle_us", "utilization", "idle_gaps", "idle_by_cause"}
-    assert set(dev["idle_by_cause"]) == {"data_loading", "sync", "optimizer", "cpu_ops",
-                                         "uncovered"}
+    assert set(dev["idle_by_cause"]) == set(CAUSES)
     assert doc["advice"][0]["id"] == "dataloader_bound"
     assert set(doc["advice"][0]) == {"id", "title", "evidence", "fix"}
     assert doc["memory"]["0"]["peak_allocated"] == 2791636480.0

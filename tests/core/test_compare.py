@@ -24,7 +24,7 @@ from stallscope.core.compare import (
 from stallscope.core.document import load_document_job, plan
 from stallscope.core.errors import StallscopeError, TraceError
 from stallscope.core.jobs import run_job
-from stallscope.core.report_export import (
+from stallscope.core.render.export import (
     comparison_to_markdown,
     report_to_markdown,
     save_report,

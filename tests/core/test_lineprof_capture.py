@@ -1,6 +1,7 @@
 """Capture side of the line heatmap, driven like the runner drives it, on real DataLoaders.
 
-Each test runs a small script in a fresh interpreter: it loads core/lineprof_capture.py by path
+Each test runs a small script in a fresh interpreter: it loads
+core/capture/lineprof_capture.py by path
 (as the runner does), calls start / on_dataloader (from a patched DataLoader.__iter__) / finish,
 iterates a real DataLoader over a Dataset written here, and reports how many samples it fetched.
 The JSON files it leaves in lineprof/ are then read back with core.lineprof.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from stallscope.core import lineprof
+from stallscope.core.lineprof import stats as lineprof
 
 CAPTURE = Path(__file__).resolve().parents[2] / "core" / "lineprof_capture.py"
 
@@ -422,7 +423,7 @@ def test_iterable_dataset_has_nothing_to_profile_and_says_so():
     import torch
     import torch.utils.data as tud
 
-    from stallscope.core import lineprof_capture
+    from stallscope.core.capture import lineprof_capture
 
     class Stream(tud.IterableDataset):
         def __iter__(self):

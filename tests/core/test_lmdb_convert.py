@@ -20,13 +20,13 @@ import pytest
 from PIL import Image
 
 from stallscope.core import cli
-from stallscope.core import lmdb_format as fmt
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, run_job
-from stallscope.core.lmdb_convert import convert, destination_state
-from stallscope.core.lmdb_dataset import LMDBDataset
-from stallscope.core.lmdb_source import Preprocess, inspect_source
-from stallscope.core.lmdb_verify import verify
+from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.convert import convert, destination_state
+from stallscope.core.lmdb.dataset import LMDBDataset
+from stallscope.core.lmdb.source import Preprocess, inspect_source
+from stallscope.core.lmdb.verify import verify
 
 EXTS = (".png", ".jpg", ".jpeg")
 
@@ -396,7 +396,7 @@ def test_sigkill_mid_conversion_then_resume_gives_exactly_n_samples(tmp_path):
     n = 48
     spec, files = write_factory(tmp_path / "slow", n, 0.03)
     dst = tmp_path / "killed.lmdb"
-    cmd = [sys.executable, "-m", "stallscope.core.lmdb_convert", spec, str(dst),
+    cmd = [sys.executable, "-m", "stallscope.core.lmdb.convert", spec, str(dst),
            "--workers", "2", "--commit-every", "3", "--verify", "0"]  # fmt: skip
     written_at_kill, killed = [], []
     for _attempt in range(2):

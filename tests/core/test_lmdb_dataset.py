@@ -14,12 +14,12 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from stallscope.core import lmdb_format as fmt
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
-from stallscope.core.lmdb_convert import convert
-from stallscope.core.lmdb_dataset import LMDBDataset
-from stallscope.core.lmdb_source import Preprocess
+from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.convert import convert
+from stallscope.core.lmdb.dataset import LMDBDataset
+from stallscope.core.lmdb.source import Preprocess
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 from fixture_traces import fixture_path
 
 from stallscope.core import recent
-from stallscope.core.recent import RecentStore, headline
+from stallscope.core.causes import BY_CODE
+from stallscope.core.recent import RecentStore
+from stallscope.core.render.headline import headline
 
 
 def test_config_dir_follows_env_then_xdg(tmp_path, monkeypatch):
@@ -112,7 +114,7 @@ def test_headline_wording_from_numbers():
 
     step = SimpleNamespace(dur_us=100.0, data_loading_us=2.0)
     cpu = SimpleNamespace(window=(0.0, 2.5e6), steps=[step] * 3, devices={})
-    assert headline(cpu) == "No GPU in trace (CPU only), 3 steps over 2.5 s"
+    assert headline(cpu) == "No GPU in trace (CPU only), 3 steps over 2.50 s"
     starved = SimpleNamespace(dur_us=100.0, data_loading_us=78.0)
     cpu = SimpleNamespace(window=(0.0, 300.0), steps=[starved, step], devices={})
     assert headline(cpu) == "No GPU in trace; steps wait on data loading 40% of the time"
@@ -130,4 +132,4 @@ def test_headline_of_a_real_trace():
     assert m, text
     assert int(m.group(1)) == idle_pct
     top = max(stats.idle_by_cause, key=stats.idle_by_cause.get)
-    assert recent.CAUSE_LABELS[top] in text
+    assert BY_CODE[top].phrase in text

@@ -1,4 +1,4 @@
-"""End to end: real scripts through core/runner.py (by file path, in a subprocess), on CPU.
+"""End to end: real scripts through core/capture/runner.py (by file path, in a subprocess), on CPU.
 
 Each test reads back what the runner wrote: events.jsonl, the gzip'd trace, stdout.log."""
 
@@ -23,7 +23,7 @@ from runner_helpers import (
     write_script,
 )
 
-from stallscope.core import runner
+from stallscope.core.capture import runner
 
 
 def test_runner_imports_only_stdlib_and_torch():
@@ -147,7 +147,8 @@ for i, (x, y) in enumerate(torch.utils.data.DataLoader(Slow(), batch_size=8)):
 
 def test_sys_exit_3_via_python_m(tmp_path):
     script = write_script(tmp_path, "import sys\nprint('leaving')\nsys.exit(3)\n")
-    proc, session = run(tmp_path, script, launcher=[sys.executable, "-m", "stallscope.core.runner"])
+    proc, session = run(tmp_path, script,
+                        launcher=[sys.executable, "-m", "stallscope.core.capture.runner"])
     assert proc.returncode == 3
     fin = finished(session)
     assert fin["rc"] == 3 and fin["reason"] == "exited with code 3"

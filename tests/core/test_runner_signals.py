@@ -12,7 +12,7 @@ import psutil
 import pytest
 from runner_helpers import LOADER, RUNNER, events, finished, spans, trace_events, write_script
 
-from stallscope.core.session import EventFollower, has_finished, open_session, write_finished
+from stallscope.core.session.reader import EventFollower, has_finished, open_session, write_finished
 
 FOREVER = LOADER + """
 model = torch.nn.Linear(8, 1)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stallscope.core.errors import StallscopeError
-from stallscope.core.session import (
+from stallscope.core.session.reader import (
     EventFollower,
     is_session,
     open_session,

@@ -16,9 +16,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QMessageBox
 
-from stallscope.core import lineprof
+from stallscope.core.lineprof import stats as lineprof
 from stallscope.gui.colors import BETTER_COLOR, WORSE_COLOR
-from stallscope.gui.heatmap import (
+from stallscope.gui.views.heatmap import (
     HEAT_STOPS,
     HeatmapView,
     find_line_stats,

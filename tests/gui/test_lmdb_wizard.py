@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 from PySide6.QtWidgets import QApplication, QWizard
 
-from stallscope.core.lmdb_convert import destination_state
-from stallscope.core.lmdb_dataset import LMDBDataset
-from stallscope.gui.lmdb_wizard import LMDBWizard, factory_candidates, open_lmdb_wizard
+from stallscope.core.lmdb.convert import destination_state
+from stallscope.core.lmdb.dataset import LMDBDataset
+from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, factory_candidates, open_lmdb_wizard
 
 SHOTS = Path("/tmp/stallscope-shots")
 

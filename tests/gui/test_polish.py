@@ -19,11 +19,13 @@ from fixture_traces import fixture_path
 from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog
 
-from stallscope.core import lineprof, runner
+from stallscope.core.capture import runner
+from stallscope.core.lineprof import stats as lineprof
 from stallscope.gui import app as app_module
-from stallscope.gui import colors, run_dialog, theme
+from stallscope.gui import colors, theme
+from stallscope.gui.dialogs import run as run_dialog
+from stallscope.gui.dialogs.run import RunRequest
 from stallscope.gui.main_window import MainWindow
-from stallscope.gui.run_dialog import RunRequest
 from stallscope.resources import RESOURCES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
-from stallscope.gui import run_view
-from stallscope.gui.run_dialog import DEMO_SCRIPT, RunDialog, RunRequest, parse_env
+from stallscope.gui.dialogs.run import DEMO_SCRIPT, RunDialog, RunRequest, parse_env
+from stallscope.gui.views import run as run_view
 
 SHOTS = Path("/tmp/stallscope-shots")
 
@@ -50,7 +50,7 @@ def test_request_from_fields_and_remembered_per_script(qtbot, tmp_path, settings
     assert req.python == sys.executable
 
     program, arguments = req.command(tmp_path / "s")
-    assert program == sys.executable and arguments[0].endswith("core/runner.py")
+    assert program == sys.executable and arguments[0].endswith("core/capture/runner.py")
     assert "--no-profile-memory" in arguments and "--no-stop-after-window" in arguments
     assert "--process-group" in arguments  # so Stop can end the whole tree
     assert arguments[-5:] == [str(a.resolve()), "--lr", "0.1", "--name", "two words"]

@@ -14,10 +14,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import psutil
 
-from stallscope.core.session import open_session
-from stallscope.gui import run_view
-from stallscope.gui.run_dialog import RunRequest
-from stallscope.gui.run_view import RunView
+from stallscope.core.session.reader import open_session
+from stallscope.gui.dialogs.run import RunRequest
+from stallscope.gui.views import run as run_view
+from stallscope.gui.views.run import RunView
 
 SHOTS = Path("/tmp/stallscope-shots")
 
@@ -189,7 +189,7 @@ def test_main_window_replays_an_opened_session(qtbot, tmp_path):
 
 
 def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
-    from stallscope.core.session import has_finished
+    from stallscope.core.session.reader import has_finished
     from stallscope.gui.main_window import MainWindow
 
     window = MainWindow()

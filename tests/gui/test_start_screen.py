@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QLabel
 
 from stallscope.core.recent import RecentStore
 from stallscope.gui import theme
-from stallscope.gui.start_screen import ACTIONS, RecentRow, StartScreen, ago
+from stallscope.gui.views.start import ACTIONS, RecentRow, StartScreen, ago
 
 
 @pytest.fixture

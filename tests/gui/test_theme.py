@@ -13,8 +13,9 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QSplitter
 
-from stallscope.gui import about, layout_state, theme
-from stallscope.gui.start_screen import ACTIONS
+from stallscope.gui import layout_state, theme
+from stallscope.gui.dialogs import about
+from stallscope.gui.views.start import ACTIONS
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from stallscope.core import intervals as iv
 from stallscope.core.analysis import CAUSES, analyze
 from stallscope.core.trace import load
 from stallscope.gui.colors import CAUSE_COLORS, tint
-from stallscope.gui.timeline import (
+from stallscope.gui.views.timeline import (
     PHASE_ORDER,
     IntervalPyramid,
     TimelineView,

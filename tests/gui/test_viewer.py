@@ -19,7 +19,7 @@ from PySide6.QtGui import QImage
 
 from stallscope.core.compare import step_ms
 from stallscope.gui import app as app_module
-from stallscope.gui.timeline import PHASE_ORDER
+from stallscope.gui.views.timeline import PHASE_ORDER
 
 
 def gpu_lanes(window):

@@ -41,10 +41,9 @@ from PySide6.QtWidgets import (
 from shiboken6 import isValid
 
 from stallscope.core.errors import StallscopeError
-from stallscope.core.session import EventFollower, open_session, resolve_path, write_finished
-
-from .colors import ALLOCATED_COLOR, CAUSE_COLORS, MUTED_TEXT, RESERVED_COLOR
-from .run_dialog import RunRequest, demo_request
+from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
+from stallscope.gui.colors import ALLOCATED_COLOR, CAUSE_COLORS, MUTED_TEXT, RESERVED_COLOR
+from stallscope.gui.dialogs.run import RunRequest, demo_request
 
 __all__ = ["RunView", "RunRequest", "demo_request"]
 
@@ -534,7 +533,7 @@ class RunView(QWidget):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m stallscope.gui.run_view [SESSION | --demo]`: replay a session or run the demo."""
+    """`python -m stallscope.gui.views.run [SESSION | --demo]`: replay a session or run the demo."""
     from PySide6.QtWidgets import QApplication
 
     argv = sys.argv[1:] if argv is None else argv

@@ -17,11 +17,10 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core.document import Document
-
-from .colors import follow_theme, plot_theme
-from .ranks import RankTable
-from .summary import SummaryPanel
-from .timeline import TimelineView
+from stallscope.gui.colors import follow_theme, plot_theme
+from stallscope.gui.views.ranks import RankTable
+from stallscope.gui.views.summary import SummaryPanel
+from stallscope.gui.views.timeline import TimelineView
 
 ALL_STEPS = "All steps"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import StallscopeError
-from .runner import EVENTS, RUN_JSON, STDOUT_LOG, TRACE_SUFFIX, TRACES
+from stallscope.core.capture.runner import EVENTS, RUN_JSON, STDOUT_LOG, TRACE_SUFFIX, TRACES
+from stallscope.core.errors import StallscopeError
 
 EVENT_GLOB = "events*.jsonl"
 STEP_FIELDS = ("n", "wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")

@@ -1,6 +1,6 @@
 """LMDBDataset: read a stallscope LMDB back, fast, from any number of DataLoader workers.
 
-    from stallscope.core.lmdb_dataset import LMDBDataset
+    from stallscope.core.lmdb.dataset import LMDBDataset
     ds = LMDBDataset("data/train.lmdb")        # image folder: (uint8 CHW tensor, label)
     loader = DataLoader(ds, batch_size=256, shuffle=True, num_workers=8)
 
@@ -21,8 +21,8 @@ from pathlib import Path
 import lmdb
 import numpy as np
 
-from . import lmdb_format as fmt
-from .errors import StallscopeError
+from stallscope.core.errors import StallscopeError
+from stallscope.core.lmdb import format as fmt
 
 
 class LMDBDataset:

@@ -26,8 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import __version__
-
-from . import theme
+from stallscope.gui import theme
 
 TORCH_PROBE = (
     "import torch, sys; cuda = torch.version.cuda or getattr(torch.version, 'hip', None); "

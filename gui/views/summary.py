@@ -3,7 +3,7 @@
 Clicking a cause (bar or row) emits sig_cause_activated(cause); clicking advice emits
 sig_advice_activated(index). The window zooms the timeline to the matching worst gap.
 
-Standalone: `python -m stallscope.gui.summary TRACE`.
+Standalone: `python -m stallscope.gui.views.summary TRACE`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core.compare import STEP_PARTS, primary_device, step_breakdown, step_ms
-
-from .colors import (
+from stallscope.gui.colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
     CAUSE_ORDER,
@@ -406,7 +405,7 @@ def _chip(color: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .standalone import show_view
+    from stallscope.gui.standalone import show_view
 
     def build(reports):
         panel = SummaryPanel()

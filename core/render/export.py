@@ -6,9 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from .analysis import CAUSE_LABELS, CAUSES, Report
-from .compare import Metric, primary_device, step_ms
-from .errors import StallscopeError
+from stallscope.core.analysis import Report
+from stallscope.core.causes import CAUSE_LABELS, CAUSES
+from stallscope.core.compare import Metric, primary_device, step_ms
+from stallscope.core.errors import StallscopeError
 
 FORMATS = {".json": "json", ".md": "markdown", ".markdown": "markdown"}
 

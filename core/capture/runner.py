@@ -1,6 +1,6 @@
 """Run an unmodified training script under torch.profiler and write a session folder.
 
-    python -m stallscope.core.runner [options] -- script.py [args]
+    python -m stallscope.core.capture.runner [options] -- script.py [args]
     python /path/to/core/runner.py [options] -- script.py [args]
 
 This file needs only the standard library and torch (line_profiler when line profiling), so the

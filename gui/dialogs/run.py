@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from stallscope.core import runner
+from stallscope.core.capture import runner
 from stallscope.resources import RESOURCES
 
 RUNNER_PATH = Path(runner.__file__).resolve()

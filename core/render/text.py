@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .analysis import CAUSE_LABELS, CAUSES, Report
+from stallscope.core.analysis import Report
+from stallscope.core.causes import CAUSE_LABELS, CAUSES
 
 
 def _ms(us: float) -> str:

@@ -1,7 +1,7 @@
 """Line stats of Dataset.__getitem__: the JSON format, kernprof `.lprof` files, kernprof's table.
 
 A session's `lineprof/<Class.method>.json` holds one profiled function (written by
-core/lineprof_capture.py in the user's interpreter):
+core/capture/lineprof_capture.py in the user's interpreter):
 
     {"version": 1, "function", "qualname", "file", "first_line", "unit_s", "total_s",
      "samples", "workers", "lines": [{"lineno", "hits", "total_s", "source"}], "warnings": [...]}
@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import StallscopeError
+from stallscope.core.errors import StallscopeError
 
 FORMAT_VERSION = 1
 LINEPROF_DIR = "lineprof"

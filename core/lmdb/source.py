@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .errors import StallscopeError
+from stallscope.core.errors import StallscopeError
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 LEAF_KINDS = ("image", "tensor", "ndarray", "int", "float", "bool", "str")
@@ -215,7 +215,7 @@ def _leaf(obj, pre, where) -> tuple[str, str, np.ndarray]:
 
 
 def _dtype_name(arr: np.ndarray, where: str) -> str:
-    from .lmdb_format import DTYPE_CODE
+    from stallscope.core.lmdb.format import DTYPE_CODE
 
     name = arr.dtype.name
     if name not in DTYPE_CODE or arr.dtype.byteorder == ">":
@@ -442,7 +442,7 @@ class Decoder:
 
     def decode(self, task: list) -> list[tuple[int, tuple | None, str]]:
         """-> [(source index, (header, offsets, size, arrays) or None, reason)]."""
-        from .lmdb_format import plan
+        from stallscope.core.lmdb.format import plan
 
         out = []
         for entry in task:
@@ -458,7 +458,7 @@ class Decoder:
 
     def records(self, task: list) -> list[tuple[int, bytearray | None, str]]:
         """-> [(source index, record or None, reason)]."""
-        from .lmdb_format import write
+        from stallscope.core.lmdb.format import write
 
         out = []
         for index, planned, reason in self.decode(task):
@@ -508,7 +508,7 @@ def inspect_source(
     spec: str | os.PathLike, pre: Preprocess | None = None, n_preview: int = 6, n_size: int = 48
 ) -> SourceInfo:
     """Open a source, decode a few samples for a preview and estimate the converted size."""
-    from .lmdb_format import record_size
+    from stallscope.core.lmdb.format import record_size
 
     pre = pre or Preprocess()
     source = open_source(spec)
@@ -575,7 +575,7 @@ def _spread(n: int, k: int) -> list[int]:
 
 def _header_sizes(source: FolderSource, pre: Preprocess, k: int) -> list[int]:
     """Record sizes from image headers only (no decoding), for a quick estimate."""
-    from .lmdb_format import record_size
+    from stallscope.core.lmdb.format import record_size
 
     out = []
     for index in _spread(len(source), k):

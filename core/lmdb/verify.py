@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import StallscopeError
-from .jobs import CancelFlag, Job
-from .lmdb_dataset import LMDBDataset, _rebuild
-from .lmdb_source import (
+from stallscope.core.errors import StallscopeError
+from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.lmdb.dataset import LMDBDataset, _rebuild
+from stallscope.core.lmdb.source import (
     Decoder,
     Preprocess,
     SampleError,
@@ -75,7 +75,7 @@ def _verify(ds: LMDBDataset, n: int, seed: int, cancel) -> Job[VerifyResult]:
     if source.fingerprint() != meta["source"]["fingerprint"]:
         result.problem = f"{source.spec} changed since it was converted"
         return result
-    from .lmdb_convert import read_skipped
+    from stallscope.core.lmdb.convert import read_skipped
 
     result.skipped = len(read_skipped(ds.env))
     if result.count + result.skipped != result.source_count:

@@ -5,7 +5,7 @@
     screen.sig_recent_activated.connect(open_path)     # path of a recent trace or session
     screen.refresh()                                    # after the recent list changed
 
-    python -m stallscope.gui.start_screen [OUT.png]    # standalone, or render to a PNG
+    python -m stallscope.gui.views.start [OUT.png]    # standalone, or render to a PNG
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ from PySide6.QtWidgets import (
 
 from stallscope.core import __version__
 from stallscope.core.recent import RecentItem, RecentStore
-
-from . import theme
+from stallscope.gui import theme
 
 # (key, title, hint, icon, signal attribute)
 ACTIONS = (

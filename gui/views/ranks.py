@@ -10,8 +10,7 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from stallscope.core.compare import RankRow, rank_rows
-
-from .colors import CAUSE_ORDER, cause_label, follow_theme, plot_theme
+from stallscope.gui.colors import CAUSE_ORDER, cause_label, follow_theme, plot_theme
 
 # (slowest row background, selected row background, selected row text) per theme
 ROW_COLORS = {"light": ("#ffe3e3", "#d0e2ff", "#212529"),

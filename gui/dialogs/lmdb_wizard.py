@@ -1,7 +1,7 @@
 """The LMDB wizard: convert an image folder or a Dataset factory into an LMDB, prove the gain.
 
     wizard = open_lmdb_wizard(parent)            # from the main window (start screen, Tools menu)
-    python -m stallscope.gui.lmdb_wizard [SRC]   # standalone
+    python -m stallscope.gui.dialogs.lmdb_wizard [SRC]   # standalone
 
 Pages: source (preview + detected fields/classes) -> options (destination, preprocessing,
 estimated size, free space) -> conversion (progress, samples/s, ETA, Cancel, Resume) -> result
@@ -44,12 +44,11 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from stallscope.core.lmdb_convert import ConvertResult, convert, destination_state
-from stallscope.core.lmdb_source import Preprocess, SourceInfo, inspect_source
-from stallscope.core.lmdb_source import describe as describe_structure
-from stallscope.core.lmdb_verify import Throughput, VerifyResult, measure, verify
-
-from .workers import JobRunner, JobWorker
+from stallscope.core.lmdb.convert import ConvertResult, convert, destination_state
+from stallscope.core.lmdb.source import Preprocess, SourceInfo, inspect_source
+from stallscope.core.lmdb.source import describe as describe_structure
+from stallscope.core.lmdb.verify import Throughput, VerifyResult, measure, verify
+from stallscope.gui.workers import JobRunner, JobWorker
 
 THUMB = 88
 OK_COLOR, BAD_COLOR, DIM_COLOR = "#1a7f37", "#c62828", "#6b7280"
@@ -677,7 +676,7 @@ class ResultPage(QWizardPage):
         plot = self.chart.getPlotItem()
         plot.clear()
         heights = np.array([t.before.samples_per_s, t.after.samples_per_s])
-        from . import theme
+        from stallscope.gui import theme
 
         pal = theme.palette()
         self.bars = pg.BarGraphItem(
@@ -718,7 +717,7 @@ def code_snippet(dst: str, info: SourceInfo | None) -> str:
         use = "    images = images.to(device, non_blocking=True).float().div_(255)"
     return "\n".join([
         "from torch.utils.data import DataLoader",
-        "from stallscope.core.lmdb_dataset import LMDBDataset",
+        "from stallscope.core.lmdb.dataset import LMDBDataset",
         "",
         f"dataset = LMDBDataset({str(dst)!r})",
         "loader = DataLoader(dataset, batch_size=256, shuffle=True, num_workers=4,",
@@ -824,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     app = QApplication.instance() or QApplication(sys.argv[:1])
     try:
-        from . import theme
+        from stallscope.gui import theme
 
         theme.apply_theme(app, theme.saved_mode())
     except Exception:  # noqa: BLE001 - the wizard works unthemed too

@@ -7,7 +7,7 @@ function's time, the heaviest lines listed beside it, and a before/after compari
     find_line_stats(session_dir) -> list[Path]       # for the main window
     open_profiles(path, parent) -> list[Profile] | None   # asks before reading a .lprof pickle
 
-    python -m stallscope.gui.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]
+    python -m stallscope.gui.views.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]
 """
 
 from __future__ import annotations
@@ -42,17 +42,22 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from stallscope.core import lineprof
 from stallscope.core.errors import StallscopeError
-from stallscope.core.lineprof import Line, Profile
-
-from .colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR, follow_theme, warning_colors
+from stallscope.core.lineprof import stats as lineprof
+from stallscope.core.lineprof.stats import Line, Profile
+from stallscope.gui.colors import (
+    BETTER_COLOR,
+    MUTED_TEXT,
+    WORSE_COLOR,
+    follow_theme,
+    warning_colors,
+)
 
 
 def dim_text() -> str:
     """The theme's secondary text colour (readable in light and dark mode)."""
     try:
-        from .theme import palette
+        from stallscope.gui.theme import palette
 
         return palette().text_dim
     except Exception:  # noqa: BLE001 - the view also runs where the theme module is absent
@@ -629,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m stallscope.gui.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]")
+        print("usage: python -m stallscope.gui.views.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]")
         return 0 if argv else 2
     app = QApplication.instance() or QApplication([sys.argv[0]])
     profiles = open_profiles(argv[0])

@@ -4,7 +4,7 @@ The x axis is milliseconds since the analysis window's start, shared with the ti
 (`setXLink`). Lines are downsampled ('peak', so spikes survive) and clipped to the view, so a
 trace with hundreds of thousands of [memory] events stays fluid.
 
-Standalone: `python -m stallscope.gui.memory_plot TRACE`.
+Standalone: `python -m stallscope.gui.views.memory TRACE`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from .colors import ALLOCATED_COLOR, LIGHT_PLOT, RESERVED_COLOR
+from stallscope.gui.colors import ALLOCATED_COLOR, LIGHT_PLOT, RESERVED_COLOR
 
 _DEVICE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
 
@@ -134,7 +134,7 @@ class MemoryPlot(pg.PlotItem):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .timeline import run_standalone
+    from stallscope.gui.views.timeline import run_standalone
 
     return run_standalone(argv, memory_only=True)
 

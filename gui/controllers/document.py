@@ -11,8 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from stallscope.core.document import Document, load_document_job
-
-from .workers import JobRunner, JobWorker
+from stallscope.gui.workers import JobRunner, JobWorker
 
 ROLES = ("main", "compare")
 

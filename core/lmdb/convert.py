@@ -1,7 +1,7 @@
 """Convert an image folder or a Python factory Dataset into a stallscope LMDB, resumably.
 
     job = convert("data/train", "data/train.lmdb", preprocess=Preprocess(resize=256))
-    result = run_job(job, progress)          # or: python -m stallscope.core.lmdb_convert SRC DST
+    result = run_job(job, progress)          # or: python -m stallscope.core.lmdb.convert SRC DST
 
 Decoding runs in a process pool (every core by default); this process is the one writer. Samples
 are committed in batches and each batch's transaction also holds the progress marker, so a
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import lmdb
 
-from . import lmdb_format as fmt
-from .errors import Cancelled, StallscopeError
-from .jobs import CancelFlag, Job
-from .lmdb_source import (
+from stallscope.core.errors import Cancelled, StallscopeError
+from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.source import (
     Decoder,
     FolderSource,
     Preprocess,
@@ -233,7 +233,7 @@ def _structure(source: Source, pre: Preprocess) -> dict:
 
 def _record_estimate(source: Source, pre: Preprocess) -> int:
     """Mean record size from a few image headers (folders) or decoded samples (factories)."""
-    from .lmdb_source import _header_sizes, inspect_source
+    from stallscope.core.lmdb.source import _header_sizes, inspect_source
 
     if isinstance(source, FolderSource):
         sizes = _header_sizes(source, pre, 16)
@@ -243,7 +243,7 @@ def _record_estimate(source: Source, pre: Preprocess) -> int:
 
 
 def _new_meta(source: Source, pre: Preprocess, structure: dict) -> dict:
-    from .lmdb_source import leaf_names
+    from stallscope.core.lmdb.source import leaf_names
 
     fields = source.fields() if isinstance(source, FolderSource) else leaf_names(structure)
     return {
@@ -651,6 +651,6 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 if __name__ == "__main__":
-    from .cli import main
+    from stallscope.core.cli import main
 
     sys.exit(main(["convert", *sys.argv[1:]]))

@@ -1,7 +1,7 @@
 """Compare two runs: a delta table (step time, utilization, each idle cause) over the two
 summaries side by side, so a user sees at a glance whether a fix worked.
 
-Standalone: `python -m stallscope.gui.compare_view BEFORE AFTER [--screenshot OUT.png]`.
+Standalone: `python -m stallscope.gui.views.compare BEFORE AFTER [--screenshot OUT.png]`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core.compare import Metric, compare_reports
-
-from .colors import (
+from stallscope.gui.colors import (
     BETTER_COLOR,
     CAUSE_COLORS,
     CAUSE_ORDER,
@@ -33,7 +32,7 @@ from .colors import (
     plot_theme,
     tint,
 )
-from .summary import SummaryPanel
+from stallscope.gui.views.summary import SummaryPanel
 
 VERDICT_TEXT = {"better": "✓ better", "worse": "✗ worse", "same": "≈ same", "n/a": ""}
 
@@ -223,7 +222,7 @@ class CompareView(QWidget):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .standalone import show_view
+    from stallscope.gui.standalone import show_view
 
     def build(reports):
         view = CompareView()

@@ -9,7 +9,7 @@ O(width in pixels) rectangles whatever the number of events.
 x is milliseconds since the analysis window's start (so axis labels read 0 … 1234 ms, never
 raw µs epoch numbers); lanes are rows 0..n-1 of an inverted y axis.
 
-Standalone: `python -m stallscope.gui.timeline TRACE`.
+Standalone: `python -m stallscope.gui.views.timeline TRACE`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from PySide6.QtGui import QBrush, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from stallscope.core import intervals as iv
-
-from .colors import (
+from stallscope.gui.colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
     CAUSE_ORDER,
@@ -34,7 +33,7 @@ from .colors import (
     qcolor,
     tint,
 )
-from .memory_plot import MemoryPlot
+from stallscope.gui.views.memory import MemoryPlot
 
 MERGE_PX = 3.0
 DENSITY_LEVELS = 5
@@ -546,8 +545,8 @@ def _device_sort_key(dev: str) -> tuple[int, str]:
 
 
 def run_standalone(argv: list[str] | None = None, memory_only: bool = False) -> int:
-    """`python -m stallscope.gui.timeline TRACE`: load, analyse, show the timeline."""
-    from .standalone import show_view
+    """`python -m stallscope.gui.views.timeline TRACE`: load, analyse, show the timeline."""
+    from stallscope.gui.standalone import show_view
 
     def build(reports):
         view = TimelineView()

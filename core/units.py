@@ -1,0 +1,30 @@
+"""One set of number formatters: the CLI, the exports and the app print the same µs alike."""
+
+from __future__ import annotations
+
+
+def duration(us: float) -> str:
+    """Microseconds for people: "48.0 µs", "355.62 ms", "2.50 s"."""
+    a = abs(us)
+    if a < 1000:
+        return f"{us:,.1f} µs"
+    if a < 1e6:
+        return f"{us / 1e3:,.2f} ms"
+    return f"{us / 1e6:,.2f} s"
+
+
+def ms(us: float) -> str:
+    """Always in milliseconds, for columns that line up: "355.62 ms"."""
+    return f"{us / 1e3:,.2f} ms"
+
+
+def pct(frac: float, digits: int = 1) -> str:
+    return f"{100 * frac:.{digits}f}%"
+
+
+def mib(nbytes: float | None) -> str:
+    return "-" if nbytes is None else f"{nbytes / 2**20:,.1f} MiB"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
