@@ -38,6 +38,7 @@ _MEMORY_FACTOR = 1.6
 class _Args(msgspec.Struct, gc=False):
     device: int | None = None
     stream: int | None = None
+    correlation: int | None = None
     device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
     nbytes: float | None = msgspec.field(default=None, name="Bytes")
@@ -128,6 +129,7 @@ class Trace:
     track: np.ndarray     # int32 index into tracks
     device: np.ndarray    # int32, -1 for CPU events
     stream: np.ndarray    # int32, -1 where absent
+    corr: np.ndarray      # int64 args.correlation (launch <-> GPU op), -1 where absent
     tracks: list[tuple[str, str]]
     mem: MemorySamples
     device_properties: list[dict] = field(default_factory=list)
@@ -422,6 +424,7 @@ def _number(value) -> float | None:
 _TS, _DUR, _CAT, _NAME = (attrgetter(f) for f in ("ts", "dur", "cat", "name"))
 _PIDTID = attrgetter("pid", "tid")
 _DEVICE, _STREAM = attrgetter("args.device"), attrgetter("args.stream")
+_CORRELATION = attrgetter("args.correlation")
 
 
 def _interner() -> defaultdict:
@@ -438,7 +441,7 @@ class _Columns:
         self.cats: dict[str, int] = _interner()
         self.tracks: dict[tuple, int] = _interner()
         self.x: dict[str, list] = {k: [] for k in ("ts", "dur", "cat", "name", "track", "dev",
-                                                    "stream")}
+                                                    "stream", "corr")}
         self.m: dict[str, list] = {k: [] for k in ("ts", "dtype", "did", "bytes", "alloc", "res")}
         self.dropped: dict[str, int] = {}
 
@@ -450,7 +453,8 @@ class _Columns:
         xs = [e for e in events if type(e) is _Complete]
         mems = [e for e in events if isinstance(e, _Instant) and e.name == "[memory]"]
         x, n = self.x, len(xs)
-        for key, get in (("ts", _TS), ("dur", _DUR), ("dev", _DEVICE), ("stream", _STREAM)):
+        for key, get in (("ts", _TS), ("dur", _DUR), ("dev", _DEVICE), ("stream", _STREAM),
+                         ("corr", _CORRELATION)):
             x[key].append(_floats_of(xs, get))
         for key, get, ids in (("cat", _CAT, self.cats), ("name", _NAME, self.names),
                               ("track", _PIDTID, self.tracks)):
@@ -482,6 +486,8 @@ class _Columns:
         track, tracks, track_pid = self._canonical_tracks(x["track"].astype(np.int32))
         device = self._devices(x["dev"], cat, track, track_pid)
         stream = np.nan_to_num(x["stream"], nan=-1).clip(-1, 2**31 - 1).astype(np.int32)
+        corr = np.nan_to_num(x["corr"], nan=-1, posinf=-1, neginf=-1)
+        corr = corr.clip(-1, 2**62).astype(np.int64)
 
         # 2021 traces file annotations under `Operator`.
         annot = np.array([n.startswith(ANNOTATION_PREFIXES) for n in names], dtype=bool)
@@ -495,7 +501,8 @@ class _Columns:
         return Trace(
             path=path, names=names, start=start[sel], end=start[sel] + dur[sel], dur=dur[sel],
             cat=cat[sel], name=name[sel], track=track[sel], device=device[sel],
-            stream=stream[sel], tracks=tracks, mem=self._memory(), dropped=self.dropped)
+            stream=stream[sel], corr=corr[sel], tracks=tracks, mem=self._memory(),
+            dropped=self.dropped)
 
     def _valid(self, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
         missing = np.isnan(start) | np.isnan(dur)

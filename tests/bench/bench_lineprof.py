@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURE = ROOT / "core" / "lineprof_capture.py"
+CAPTURE = ROOT / "core" / "capture" / "lineprof_capture.py"
 DEMO_DIR = ROOT / "resources" / "demo"
 
 

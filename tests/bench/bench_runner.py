@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER = ROOT / "core" / "runner.py"
+RUNNER = ROOT / "core" / "capture" / "runner.py"
 
 SCRIPT = """
 import sys, time, torch

@@ -20,7 +20,7 @@ import pytest
 
 from stallscope.core.lineprof import stats as lineprof
 
-CAPTURE = Path(__file__).resolve().parents[2] / "core" / "lineprof_capture.py"
+CAPTURE = Path(__file__).resolve().parents[2] / "core" / "capture" / "lineprof_capture.py"
 
 DATASETS = textwrap.dedent('''
     import os

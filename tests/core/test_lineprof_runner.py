@@ -15,7 +15,7 @@ import pytest
 from stallscope.core.lineprof import stats as lineprof
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER = ROOT / "core" / "runner.py"
+RUNNER = ROOT / "core" / "capture" / "runner.py"
 DEMO = ROOT / "resources" / "demo" / "train_demo.py"
 
 SCRIPT = textwrap.dedent('''

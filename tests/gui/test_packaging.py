@@ -63,7 +63,7 @@ def test_built_app_starts_and_opens_a_trace(tmp_path):
     assert binary.exists()
     # scripts are run by path in the user's interpreter: the runner must ship as source
     internal = binary.parent / "_internal" / "stallscope"
-    assert (internal / "core" / "runner.py").is_file()
+    assert (internal / "core" / "capture" / "runner.py").is_file()
     assert (internal / "resources" / "demo" / "train_demo.py").is_file()
     print(f"PyInstaller build: {build_s:.0f} s")
 
