@@ -9,7 +9,7 @@ import numpy as np
 from stallscope.core.analysis import Advice, DeviceStats
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
 from stallscope.core.kineto import PAGEABLE_H2D, Cat
-from stallscope.core.lineprof.stats import advice_evidence
+from stallscope.core.lineprof.heaviest import advice_evidence
 
 if TYPE_CHECKING:
     from stallscope.core.analysis import Report

@@ -662,7 +662,7 @@ class MainWindow(QMainWindow):
     def _show_run_line_stats(self, path: str) -> None:
         """A run wrote its line stats (JSON, never a pickle): fill the heatmap tab without
         pulling it in front of the trace the run has just opened."""
-        from stallscope.core.lineprof import stats as lineprof
+        from stallscope.core import lineprof
 
         session = lineprof.session_of(path) or Path(path).parent
         try:
@@ -694,7 +694,7 @@ class MainWindow(QMainWindow):
 
     def _session_profiles(self, document: Document | None) -> tuple[Path | None, list]:
         """(session folder, its line profiles) of a document; (None, []) without line stats."""
-        from stallscope.core.lineprof import stats as lineprof
+        from stallscope.core import lineprof
 
         session = lineprof.session_of(document.path) if document is not None else None
         if session is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from stallscope.core.lineprof import stats as lineprof
+from stallscope.core import lineprof
 
 
 def register(sub) -> None:

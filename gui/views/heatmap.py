@@ -42,8 +42,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from stallscope.core import lineprof
 from stallscope.core.errors import StallscopeError
-from stallscope.core.lineprof import stats as lineprof
 from stallscope.core.lineprof.stats import Line, Profile
 from stallscope.gui.colors import (
     BETTER_COLOR,
@@ -618,7 +618,7 @@ def open_profiles(path: str | Path, parent: QWidget | None = None,
     declines; a one-line message box on a bad file."""
     path = Path(path)
     trust = False
-    if path.is_file() and (path.suffix == ".lprof" or lineprof._looks_like_pickle(path)):
+    if path.is_file() and (path.suffix == ".lprof" or lineprof.looks_like_pickle(path)):
         if not confirm(parent, path):
             return None
         trust = True

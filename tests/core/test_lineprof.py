@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from stallscope.core import lineprof
 from stallscope.core.cli import main as cli_main
 from stallscope.core.errors import StallscopeError
-from stallscope.core.lineprof import stats as lineprof
 
 SCRIPT = textwrap.dedent('''
     import math

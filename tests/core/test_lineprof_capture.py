@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from stallscope.core.lineprof import stats as lineprof
+from stallscope.core import lineprof
 
 CAPTURE = Path(__file__).resolve().parents[2] / "core" / "capture" / "lineprof_capture.py"
 

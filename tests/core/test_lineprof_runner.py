@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stallscope.core.lineprof import stats as lineprof
+from stallscope.core import lineprof
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "core" / "capture" / "runner.py"

@@ -19,8 +19,8 @@ from fixture_traces import fixture_path
 from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog
 
+from stallscope.core import lineprof
 from stallscope.core.capture import runner
-from stallscope.core.lineprof import stats as lineprof
 from stallscope.gui import app as app_module
 from stallscope.gui import colors, theme
 from stallscope.gui.dialogs import run as run_dialog

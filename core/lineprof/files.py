@@ -1,0 +1,72 @@
+"""Where line stats live and how any of them is opened: a session's `lineprof/*.json`, one JSON
+file, or a kernprof `.lprof` (a pickle, only when trusted).
+
+    find_profiles(session) -> [Path]          # the session's lineprof/*.json
+    load_session(session) -> [Profile]        # root __getitem__ first, heaviest first
+    load_any(path, trust_pickle=False) -> [Profile]
+    session_of(trace_or_session) -> Path | None
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from stallscope.core.lineprof.kernprof import load_lprof, looks_like_pickle
+from stallscope.core.lineprof.stats import LineprofError, Profile, load
+
+LINEPROF_DIR = "lineprof"
+
+
+def find_profiles(path: str | os.PathLike) -> list[Path]:
+    """Line-stats JSON files of a session folder (or its lineprof/ folder)."""
+    path = Path(path)
+    folder = path / LINEPROF_DIR if (path / LINEPROF_DIR).is_dir() else path
+    if not folder.is_dir() or folder.name != LINEPROF_DIR:
+        return []
+    return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+
+
+def load_session(path: str | os.PathLike) -> list[Profile]:
+    """Every profile of a session, the dataset's __getitem__ (root) first, heaviest first."""
+    profiles = [load(p) for p in find_profiles(path)]
+    profiles.sort(key=lambda p: (not p.root, -p.total_s))
+    return profiles
+
+
+def load_any(path: str | os.PathLike, *, trust_pickle: bool = False) -> list[Profile]:
+    """A session folder, a lineprof/*.json file or a kernprof .lprof file."""
+    path = Path(path)
+    if path.is_dir():
+        profiles = load_session(path)
+        if not profiles:
+            raise LineprofError(f"{path}: no line stats here (no {LINEPROF_DIR}/*.json); "
+                                "run with --lineprof auto to record them")
+        return profiles
+    if not path.exists():
+        raise LineprofError(f"{path}: no such file or folder")
+    if needs_trust(path):
+        profiles = load_lprof(path, trust_pickle=trust_pickle)
+        if not profiles:
+            raise LineprofError(f"{path}: the .lprof file holds no functions")
+        return profiles
+    return [load(path)]
+
+
+def needs_trust(path: str | os.PathLike) -> bool:
+    """A file that is a pickle (a kernprof .lprof, by name or by its first byte): reading it can
+    run code, so the caller must ask first (the CLI's --trust-pickle, a dialog in the app)."""
+    path = Path(path)
+    return path.is_file() and (path.suffix == ".lprof" or looks_like_pickle(path))
+
+
+def session_of(path: str | os.PathLike | None) -> Path | None:
+    """The session folder holding line stats for a trace file (session/traces/x.json.gz) or a
+    session folder; None when there are none."""
+    if path is None:
+        return None
+    p = Path(path)
+    for folder in (p, p.parent, p.parent.parent):
+        if (folder / LINEPROF_DIR).is_dir() and find_profiles(folder):
+            return folder
+    return None
