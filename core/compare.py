@@ -2,6 +2,8 @@
 
 Pure functions over analysis Reports. Runs of different length compare fairly because
 times are per step (or per window when a trace has no steps) and utilization is a fraction.
+`mismatch_warnings` says when two reports should not be compared blindly (other GPU, other rank,
+GPU vs CPU-only, other step count); `Metric.change_text` hides deltas that are only noise.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from stallscope.core import intervals as iv
+from stallscope.core import units
 from stallscope.core.analysis import Report
-from stallscope.core.causes import CAUSE_LABELS, CAUSES
+from stallscope.core.causes import CAUSES
+from stallscope.core.causes import label as cause_label
 
 SAME_WITHIN = 0.02  # relative change below which a metric counts as unchanged
-SAME_ABS = {"ms": 0.1, "%": 0.5, "MiB": 1.0}  # absolute change below which it is noise too
+SAME_ABS = {"ms": 0.1, "%": 0.5, "MiB": 1.0, "": 0.5}  # absolute change below which it is noise
+IDLE_GROUP = "idle_ms"  # the parent row of the per-cause idle rows
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class Metric:
     before: float | None
     after: float | None
     lower_is_better: bool | None  # None: informational, no verdict
+    cause: str | None = None      # set on the per-cause idle rows (children of IDLE_GROUP)
 
     @property
     def delta(self) -> float | None:
@@ -40,16 +46,53 @@ class Metric:
         return self.delta / abs(self.before)
 
     @property
+    def noise(self) -> bool:
+        """The change is below the noise: too small in absolute or in relative terms."""
+        if self.delta is None:
+            return False
+        scale = max(abs(self.before or 0.0), abs(self.after or 0.0))
+        return (scale == 0 or abs(self.delta) < SAME_ABS.get(self.unit, 0.0)
+                or abs(self.delta) <= SAME_WITHIN * scale)
+
+    @property
     def verdict(self) -> str:
         """'better', 'worse', 'same' or 'n/a'."""
         if self.delta is None or self.lower_is_better is None:
             return "n/a"
-        scale = max(abs(self.before or 0.0), abs(self.after or 0.0))
-        tiny = abs(self.delta) < SAME_ABS.get(self.unit, 0.0)
-        if scale == 0 or tiny or abs(self.delta) <= SAME_WITHIN * scale:
+        if self.noise:
             return "same"
         improved = (self.delta < 0) == self.lower_is_better
         return "better" if improved else "worse"
+
+    def value_text(self, value: float | None) -> str:
+        return format_value(value, self.unit)
+
+    def change_text(self) -> str:
+        """'+12.30 ms (-15%)', '+4.1 pts', '-' when a side is missing, '≈' when only noise."""
+        if self.delta is None:
+            return "-"
+        if self.noise:
+            return "≈"
+        if self.unit == "%":
+            return f"{self.delta:+.1f} pts"  # percentage points, not percent of percent
+        sign = "+" if self.delta > 0 else "-"
+        text = sign + format_value(abs(self.delta), self.unit)
+        if self.rel is not None:
+            text += f" ({100 * self.rel:+.0f}%)"
+        return text
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A metric's value with core.units' formatters (values are in ms, %, MiB or counts)."""
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return units.ms(value * 1000.0)
+    if unit == "%":
+        return units.pct(value / 100.0)
+    if unit == "MiB":
+        return units.mib(value * 2**20)
+    return f"{value:,.0f}"
 
 
 def primary_device(report: Report) -> str | None:
@@ -75,31 +118,33 @@ def step_ms(report: Report) -> float:
 
 
 def summary_values(report: Report, device: str | None = None) -> dict[str, tuple]:
-    """key -> (label, unit, value, lower_is_better) for one report."""
+    """key -> (label, unit, value, lower_is_better, cause) for one report; cause is set on the
+    per-cause idle rows only."""
     dev = device if device is not None else primary_device(report)
     per = 1000.0 * n_steps(report)
     out: dict[str, tuple] = {
-        "steps": ("steps", "", float(len(report.steps)), None),
-        "step_ms": ("step time (mean)", "ms", step_ms(report), True),
+        "steps": ("steps", "", float(len(report.steps)), None, None),
+        "step_ms": ("step time (mean)", "ms", step_ms(report), True, None),
     }
     stats = report.devices.get(dev) if dev is not None else None
     if stats is not None:
-        out["utilization"] = ("GPU utilization", "%", 100.0 * stats.utilization, False)
-        out["idle_ms"] = ("GPU idle/step", "ms", stats.idle_us / per, True)
+        out["utilization"] = ("GPU utilization", "%", 100.0 * stats.utilization, False, None)
+        out[IDLE_GROUP] = ("GPU idle/step", "ms", stats.idle_us / per, True, None)
         for cause in CAUSES:
-            out[f"idle_{cause}_ms"] = (f"GPU idle/step: {CAUSE_LABELS[cause]}", "ms",
-                                       stats.idle_by_cause.get(cause, 0.0) / per, True)
+            out[f"idle_{cause}_ms"] = (f"GPU idle/step: {cause_label(cause)}", "ms",
+                                       stats.idle_by_cause.get(cause, 0.0) / per, True, cause)
     if report.steps:
         dl = float(np.mean([s.data_loading_us for s in report.steps])) / 1000.0
-        out["data_loading_ms"] = ("CPU data loading/step", "ms", dl, True)
+        out["data_loading_ms"] = ("CPU data loading/step", "ms", dl, True, None)
     mem = report.memory.get(dev) if dev is not None else None
     if mem is not None and mem.peak_reserved is not None:
-        out["peak_reserved_mib"] = ("peak reserved", "MiB", mem.peak_reserved / 2**20, None)
+        out["peak_reserved_mib"] = ("peak reserved", "MiB", mem.peak_reserved / 2**20, None,
+                                    None)
     if mem is not None and mem.peak_allocated is not None:
         out["peak_allocated_mib"] = ("peak allocated", "MiB",
-                                     mem.peak_allocated / 2**20, None)
+                                     mem.peak_allocated / 2**20, None, None)
     if mem is not None:
-        out["reserved_drops"] = ("reserved drops", "", float(mem.reserved_drops), True)
+        out["reserved_drops"] = ("reserved drops", "", float(mem.reserved_drops), True, None)
     return out
 
 
@@ -111,10 +156,42 @@ def compare_reports(before: Report, after: Report, device_before: str | None = N
     keys = list(a) + [k for k in b if k not in a]
     metrics = []
     for key in keys:
-        label, unit, _, lower = a.get(key) or b[key]
+        label, unit, _, lower, cause = a.get(key) or b[key]
         metrics.append(Metric(key, label, unit, a[key][2] if key in a else None,
-                              b[key][2] if key in b else None, lower))
+                              b[key][2] if key in b else None, lower, cause))
     return metrics
+
+
+def device_name(report: Report, device: str | None) -> str | None:
+    """The GPU's name from the trace's deviceProperties, when the trace has one for `device`."""
+    if device is None:
+        return None
+    for props in report.trace.device_properties:
+        if str(props.get("id")) == str(device) and props.get("name"):
+            return str(props["name"])
+    return None
+
+
+def mismatch_warnings(before: Report, after: Report, device_before: str | None = None,
+                      device_after: str | None = None) -> list[str]:
+    """One line per reason why before and after are not like for like (empty when they are)."""
+    dev_b = device_before if device_before is not None else primary_device(before)
+    dev_a = device_after if device_after is not None else primary_device(after)
+    out = []
+    if (dev_b is None) != (dev_a is None):
+        gpu, cpu = ("before", "after") if dev_a is None else ("after", "before")
+        out.append(f"{gpu} ran on a GPU, {cpu} is CPU-only: GPU figures have nothing to "
+                   "compare with, step times compare different machines")
+    name_b, name_a = device_name(before, dev_b), device_name(after, dev_a)
+    if name_b and name_a and name_b != name_a:
+        out.append(f"different GPUs: {name_b} (device {dev_b}) vs {name_a} (device {dev_a})")
+    rank_b, rank_a = before.trace.rank, after.trace.rank
+    if rank_b is not None and rank_a is not None and rank_b != rank_a:
+        out.append(f"different ranks: rank {rank_b} vs rank {rank_a}")
+    if len(before.steps) != len(after.steps):
+        out.append(f"different step counts: {units.plural(len(before.steps), 'step')} vs "
+                   f"{units.plural(len(after.steps), 'step')} (per-step figures are means)")
+    return out
 
 
 # ----------------------------------------------------------------------------- ranks

@@ -12,9 +12,12 @@ from fixture_traces import fixture_path
 
 from stallscope.core.analysis import CAUSES, analyze
 from stallscope.core.compare import (
+    IDLE_GROUP,
     Metric,
     compare_reports,
     covered_in,
+    device_name,
+    mismatch_warnings,
     primary_device,
     rank_rows,
     step_breakdown,
@@ -61,9 +64,64 @@ def test_num_workers_4_beats_0_on_step_time_and_data_loading(nw0, nw4):
 
 
 def test_a_report_compared_with_itself_changes_nothing(nw0):
-    for m in compare_reports(nw0, nw0):
-        assert m.delta == 0
-        assert m.verdict in ("same", "n/a")
+    metrics = compare_reports(nw0, nw0)
+    assert len(metrics) >= 4 + len(CAUSES)  # steps, step time, utilization, idle + each cause
+    assert [m.delta for m in metrics] == [0.0] * len(metrics)
+    assert {m.verdict for m in metrics} <= {"same", "n/a"}
+    assert {m.change_text() for m in metrics} == {"≈"}
+    assert mismatch_warnings(nw0, nw0) == []
+
+
+def test_cause_rows_carry_their_cause_not_a_label_to_parse(nw0, nw4):
+    metrics = compare_reports(nw0, nw4)
+    rows = [m for m in metrics if m.cause is not None]
+    assert [m.cause for m in rows] == list(CAUSES)
+    assert [m.key for m in rows] == [f"idle_{c}_ms" for c in CAUSES]
+    group = next(m for m in metrics if m.key == IDLE_GROUP)
+    assert group.cause is None and group.before == pytest.approx(sum(m.before for m in rows))
+
+
+def test_changes_below_the_noise_are_hidden():
+    # The "+0.0 ms (+3%)" case: 0.03 ms more is below the 0.1 ms noise floor.
+    tiny = Metric("x", "x", "ms", 1.00, 1.03, True)
+    assert tiny.noise and tiny.change_text() == "≈" and tiny.verdict == "same"
+    # 1% of a large value is noise too, however many ms it is.
+    assert Metric("x", "x", "ms", 500.0, 505.0, True).change_text() == "≈"
+    real = Metric("x", "x", "ms", 100.0, 80.0, True)
+    assert not real.noise and real.change_text() == "-20.00 ms (-20%)"
+    assert Metric("x", "x", "ms", 80.0, 100.0, True).change_text() == "+20.00 ms (+25%)"
+    assert Metric("u", "u", "%", 40.0, 60.0, False).change_text() == "+20.0 pts"
+    assert Metric("u", "u", "%", 40.0, 40.3, False).change_text() == "≈"
+    assert Metric("m", "m", "MiB", 1024.0, 2048.0, None).change_text() == \
+        "+1,024.0 MiB (+100%)"
+    assert Metric("x", "x", "ms", 3.0, None, True).change_text() == "-"
+    assert real.value_text(real.before) == "100.00 ms"
+
+
+def test_mismatch_warnings_name_each_difference(nw0):
+    cpu = analyze(load(fixture_path("hta_cpu_only")))
+    lines = mismatch_warnings(nw0, cpu)
+    assert len(lines) == 2, lines  # GPU vs CPU-only, 6 vs N steps (no names or ranks to compare)
+    assert lines[0].startswith("before ran on a GPU, after is CPU-only")
+    assert len(cpu.steps) == 1
+    assert lines[1] == "different step counts: 6 steps vs 1 step (per-step figures are means)"
+    assert mismatch_warnings(cpu, nw0)[0].startswith("after ran on a GPU, before is CPU-only")
+    v100 = analyze(load(fixture_path("hta_df_index_resolver")))       # rank 1, Tesla V100
+    a100 = analyze(load(fixture_path("hta_trace_diff_control")))      # rank 3, NVIDIA A100
+    assert device_name(v100, "1") == "Tesla V100-SXM2-32GB"
+    lines = mismatch_warnings(a100, v100)
+    assert "different GPUs: NVIDIA A100-PG509-200 (device 3) vs Tesla V100-SXM2-32GB (device 1)" \
+        in lines
+    assert "different ranks: rank 3 vs rank 1" in lines
+    assert not any("CPU-only" in line for line in lines)
+
+
+def test_ranks_without_device_names_warn_about_the_rank_only():
+    r0, r1 = (analyze(load(fixture_path(f"hta_sampled_rank-{r}"))) for r in (0, 1))
+    assert device_name(r0, "0") is None  # the sampled traces carry no deviceProperties
+    lines = mismatch_warnings(r0, r1)
+    assert lines[0] == "different ranks: rank 0 vs rank 1"
+    assert all("GPUs" not in line for line in lines)
 
 
 def test_verdicts_follow_direction_and_noise():
