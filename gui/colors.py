@@ -21,7 +21,6 @@ CAUSE_COLORS = {
 }
 
 BUSY_COLOR = "#1f5fa8"
-COMPUTE_COLOR = BUSY_COLOR
 STEP_COLORS = ("#eef2f7", "#dfe6ef")
 ALLOCATED_COLOR = "#1f5fa8"
 RESERVED_COLOR = "#c92a2a"
@@ -35,13 +34,6 @@ def qcolor(hex_color: str, alpha: int = 255) -> QColor:
     color = QColor(hex_color)
     color.setAlpha(alpha)
     return color
-
-
-def lighten(hex_color: str, amount: float) -> str:
-    """Mix with white: idle shading stays readable under the darker busy bars."""
-    color = QColor(hex_color)
-    mix = [round(c + (255 - c) * amount) for c in (color.red(), color.green(), color.blue())]
-    return "#{:02x}{:02x}{:02x}".format(*mix)
 
 
 def tint(hex_color: str, amount: float) -> str:
@@ -95,3 +87,14 @@ def follow_theme(slot) -> None:
     except ImportError:
         return
     theme.controller().sig_theme_changed.connect(slot)
+
+
+# Line heatmap: a sequential scale (light yellow -> deep red) by a line's share of the time, the
+# text drawn on it (dark on the light end, white on the dark end), the frame of the selected line
+# and the legend's border.
+HEAT_STOPS = ((0.0, "#fff9db"), (0.25, "#ffe066"), (0.5, "#ffa94d"), (0.75, "#f76707"),
+              (1.0, "#c92a2a"))
+HEAT_TEXT_DARK = "#1d2229"
+HEAT_TEXT_LIGHT = "#ffffff"
+SELECTION_FRAME = "#1c7ed6"
+LEGEND_BORDER = "#adb5bd"
