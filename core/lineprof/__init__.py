@@ -15,6 +15,7 @@ from stallscope.core.lineprof.files import (
     load_any,
     load_session,
     needs_trust,
+    read_stats,
     session_of,
 )
 from stallscope.core.lineprof.heaviest import (
@@ -44,5 +45,5 @@ __all__ = [
     "advice_evidence", "common_indent", "evidence", "find_profiles", "format_table", "from_json",
     "heaviest_line", "heaviest_line_of", "install_command", "line_profiler_missing", "load",
     "load_any", "load_lprof", "load_session", "looks_like_pickle", "match_lines", "match_source",
-    "merge", "needs_trust", "primary", "save", "session_of",
+    "merge", "needs_trust", "primary", "read_stats", "save", "session_of",
 ]

@@ -5,6 +5,7 @@ file, or a kernprof `.lprof` (a pickle, only when trusted).
     load_session(session) -> [Profile]        # root __getitem__ first, heaviest first
     load_any(path, trust_pickle=False) -> [Profile]
     session_of(trace_or_session) -> Path | None
+    read_stats(path) -> (session | None, [Profile])   # what the app shows for a path
 """
 
 from __future__ import annotations
@@ -70,3 +71,17 @@ def session_of(path: str | os.PathLike | None) -> Path | None:
         if (folder / LINEPROF_DIR).is_dir() and find_profiles(folder):
             return folder
     return None
+
+
+def read_stats(path: str | os.PathLike, *, trust_pickle: bool = False,
+               optional: bool = False) -> tuple[Path | None, list[Profile]]:
+    """The line stats the app shows for `path`: those of the session it sits in (a trace under
+    session/traces/, a lineprof/*.json, a session folder), else the file itself (load_any).
+    Returns (session folder or None, profiles). With optional=True a path without line stats
+    gives (None, []) instead of an error (a document that simply has none)."""
+    session = session_of(path)
+    if session is not None:
+        return session, load_session(session)
+    if optional:
+        return None, []
+    return None, load_any(path, trust_pickle=trust_pickle)

@@ -16,15 +16,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QMessageBox
 
-from stallscope.core.lineprof import stats as lineprof
-from stallscope.gui.colors import BETTER_COLOR, WORSE_COLOR
-from stallscope.gui.views.heatmap import (
-    HEAT_STOPS,
-    HeatmapView,
-    find_line_stats,
-    heat_color,
-    open_profiles,
-)
+from stallscope.core import lineprof, units
+from stallscope.gui.colors import BETTER_COLOR, HEAT_STOPS, WORSE_COLOR
+from stallscope.gui.controllers.line_stats import LineStatsController
+from stallscope.gui.views.heatmap import HeatmapView, ask_trust, open_profiles
+from stallscope.gui.views.heatmap_table import heat_color
 
 FILLER = 150  # lines before the slow one, so selecting it must scroll
 
@@ -79,7 +75,7 @@ def test_lines_are_painted_by_their_share(qtbot, tmp_path):
     assert luminance(bg[0]) < luminance(bg[1]) < luminance(bg[2])
     assert cell(view, 0, "Source", Qt.ItemDataRole.BackgroundRole) is None  # the def line
     total = 0.6 + 0.2 + 1e-6 * (FILLER + 1)
-    assert cell(view, heavy, "%") == f"{100 * 0.6 / total:.1f}"
+    assert cell(view, heavy, "%") == units.pct(0.6 / total) == "75.0%"
     assert cell(view, heavy, "Hits") == "20"
     assert cell(view, heavy, "Per hit") == "30.00 ms"
     assert cell(view, heavy, "Time") == "600.00 ms"
@@ -139,21 +135,27 @@ def test_before_after_columns(qtbot, tmp_path):
     view = HeatmapView()
     qtbot.addWidget(view)
     view.set_profile(after, compare=before)
-    assert view.model.headers()[5:7] == ("Before ms/sample", "Δ ms/sample")
+    assert view.model.headers()[5:7] == ("Before per sample", "Δ per sample")
     heavy = row_of(view, "img = decode(i)")
     # per sample: before 600 ms / 20 = 30 ms, after 100 ms / 40 = 2.5 ms
-    assert cell(view, heavy, "Before ms/sample") == "30.000"
-    assert cell(view, heavy, "Δ ms/sample") == "-27.5 ms"
-    assert cell(view, heavy, "Δ ms/sample", Qt.ItemDataRole.ForegroundRole).color() == \
+    assert cell(view, heavy, "Before per sample") == "30.00 ms"
+    assert cell(view, heavy, "Δ per sample") == "-27.50 ms"
+    assert cell(view, heavy, "Δ per sample", Qt.ItemDataRole.ForegroundRole).color() == \
         QColor(BETTER_COLOR)
     arr = row_of(view, "arr = to_array(img)")  # 10 ms -> 7.5 ms per sample
-    assert cell(view, arr, "Δ ms/sample") == "-2.500 ms"
+    assert cell(view, arr, "Δ per sample") == "-2.50 ms"
+    cheap = row_of(view, "v3 = i + 3")  # 1 µs / 20 vs 1 µs / 40: a change below 0.5 µs
+    assert cell(view, cheap, "Δ per sample") == "0.0 µs"
+    assert cell(view, cheap, "Δ per sample", Qt.ItemDataRole.ForegroundRole).color() != \
+        QColor(WORSE_COLOR)
     worse = make_profile(after_dir, {"img = decode(i)": 2.0}, samples=20)
     view.set_profile(worse, compare=before)
-    assert cell(view, heavy, "Δ ms/sample") == "+70.0 ms"
-    assert cell(view, heavy, "Δ ms/sample", Qt.ItemDataRole.ForegroundRole).color() == \
+    assert cell(view, heavy, "Δ per sample") == "+70.00 ms"
+    assert cell(view, heavy, "Δ per sample", Qt.ItemDataRole.ForegroundRole).color() == \
         QColor(WORSE_COLOR)
-    assert "before:" in view.subtitle.text()
+    # whole function per sample: before (0.8 s + 151 µs) / 20, after (2.0 s + 152 µs) / 20
+    assert "100.01 ms per sample" in view.subtitle.text()
+    assert "before: 40.01 ms per sample (+150%)" in view.subtitle.text()
 
 
 def test_changed_source_is_warned_and_profiled_code_shown(qtbot, tmp_path):
@@ -188,7 +190,7 @@ def test_open_json_session_and_lprof_after_confirmation(qtbot, tmp_path, monkeyp
     profile = make_profile(tmp_path, {"img = decode(i)": 0.6})
     session = tmp_path / "session"
     lineprof.save(profile, session / "lineprof" / "Ds.__getitem__.json")
-    assert find_line_stats(session) == [session / "lineprof" / "Ds.__getitem__.json"]
+    assert ask_trust(session) is False
     assert open_profiles(session)[0].qualname == "Ds.__getitem__"
 
     from line_profiler import LineStats
@@ -199,6 +201,10 @@ def test_open_json_session_and_lprof_after_confirmation(qtbot, tmp_path, monkeyp
     asked = []
     assert open_profiles(lprof, confirm=lambda _p, path: asked.append(path) or False) is None
     assert asked == [lprof]
+    assert ask_trust(lprof, confirm=lambda _p, _path: True) is True
+    renamed = tmp_path / "stats.bin"  # a pickle under another name is still asked about
+    renamed.write_bytes(lprof.read_bytes())
+    assert ask_trust(renamed, confirm=lambda _p, _path: False) is None
     (p,) = open_profiles(lprof, confirm=lambda _p, _path: True)
     assert p.line(FILLER + 3).hits == 5 and p.line(FILLER + 3).total_s == pytest.approx(0.003)
     assert p.line(FILLER + 3).source.strip() == "img = decode(i)"
@@ -211,16 +217,37 @@ def test_open_json_session_and_lprof_after_confirmation(qtbot, tmp_path, monkeyp
     assert len(shown) == 1 and str(bad) in shown[0] and "not JSON" in shown[0]
 
 
-def test_missing_line_profiler_banner_offers_the_install(qtbot):
+def test_missing_line_profiler_banner_offers_the_install(qtbot, tmp_path):
     view = HeatmapView()
     qtbot.addWidget(view)
+    controller = LineStatsController()
+    view.sig_install_requested.connect(controller.install_line_profiler)
+    controller.sig_install_finished.connect(view.show_install_result)
     banner = view.show_missing_line_profiler(sys.executable)
+    assert view.show_missing_line_profiler(sys.executable) is banner  # one banner
     assert f"{sys.executable} -m pip install line_profiler" in banner.label.text()
     # In this interpreter line_profiler is already there: pip succeeds without the network.
-    with qtbot.waitSignal(banner.sig_install_finished, timeout=60_000) as sig:
+    with qtbot.waitSignal(controller.sig_install_finished, timeout=60_000) as sig:
         banner.button.click()
-    assert sig.args == [True]
-    assert "installed" in banner.label.text() and not banner.button.isEnabled()
+        assert banner.button.text() == "Installing…" and not banner.button.isEnabled()
+    assert sig.args[0] is True and "line_profiler" in sig.args[1]
+    assert "is installed" in banner.label.text() and not banner.button.isEnabled()
+    assert banner.button.text() == "Installed"
+
+    # An interpreter that cannot run pip: the banner says so and offers a retry.
+    broken = tmp_path / "python-broken"
+    broken.write_text("#!/bin/sh\necho 'No module named pip' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    view2 = HeatmapView()
+    qtbot.addWidget(view2)
+    view2.sig_install_requested.connect(controller.install_line_profiler)
+    controller.sig_install_finished.connect(view2.show_install_result)
+    banner2 = view2.show_missing_line_profiler(str(broken))
+    with qtbot.waitSignal(controller.sig_install_finished, timeout=60_000) as sig:
+        banner2.button.click()
+    assert sig.args == [False, "No module named pip"]
+    assert "Install failed (No module named pip)" in banner2.label.text()
+    assert banner2.button.text() == "Retry" and banner2.button.isEnabled()
 
 
 def test_warning_strips_follow_the_theme(qtbot):
