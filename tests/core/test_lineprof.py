@@ -245,3 +245,48 @@ def test_line_profiler_check_in_another_interpreter(tmp_path):
     msg = lineprof.line_profiler_missing(python)
     assert msg is not None and f"{python} -m pip install line_profiler" in msg
     assert lineprof.install_command(python) == [python, "-m", "pip", "install", "line_profiler"]
+
+
+def test_match_lines_pairs_same_number_and_text_then_moved_text(tmp_path):
+    before = make_profile(tmp_path, DS, {3: (10, 0.02), 4: (10, 0.06), 5: (10, 0.001)})
+    moved = DS.replace("a = load(i)\n", "a = load(i)\n        a.check()\n")
+    after_dir = tmp_path / "after"
+    after_dir.mkdir()
+    after = make_profile(after_dir, moved, {3: (10, 0.02), 4: (10, 0.01), 5: (10, 0.05)})
+    matched = lineprof.match_lines(after, before)
+    assert {n: ln.lineno for n, ln in matched.items()} == {2: 2, 3: 3, 5: 4, 6: 5}
+    assert 4 not in matched  # a.check() is new
+    assert matched[5] is before.line(4)  # "b = decode(a)" moved from line 4 to 5
+    assert lineprof.common_indent(after.lines) == 4  # the method's lines, flush left
+
+
+def test_read_stats_finds_the_session_of_a_trace_or_reads_the_file(tmp_path):
+    session = tmp_path / "run"
+    (session / "traces").mkdir(parents=True)
+    trace = session / "traces" / "host.pt.trace.json"
+    trace.write_text("{}")
+    assert lineprof.read_stats(trace, optional=True) == (None, [])
+    with pytest.raises(lineprof.LineprofError):
+        lineprof.read_stats(trace)  # not line stats, and no session with them
+    p = make_profile(tmp_path, DS, {3: (10, 0.02), 4: (10, 0.06)})
+    json_path = lineprof.save(p, session / "lineprof" / "Ds.__getitem__.json")
+    for path in (trace, session, json_path):
+        found, profiles = lineprof.read_stats(path)
+        assert found == session and [q.to_json() for q in profiles] == [p.to_json()]
+    lone = lineprof.save(p, tmp_path / "elsewhere" / "x.json")
+    found, (q,) = lineprof.read_stats(lone)
+    assert found is None and q.total_s == pytest.approx(0.08)
+    assert not lineprof.needs_trust(lone) and not lineprof.needs_trust(session)
+
+
+def test_evidence_is_pure_and_matches_the_session_reading(tmp_path):
+    p = make_profile(tmp_path, DS, {3: (10, 0.02), 4: (10, 0.06), 5: (10, 0.001)})
+    assert lineprof.evidence([]) == "" and lineprof.heaviest_line_of([]) is None
+    text = lineprof.evidence([p])
+    assert text == (" Line heatmap: the heaviest line is Ds.__getitem__ line 4 (`b = decode(a)`), "
+                    "74% of the time in __getitem__.")
+    session = tmp_path / "s"
+    lineprof.save(p, session / "lineprof" / "Ds.__getitem__.json")
+    (session / "traces").mkdir()
+    assert lineprof.advice_evidence(session / "traces" / "t.json") == text
+    assert lineprof.advice_evidence(tmp_path / "nowhere" / "t.json") == ""
