@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from stallscope.core.capture.runner import EVENTS, RUN_JSON, STDOUT_LOG, TRACE_SUFFIX, TRACES
+from stallscope.core.capture import layout
+from stallscope.core.capture.layout import (
+    EVENT_GLOB,
+    EVENTS,
+    RUN_JSON,
+    STDOUT_LOG,
+    TRACE_SUFFIX,
+    TRACES,
+)
 from stallscope.core.errors import StallscopeError
 
-EVENT_GLOB = "events*.jsonl"
 STEP_FIELDS = ("n", "wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")
 
 
@@ -28,10 +34,7 @@ def is_session(path: str | os.PathLike) -> bool:
 
 def rank_of_file(path: Path) -> int | None:
     """events.rank3.jsonl -> 3; events.jsonl -> None."""
-    parts = path.name.split(".")
-    if len(parts) == 3 and parts[1].startswith("rank") and parts[1][4:].isdigit():
-        return int(parts[1][4:])
-    return None
+    return layout.rank_of_file(path.name)
 
 
 def parse_lines(data: bytes, source_rank: int | None) -> tuple[list[dict], int]:
@@ -219,8 +222,7 @@ def open_session(path: str | os.PathLike) -> Session:
 
 
 def has_finished(path: str | os.PathLike) -> bool:
-    p = Path(path) / EVENTS
-    return p.is_file() and any(e.get("event") == "finished" for e in read_events(p))
+    return layout.has_finished(Path(path) / EVENTS)
 
 
 def write_finished(path: str | os.PathLike, rc: int | None, reason: str, **extra) -> bool:
@@ -228,23 +230,9 @@ def write_finished(path: str | os.PathLike, rc: int | None, reason: str, **extra
 
     Returns False (and writes nothing) when events.jsonl already ends the run."""
     p = Path(path)
-    if has_finished(p):
-        return False
-    p.mkdir(parents=True, exist_ok=True)
-    events = p / EVENTS
-    record = {"event": "finished", "t": round(time.time(), 6), "rc": rc, "reason": reason,
-              "written_by": "stallscope app", **extra}
-    with open(events, "ab") as f:
-        if events.stat().st_size and not _ends_with_newline(events):
-            f.write(b"\n")  # a torn last line stays torn; the record starts on its own line
-        f.write((json.dumps(record) + "\n").encode())
+    written = layout.append_finished(p / EVENTS, rc, reason, written_by="stallscope app",
+                                     **extra)
     log = p / STDOUT_LOG
-    if not log.exists():
+    if written and not log.exists():
         log.touch()
-    return True
-
-
-def _ends_with_newline(p: Path) -> bool:
-    with open(p, "rb") as f:
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) == b"\n"
+    return written

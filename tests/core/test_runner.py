@@ -27,16 +27,36 @@ from stallscope.core.capture import runner
 
 
 def test_runner_imports_only_stdlib_and_torch():
-    """It must run in the user's interpreter where stallscope is not installed."""
-    tree = ast.parse(RUNNER.read_text(encoding="utf-8"))
-    roots = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            roots |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in the runner"
-            roots.add(node.module.split(".")[0])
-    assert roots - set(sys.stdlib_module_names) == {"torch"}
+    """capture/ must run in the user's interpreter where stallscope is not installed: its files
+    import the standard library, torch, each other (relative imports) and nothing else;
+    line_profiler only in lineprof_capture.py."""
+    for path in sorted(RUNNER.parent.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        roots = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                roots.add(node.module.split(".")[0])
+        allowed = set(sys.stdlib_module_names) | {"torch", "_stallscope_capture"}
+        if path.name == "lineprof_capture.py":
+            allowed.add("line_profiler")
+        assert roots <= allowed, (path.name, roots - allowed)
+
+
+def test_capture_folder_copied_elsewhere_runs(tmp_path):
+    """README's remote-box recipe: copy the capture folder, run runner.py from the copy."""
+    import shutil
+
+    copy = tmp_path / "capture"
+    shutil.copytree(RUNNER.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    script = write_script(tmp_path, TRAIN)
+    proc, session = run(tmp_path, script, "--active", "1", "--wait", "0", "--warmup", "0",
+                        launcher=[sys.executable, str(copy / "runner.py")])
+    assert proc.returncode == 0, proc.stderr
+    assert finished(session)["steps"] == 1
+    assert "stallscope modules: []" in (session / "stdout.log").read_text()
+    assert session_of(session).run["runner"] == str(copy / "runner.py")
 
 
 def test_optimizer_script_stops_after_window(tmp_path):

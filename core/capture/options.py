@@ -1,0 +1,148 @@
+"""The runner's command line: its options, how the app and the CLI build it, how it is read."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from .overrides import FORMS, OverrideError, parse_sets
+
+DEFAULT_SCHEDULE = {"wait": 1, "warmup": 1, "active": 4, "repeat": 1}
+TAKES_VALUE = frozenset({"--session", "--wait", "--warmup", "--active", "--repeat",
+                         "--nproc-per-node", "--lineprof", "--lineprof-depth", "--set"})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stallscope-runner",
+        usage="%(prog)s [options] -- script.py [args]",
+        description="Run a training script under torch.profiler into a stallscope session folder.",
+    )
+    add_run_options(p)
+    return p
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by the runner and `stallscope-cli run`."""
+    p.add_argument("--session", metavar="DIR",
+                   help="session folder (default ./stallscope-sessions/<script>-<timestamp>)")
+    for key, value in DEFAULT_SCHEDULE.items():
+        p.add_argument(f"--{key}", type=int, default=value, metavar="N",
+                       help=f"profiler schedule: {key} steps (default {value})")
+    p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=True,
+                   help="record allocations (default on)")
+    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=False,
+                   help="record operator input shapes (default off)")
+    p.add_argument("--with-stack", action=argparse.BooleanOptionalAction, default=False,
+                   help="record Python stacks (default off; large traces)")
+    p.add_argument("--stop-after-window", action=argparse.BooleanOptionalAction, default=True,
+                   help="end the script once the profiling window's trace is written (default on)")
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                   help="launch N ranks through torch.distributed.run")
+    p.add_argument("--lineprof", default="off", metavar="auto|module:Class.method|off",
+                   help="line-profile Dataset.__getitem__ (default off)")
+    p.add_argument("--lineprof-depth", type=int, default=0, metavar="N",
+                   help="also line-profile functions N calls deep (default 0)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a DataLoader setting without editing the script (repeatable): "
+                        "num_workers, pin_memory, persistent_workers, prefetch_factor; "
+                        f"forms: {FORMS}")
+    p.add_argument("--process-group", action="store_true",
+                   help="start a new process group so the app can stop the whole tree")
+
+
+def build_argv(session: str | os.PathLike, script: str, args: list[str],
+               schedule: dict | None = None, options: dict | None = None) -> list[str]:
+    """The runner's command line for a session (used by `stallscope-cli run`, tune and the app).
+    `options` may hold "sets": a list of `--set` texts."""
+    schedule = {**DEFAULT_SCHEDULE, **(schedule or {})}
+    options = options or {}
+    argv = ["--session", str(session)]
+    for key in DEFAULT_SCHEDULE:
+        argv += [f"--{key}", str(int(schedule[key]))]
+    for key in ("profile_memory", "record_shapes", "with_stack", "stop_after_window"):
+        if key in options:
+            flag = key.replace("_", "-")
+            argv.append(f"--{flag}" if options[key] else f"--no-{flag}")
+    if int(options.get("nproc_per_node", 1)) > 1:
+        argv += ["--nproc-per-node", str(int(options["nproc_per_node"]))]
+    if options.get("lineprof", "off") not in ("off", "", None):
+        argv += ["--lineprof", str(options["lineprof"]),
+                 "--lineprof-depth", str(int(options.get("lineprof_depth", 0)))]
+    for text in options.get("sets") or ():
+        argv += ["--set", str(text)]
+    if options.get("process_group"):
+        argv.append("--process-group")
+    return [*argv, "--", str(script), *args]
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Options before `--`, the script and its arguments after (a `--` is optional)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    # Without `--`, the first bare word is the script and the rest belongs to it.
+    i = 0
+    while i < len(argv):
+        if not argv[i].startswith("-"):
+            return argv[:i], argv[i:]
+        i += 2 if argv[i] in TAKES_VALUE else 1
+    return argv, []
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, rest = split_argv(argv)
+    parser = build_parser()
+    opts = parser.parse_args(own)
+    if not rest:
+        parser.error("no script given: use  [options] -- script.py [args]")
+    opts.script, opts.script_args, opts.argv = rest[0], rest[1:], argv
+    for key in DEFAULT_SCHEDULE:
+        if getattr(opts, key) < 0:
+            parser.error(f"--{key} must be >= 0")
+    if opts.active < 1:
+        parser.error("--active must be >= 1")
+    if opts.nproc_per_node < 1:
+        parser.error("--nproc-per-node must be >= 1")
+    try:
+        opts.overrides = parse_sets(opts.sets)
+    except OverrideError as exc:
+        parser.exit(2, f"stallscope: error: {exc}\n")  # one line, before anything is created
+    return opts
+
+
+def default_session_dir(script: str, root: str | os.PathLike | None = None) -> Path:
+    stem = Path(script).stem or "script"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(root) if root is not None else Path.cwd() / "stallscope-sessions"
+    path = base / f"{stem}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = base / f"{stem}-{stamp}-{n}"
+    return path
+
+
+def rank_from_env() -> int | None:
+    """This process's rank when it runs under torchrun with more than one rank."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        return int(os.environ["RANK"]) if world > 1 else None
+    except (KeyError, ValueError):
+        return None
+
+
+def drop_option(args: list[str], name: str) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == name:
+            skip = True
+        elif not a.startswith(name + "="):
+            out.append(a)
+    return out

@@ -1,0 +1,289 @@
+"""DataLoader settings changed without editing the script (`--set`), and a record of every
+DataLoader the script builds: its call site, its arguments as passed and as overridden.
+
+    --set num_workers=4                 every DataLoader
+    --set 2:num_workers=4               the second DataLoader the script builds
+    --set train.py:57:num_workers=4     the one built at train.py line 57 (a path suffix matches)
+
+A narrower choice wins over a wider one (site > creation order > all); among equals the last
+`--set` wins. Values are checked before the script starts (`parse_sets`); a combination only
+the script's own arguments make impossible (prefetch_factor on a loader that keeps
+num_workers=0) is dropped at run time with a note. Standard library at import (torch when
+installed into a run).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+DEFAULTS = {"num_workers": 0, "pin_memory": False, "persistent_workers": False,
+            "prefetch_factor": None}
+DEFAULT_PREFETCH = 2  # torch's prefetch_factor when workers run and none is given
+NEEDS_WORKERS = ("prefetch_factor", "persistent_workers")
+TRUE = frozenset({"1", "true", "yes", "on"})
+FALSE = frozenset({"0", "false", "no", "off"})
+MAX_EVENTS = 100  # DataLoaders recorded one by one; later ones only count in the summary
+FORMS = "KEY=VALUE, N:KEY=VALUE (the N-th DataLoader built) or FILE:LINE:KEY=VALUE"
+
+
+class OverrideError(ValueError):
+    """A `--set` that cannot apply; one line for the user."""
+
+
+@dataclass(frozen=True)
+class Override:
+    key: str
+    value: int | bool
+    index: int | None = None  # 1-based creation order
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def scope(self) -> str:
+        if self.file is not None:
+            return f"{self.file}:{self.line}"
+        return str(self.index) if self.index is not None else ""
+
+    @property
+    def precedence(self) -> int:
+        return 2 if self.file is not None else 1 if self.index is not None else 0
+
+    @property
+    def text(self) -> str:
+        scope = self.scope
+        return (f"{scope}:" if scope else "") + f"{self.key}={format_value(self.value)}"
+
+    def matches(self, index: int, filename: str, line: int) -> bool:
+        if self.file is not None:
+            return line == self.line and same_file(self.file, filename)
+        return self.index is None or self.index == index
+
+
+def same_file(selector: str, filename: str) -> bool:
+    """`train.py` or `src/train.py` names /home/me/src/train.py; so does its full path."""
+    sel = Path(selector).as_posix().removeprefix("./")
+    full = Path(filename).as_posix()
+    return full == sel or full.endswith("/" + sel) or (
+        os.path.isabs(selector) and os.path.realpath(selector) == os.path.realpath(filename))
+
+
+def format_value(value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def parse_value(key: str, raw: str, text: str) -> int | bool:
+    word = raw.strip().lower()
+    if key in ("pin_memory", "persistent_workers"):
+        if word in TRUE:
+            return True
+        if word in FALSE:
+            return False
+        raise OverrideError(f"--set {text}: {key} takes true or false, not {raw!r}")
+    try:
+        number = int(word)
+    except ValueError:
+        raise OverrideError(f"--set {text}: {key} takes a whole number, not {raw!r}") from None
+    low = 1 if key == "prefetch_factor" else 0
+    if number < low:
+        raise OverrideError(f"--set {text}: {key} must be >= {low}")
+    return number
+
+
+def parse_set(text: str) -> Override:
+    left, sep, raw = text.partition("=")
+    if not sep or not left.strip():
+        raise OverrideError(f"--set {text}: expected {FORMS}")
+    scope, _, key = left.strip().rpartition(":")
+    key = key.strip()
+    if key not in KEYS:
+        raise OverrideError(f"--set {text}: unknown key {key!r} (known: {', '.join(KEYS)})")
+    value = parse_value(key, raw, text)
+    if not scope:
+        return Override(key, value)
+    if scope.isdigit():
+        if int(scope) < 1:
+            raise OverrideError(f"--set {text}: DataLoaders count from 1")
+        return Override(key, value, index=int(scope))
+    file, _, line = scope.rpartition(":")
+    if not file or not line.isdigit() or int(line) < 1:
+        raise OverrideError(f"--set {text}: expected {FORMS}")
+    return Override(key, value, file=file, line=int(line))
+
+
+def parse_sets(texts: list[str] | None) -> list[Override]:
+    """Parse and check every `--set`; raises OverrideError naming the first bad one."""
+    out = [parse_set(t) for t in texts or []]
+    wide = {o.key: o for o in out if o.precedence == 0}
+    for scope in dict.fromkeys(o.scope for o in out):
+        chosen = dict(wide)
+        chosen.update({o.key: o for o in out if o.scope == scope})
+        workers = chosen.get("num_workers")
+        if workers is None or workers.value != 0:
+            continue
+        for key in NEEDS_WORKERS:
+            other = chosen.get(key)
+            if other is not None and other.value not in (False, None):
+                raise OverrideError(f"--set {other.text}: {key} needs worker processes, but "
+                                    f"{workers.text} asks for none")
+    return out
+
+
+def choose(overrides: list[Override], index: int, filename: str, line: int) -> dict:
+    """{key: Override} that apply to one DataLoader."""
+    chosen: dict[str, Override] = {}
+    for o in sorted(overrides, key=lambda o: o.precedence):  # stable: among equals, last wins
+        if o.matches(index, filename, line):
+            chosen[o.key] = o
+    return chosen
+
+
+def effective(values: dict) -> dict:
+    """The four settings as torch will use them (prefetch_factor defaults to 2 with workers)."""
+    out = {k: values.get(k, DEFAULTS[k]) for k in KEYS}
+    if out["prefetch_factor"] is None and out["num_workers"]:
+        out["prefetch_factor"] = DEFAULT_PREFETCH
+    return out
+
+
+def apply(passed: dict, chosen: dict) -> tuple[dict, list[str]]:
+    """The new values of the four settings for a loader the script built with `passed`, and
+    notes on what was dropped to keep the combination valid for torch."""
+    values = {k: passed.get(k, DEFAULTS[k]) for k in KEYS}
+    values.update({k: o.value for k, o in chosen.items()})
+    notes = []
+    if not values["num_workers"]:
+        for key in NEEDS_WORKERS:
+            if values[key] in (None, False, DEFAULTS[key]):
+                continue
+            if key in chosen:
+                notes.append(f"--set {chosen[key].text} ignored: this DataLoader has no "
+                             "worker processes (num_workers=0)")
+            else:
+                notes.append(f"{key}={values[key]!r} dropped: num_workers=0 takes none")
+            values[key] = DEFAULTS[key]
+    return values, notes
+
+
+def jsonable(value):
+    if value is None or isinstance(value, bool | int | float | str):
+        return value if not isinstance(value, str) or len(value) <= 200 else value[:200] + "…"
+    if isinstance(value, list | tuple) and len(value) <= 8:
+        return [jsonable(v) for v in value]
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    return f"<{name}>" if isinstance(name, str) else f"<{type(value).__name__}>"
+
+
+class DataLoaderLog:
+    """Patches DataLoader.__init__: records each loader's call site and arguments and applies
+    the overrides. Batches are counted per call site (the step hooks call `count`)."""
+
+    def __init__(self, overrides: list[Override], emit, pid: int | None = None) -> None:
+        self.overrides = overrides
+        self.emit = emit  # emit(kind, **fields)
+        self.pid = pid if pid is not None else os.getpid()
+        self.created = 0
+        self.sites: dict[str, dict] = {}
+        self.batches: dict[str, int] = {}
+        self.used: set[Override] = set()
+        self._skip_dirs: tuple[str, ...] = ()
+
+    def install(self, torch) -> list:
+        from torch.utils.data import DataLoader
+
+        self._skip_dirs = (str(Path(torch.utils.data.__file__).resolve().parent) + os.sep,
+                           str(Path(__file__).resolve().parent) + os.sep)
+        original_init = DataLoader.__init__
+        original_get = DataLoader._get_iterator
+        signature = inspect.signature(original_init)
+        log = self
+
+        def init(self, *args, **kwargs):
+            if os.getpid() == log.pid:
+                args, kwargs = log.on_init(self, signature, args, kwargs)
+            return original_init(self, *args, **kwargs)
+
+        def get_iterator(self):
+            it = original_get(self)
+            try:
+                it._stallscope_site = self.__dict__.get("_stallscope_site")
+            except Exception:  # noqa: BLE001 - an iterator with __slots__: not counted
+                pass
+            return it
+
+        init.__wrapped__ = original_init
+        DataLoader.__init__ = init
+        DataLoader._get_iterator = get_iterator
+        return [lambda: setattr(DataLoader, "__init__", original_init),
+                lambda: setattr(DataLoader, "_get_iterator", original_get)]
+
+    def count(self, iterator) -> None:
+        site = getattr(iterator, "_stallscope_site", None)
+        if site is not None:
+            self.batches[site] = self.batches.get(site, 0) + 1
+
+    def call_site(self, loader) -> tuple[str, int, str]:
+        frame = sys._getframe(3)  # on_init <- init wrapper <- the caller
+        while frame is not None:
+            code = frame.f_code
+            name = code.co_filename
+            if (name.startswith(self._skip_dirs) or
+                    (code.co_name == "__init__" and frame.f_locals.get("self") is loader)):
+                frame = frame.f_back  # torch's own code, or a DataLoader subclass's __init__
+                continue
+            return name, frame.f_lineno, code.co_name
+        return "<unknown>", 0, ""
+
+    def on_init(self, loader, signature, args, kwargs):
+        try:
+            bound = signature.bind(loader, *args, **kwargs)
+        except TypeError:
+            return args, kwargs  # torch raises its own error for these arguments
+        self.created += 1
+        index = self.created
+        filename, line, function = self.call_site(loader)
+        site = f"{display_path(filename)}:{line}"
+        passed = {k: v for k, v in bound.arguments.items() if k not in ("self", "dataset")}
+        chosen = choose(self.overrides, index, filename, line)
+        self.used.update(chosen.values())
+        before = {k: passed.get(k, DEFAULTS[k]) for k in KEYS}
+        values, notes = apply(passed, chosen)
+        changed = {k: {"from": before[k], "to": values[k]} for k in KEYS
+                   if values[k] != before[k]}
+        if changed:
+            bound.arguments.update({k: values[k] for k in changed})
+            args, kwargs = bound.args[1:], bound.kwargs
+        loader.__dict__["_stallscope_site"] = site
+        info = {"site": site, "file": filename, "line": line, "function": function,
+                "dataset": type(bound.arguments.get("dataset")).__name__,
+                "passed": {k: jsonable(v) for k, v in passed.items()},
+                "overridden": changed, "effective": effective(values)}
+        entry = self.sites.setdefault(site, {"created": 0})
+        entry.update(info, created=entry["created"] + 1)
+        if index <= MAX_EVENTS:
+            self.emit("dataloader", index=index, notes=notes, **info)
+        for note in notes:
+            self.emit("warning", source="overrides", message=f"{site}: {note}")
+        return args, kwargs
+
+    def summary(self) -> list[dict]:
+        return [{**entry, "batches": self.batches.get(site, 0)}
+                for site, entry in self.sites.items()]
+
+    def unmatched(self) -> list[str]:
+        built = ", ".join(self.sites) or "none"
+        return [f"--set {o.text} matched no DataLoader (the script built {self.created}: {built})"
+                for o in self.overrides if o not in self.used]
+
+
+def display_path(filename: str) -> str:
+    """A call site's file as the user knows it: relative to the working folder when inside."""
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel

@@ -1,0 +1,55 @@
+"""The profiler's on_trace_ready: export, gzip under a temporary name, rename, announce."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import time
+from pathlib import Path
+
+from . import layout
+from .exits import say
+
+
+class TraceWriter:
+    """on_trace_ready: export, gzip under a temporary name, rename, then announce."""
+
+    def __init__(self, session: Path, script: Path, rank: int | None, log) -> None:
+        self.dir = session / layout.TRACES
+        self.stem = layout.trace_stem(script.stem, rank)
+        self.log = log
+        self.paths: list[str] = []
+        self.finishing = False
+        self.stepper = None
+
+    def __call__(self, prof) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
+        final = self.dir / f"{self.stem}.{stamp}{layout.TRACE_SUFFIX}"
+        raw = self.dir / f".{final.name}.json.part"
+        packed = self.dir / f".{final.name}.part"
+        t = time.perf_counter()
+        try:
+            prof.export_chrome_trace(str(raw))
+            with open(raw, "rb") as src, gzip.open(packed, "wb", compresslevel=6) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.replace(packed, final)
+        except Exception as exc:  # noqa: BLE001 - a failed export must not kill the user's run
+            self.log.emit("error", message=f"could not write trace {final}: "
+                          f"{type(exc).__name__}: {exc}")
+            say(f"could not write trace {final}: {exc}")
+            return
+        finally:
+            for part in (raw, packed):
+                try:
+                    part.unlink()
+                except OSError:
+                    pass
+        rel = f"{layout.TRACES}/{final.name}"
+        self.paths.append(rel)
+        steps = self.stepper.steps if self.stepper else None
+        self.log.emit(layout.TRACE_READY, path=rel, bytes=final.stat().st_size,
+                      complete=not self.finishing, steps_seen=steps,
+                      write_s=round(time.perf_counter() - t, 3))
+        say(f"trace written: {final}" + ("" if not self.finishing else
+                                           " (the script ended inside the profiling window)"))

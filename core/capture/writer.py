@@ -1,0 +1,105 @@
+"""Writing a session folder while the script runs: the event log and run.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from . import layout
+from .exits import SetupError
+from .options import DEFAULT_SCHEDULE
+
+
+class EventLog:
+    """events.jsonl: one JSON object a line, flushed per line so a follower sees it at once."""
+
+    def __init__(self, path: Path, rank: int | None) -> None:
+        self.path = path
+        self.rank = rank
+        self._file = open(path, "ab")  # noqa: SIM115 - lives for the run
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def emit(self, event: str, **fields) -> None:
+        if os.getpid() != self._pid or self._file.closed:
+            return  # a forked DataLoader worker inherited this object: only the runner writes
+        line = layout.encode(layout.record(event, self.rank, **fields))
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def emit_dict(self, record: dict) -> None:
+        record = dict(record)
+        self.emit(str(record.pop("event", "message")), **record)
+
+    def finish(self, rc: int | None, reason: str, **fields) -> None:
+        """Close the log with the run's `finished` record (layout.append_finished)."""
+        self.close()
+        layout.append_finished(self.path, rc, reason, self.rank, **fields)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+
+def prepare_session(path: Path) -> Path:
+    path = path.expanduser().resolve()
+    try:
+        (path / layout.TRACES).mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SetupError(f"session folder {path} is not writable: {reason}") from None
+    return path
+
+
+def run_info(opts: argparse.Namespace, script: Path, torch_info: dict) -> dict:
+    return {
+        "version": 1,
+        "script": str(script),
+        "args": opts.script_args,
+        "cwd": os.getcwd(),
+        "python": sys.executable,
+        "python_version": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "schedule": {k: getattr(opts, k) for k in DEFAULT_SCHEDULE},
+        "options": {
+            "profile_memory": opts.profile_memory, "record_shapes": opts.record_shapes,
+            "with_stack": opts.with_stack, "stop_after_window": opts.stop_after_window,
+            "nproc_per_node": opts.nproc_per_node, "lineprof": opts.lineprof,
+            "lineprof_depth": opts.lineprof_depth,
+        },
+        "overrides": list(opts.sets),
+        "runner": str(Path(__file__).resolve().with_name("runner.py")),
+        "runner_argv": opts.argv,
+        **torch_info,
+    }
+
+
+def write_run_json(session: Path, info: dict) -> None:
+    tmp = session / f".{layout.RUN_JSON}.{os.getpid()}.part"
+    tmp.write_text(json.dumps(info, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, session / layout.RUN_JSON)
+
+
+def update_run_json(session: Path, **fields) -> None:
+    """Add fields to run.json once the run has ended (e.g. the DataLoaders it built)."""
+    try:
+        info = json.loads((session / layout.RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(info, dict):
+        info.update(fields)
+        write_run_json(session, info)
