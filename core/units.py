@@ -28,3 +28,15 @@ def mib(nbytes: float | None) -> str:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def size(nbytes: float) -> str:
+    """Bytes for people, binary units: "812 B", "12.3 KiB", "48.0 MiB", "1.25 GiB"."""
+    a = abs(nbytes)
+    if a < 2**10:
+        return f"{nbytes:,.0f} B"
+    if a < 2**20:
+        return f"{nbytes / 2**10:,.1f} KiB"
+    if a < 2**30:
+        return mib(nbytes)
+    return f"{nbytes / 2**30:,.2f} GiB"
