@@ -40,3 +40,12 @@ def size(nbytes: float) -> str:
     if a < 2**30:
         return mib(nbytes)
     return f"{nbytes / 2**30:,.2f} GiB"
+
+
+def clock(seconds: float) -> str:
+    """A wait for people (ETAs): "4.2 s" under 10 s, else "0:42", "12:05", "1:02:09"."""
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f} s"
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
