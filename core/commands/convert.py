@@ -6,6 +6,7 @@ import json
 import sys
 import time
 
+from stallscope.core import units
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
 
@@ -36,13 +37,16 @@ def register(sub) -> None:
     p.add_argument("--measure", action="store_true",
                    help="measure samples/s before and after (needs torch)")  # fmt: skip
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers for --measure")
+    p.add_argument("--snippet", action="store_true",
+                   help="print the reader code to paste into a training script (as the wizard "
+                        "shows it)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from stallscope.core.lmdb.convert import convert
-    from stallscope.core.lmdb.source import Preprocess, parse_size
+    from stallscope.core.lmdb.images import Preprocess, parse_size
 
     crop = parse_size(args.crop, "--crop") if args.crop else None
     if isinstance(crop, int):
@@ -101,6 +105,15 @@ def run(args) -> int:
             for r in (t.before, t.after):
                 print(f"{r.name:>30}: {r.samples_per_s:10.0f} samples/s {r.mb_per_s:9.1f} MB/s")
             print(f"{'speed-up':>30}: {t.speedup:10.1f}x (num_workers={t.num_workers})")
+    if args.snippet:
+        from stallscope.core.lmdb.inspection import inspect_source
+        from stallscope.core.lmdb.snippet import code_snippet
+
+        snippet = code_snippet(result.dst, inspect_source(args.src, pre, n_preview=1, n_size=4))
+        out["snippet"] = snippet
+        if not args.json:
+            print("\nuse it in your training script:\n")
+            print(snippet)
     if args.json:
         print(json.dumps(out, indent=1))
     return rc
@@ -112,8 +125,9 @@ def _print_result(result) -> None:
     else:
         resumed = f", resumed at {result.resumed_from}" if result.resumed_from else ""
         print(
-            f"wrote {result.count} samples to {result.dst} ({result.bytes_on_disk / 1e6:.1f} MB) "
-            f"in {result.seconds:.1f} s, {result.samples_per_s:.0f} samples/s{resumed}"
+            f"wrote {result.count} samples to {result.dst} ({units.size(result.bytes_on_disk)}) "
+            f"in {units.duration(result.seconds * 1e6)}, {result.samples_per_s:.0f} samples/s"
+            f"{resumed}"
         )
     if result.skipped:
         print(f"skipped {len(result.skipped)} unreadable sample(s):")
@@ -142,7 +156,7 @@ class _Progress:
         self.last = now
         t, d = self.first
         rate = (done - d) / (now - t) if now > t else 0.0
-        eta = f", ETA {(total - done) / rate:.0f} s" if rate > 0 else ""
+        eta = f", ETA {units.clock((total - done) / rate)}" if rate > 0 else ""
         print(f"\r{self.what} {done}/{total} ({rate:.0f}/s{eta})   ", end="", file=sys.stderr)
 
     def end(self) -> None:

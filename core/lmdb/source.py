@@ -18,16 +18,17 @@ import hashlib
 import importlib.util
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from stallscope.core.errors import StallscopeError
+from stallscope.core.lmdb.format import DTYPE_CODE, plan, write
+from stallscope.core.lmdb.images import Preprocess, image_to_chw, preprocess_image
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
-LEAF_KINDS = ("image", "tensor", "ndarray", "int", "float", "bool", "str")
 
 
 class SourceError(StallscopeError):
@@ -36,113 +37,6 @@ class SourceError(StallscopeError):
 
 class SampleError(Exception):
     """One sample that cannot be read; the conversion skips it and lists the reason."""
-
-
-# ----------------------------------------------------------------------------- preprocessing
-
-
-@dataclass(frozen=True)
-class Preprocess:
-    """Fixed preprocessing of PIL images, done once at conversion.
-
-    resize: None, an int (shorter side, aspect kept; torchvision `Resize(int)`) or (w, h).
-    crop:   None or (w, h), centred (torchvision `CenterCrop`).
-    rgb:    convert every image to 3-channel RGB (torchvision's default loader does).
-    """
-
-    resize: int | tuple[int, int] | None = None
-    crop: tuple[int, int] | None = None
-    rgb: bool = True
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["resize"] = list(self.resize) if isinstance(self.resize, tuple) else self.resize
-        d["crop"] = list(self.crop) if self.crop else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Preprocess:
-        resize = d.get("resize")
-        crop = d.get("crop")
-        return cls(
-            resize=tuple(resize) if isinstance(resize, list) else resize,
-            crop=tuple(crop) if crop else None,
-            rgb=bool(d.get("rgb", True)),
-        )
-
-    def output_size(self, w: int, h: int) -> tuple[int, int]:
-        if isinstance(self.resize, int):
-            w, h = _short_side(w, h, self.resize)
-        elif self.resize:
-            w, h = self.resize
-        if self.crop:
-            w, h = self.crop
-        return w, h
-
-    def describe(self) -> str:
-        parts = []
-        if isinstance(self.resize, int):
-            parts.append(f"resize shorter side to {self.resize}")
-        elif self.resize:
-            parts.append(f"resize to {self.resize[0]}x{self.resize[1]}")
-        if self.crop:
-            parts.append(f"centre crop {self.crop[0]}x{self.crop[1]}")
-        parts.append("RGB" if self.rgb else "keep colour mode")
-        return ", ".join(parts)
-
-
-def parse_size(text: str, what: str = "size") -> int | tuple[int, int]:
-    """'256' -> 256, '320x240' -> (320, 240)."""
-    try:
-        if "x" in text.lower():
-            w, h = (int(v) for v in text.lower().split("x"))
-            if w > 0 and h > 0:
-                return (w, h)
-        elif int(text) > 0:
-            return int(text)
-    except ValueError:
-        pass
-    raise StallscopeError(f"{what} {text!r}: expected N or WxH with positive integers")
-
-
-def _short_side(w: int, h: int, size: int) -> tuple[int, int]:
-    if w <= h:
-        return size, int(size * h / w)
-    return int(size * w / h), size
-
-
-def preprocess_image(img: Image.Image, pre: Preprocess) -> Image.Image:
-    if pre.rgb and img.mode != "RGB":
-        img = img.convert("RGB")
-    if pre.resize:
-        size = _short_side(*img.size, pre.resize) if isinstance(pre.resize, int) else pre.resize
-        if size != img.size:
-            img = img.resize(size, Image.BILINEAR)
-    if pre.crop:
-        w, h = img.size
-        cw, ch = pre.crop
-        left, top = int(round((w - cw) / 2.0)), int(round((h - ch) / 2.0))
-        img = img.crop((left, top, left + cw, top + ch))
-    return img
-
-
-def image_to_chw(img: Image.Image) -> tuple[str, np.ndarray]:
-    """A PIL image -> (dtype, CHW array) in its own colour mode (palette and 1-bit widened).
-
-    The array may be a transposed view of PIL's HWC bytes: whoever stores it makes the one
-    contiguous copy (straight into the record)."""
-    if img.mode == "1":
-        img = img.convert("L")
-    elif img.mode in ("P", "PA"):
-        img = img.convert("RGBA" if "transparency" in img.info or img.mode == "PA" else "RGB")
-    elif img.mode in ("CMYK", "YCbCr", "LAB", "HSV"):
-        img = img.convert("RGB")
-    w, h = img.size
-    arr = np.asarray(img)  # L/RGB/RGBA -> uint8, I;16 -> uint16, I -> int32, F -> float32
-    if arr.dtype.byteorder == ">":
-        arr = arr.astype(arr.dtype.newbyteorder("<"))
-    chw = arr.reshape(h, w, -1).transpose(2, 0, 1)
-    return arr.dtype.name, chw
 
 
 def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
@@ -215,7 +109,6 @@ def _leaf(obj, pre, where) -> tuple[str, str, np.ndarray]:
 
 
 def _dtype_name(arr: np.ndarray, where: str) -> str:
-    from stallscope.core.lmdb.format import DTYPE_CODE
 
     name = arr.dtype.name
     if name not in DTYPE_CODE or arr.dtype.byteorder == ">":
@@ -442,7 +335,6 @@ class Decoder:
 
     def decode(self, task: list) -> list[tuple[int, tuple | None, str]]:
         """-> [(source index, (header, offsets, size, arrays) or None, reason)]."""
-        from stallscope.core.lmdb.format import plan
 
         out = []
         for entry in task:
@@ -458,7 +350,6 @@ class Decoder:
 
     def records(self, task: list) -> list[tuple[int, bytearray | None, str]]:
         """-> [(source index, record or None, reason)]."""
-        from stallscope.core.lmdb.format import write
 
         out = []
         for index, planned, reason in self.decode(task):
@@ -484,126 +375,3 @@ def describe(structure: dict) -> str:
 
 def source_desc(source: Source) -> dict:
     return {"kind": source.kind, "spec": source.spec}
-
-
-# ----------------------------------------------------------------------------- inspection
-
-
-@dataclass
-class SourceInfo:
-    spec: str
-    kind: str
-    count: int
-    classes: list[str]
-    fields: list[str]
-    field_info: list[str]  # "image: uint8 3x256x256" for the first readable sample
-    structure: dict
-    preview: list[tuple[str, np.ndarray]]  # (caption, HWC uint8 image) for thumbnails
-    bytes_per_sample: float  # mean stored record size after preprocessing
-    estimated_bytes: int  # on disk, with LMDB's page overhead
-    notes: list[str]
-
-
-def inspect_source(
-    spec: str | os.PathLike, pre: Preprocess | None = None, n_preview: int = 6, n_size: int = 48
-) -> SourceInfo:
-    """Open a source, decode a few samples for a preview and estimate the converted size."""
-    from stallscope.core.lmdb.format import record_size
-
-    pre = pre or Preprocess()
-    source = open_source(spec)
-    n = len(source)
-    if n == 0:
-        raise SourceError(f"{source.spec}: the dataset is empty")
-    decoder = Decoder(source_desc(source), pre.to_dict(), None)
-    notes: list[str] = []
-    preview: list = []
-    structure, first = None, None
-    sizes: list[int] = []
-    candidates = dict.fromkeys(_spread(n, max(n_preview, 1)) + _spread(n, 3 * n_preview + 3))
-    for index in candidates:  # spread over the classes; more tries if some are unreadable
-        if len(preview) >= n_preview and structure is not None:
-            break
-        entry = source.task(index, index + 1)[0]
-        try:
-            _, st, leaves = decoder.sample(entry)
-        except SampleError as exc:
-            notes.append(f"{source.name_of(index)}: {exc}")
-            continue
-        if structure is None:
-            structure = st if source.kind == "factory" else source.structure
-            first = leaves
-        sizes.append(record_size([(d, a.shape) for _k, d, a in leaves]))
-        picture = next((to_display(a) for k, _d, a in leaves if to_display(a) is not None), None)
-        if picture is not None and len(preview) < n_preview:
-            caption = source.name_of(index)
-            if isinstance(source, FolderSource) and source.labels is not None:
-                caption = f"{source.classes[source.labels[index]]}/{Path(caption).name}"
-            preview.append((index, caption, picture))
-    if structure is None:
-        raise SourceError(f"{source.spec}: none of the first samples could be read ({notes[0]})")
-    if isinstance(source, FolderSource):
-        sizes = _header_sizes(source, pre, n_size) or sizes
-        if source.ignored_top_level:
-            notes.append(
-                f"{source.ignored_top_level} image(s) at the top level are ignored "
-                "(ImageFolder layout: only class subfolders count)"
-            )
-    preview = [(caption, picture) for _i, caption, picture in sorted(preview, key=lambda p: p[0])]
-    names = leaf_names(structure) if source.kind == "factory" else source.fields()
-    info = [
-        f"{name}: {kind} {d} {'x'.join(map(str, a.shape)) or 'scalar'}"
-        for name, (kind, d, a) in zip(names, first, strict=False)
-    ]
-    mean = float(np.mean(sizes))
-    return SourceInfo(
-        source.spec, source.kind, n, list(source.classes), names, info, structure, preview,
-        mean, int(n * lmdb_bytes(mean)), notes,
-    )  # fmt: skip
-
-
-def lmdb_bytes(record: float) -> float:
-    """Bytes a value of this size takes in LMDB: big values live on whole 4 KiB overflow pages."""
-    if record > 2000:
-        return float(np.ceil((record + 16) / 4096) * 4096)
-    return record * 1.4 + 24  # leaf pages are ~70% full after appends
-
-
-def _spread(n: int, k: int) -> list[int]:
-    return sorted(set(np.linspace(0, n - 1, num=min(k, n)).astype(int).tolist()))
-
-
-def _header_sizes(source: FolderSource, pre: Preprocess, k: int) -> list[int]:
-    """Record sizes from image headers only (no decoding), for a quick estimate."""
-    from stallscope.core.lmdb.format import record_size
-
-    out = []
-    for index in _spread(len(source), k):
-        try:
-            with Image.open(source.root / source.files[index]) as img:
-                w, h = pre.output_size(*img.size)
-                bands = 3 if pre.rgb else len(img.getbands())
-        except Exception:  # noqa: BLE001 - a corrupt file does not change the estimate
-            continue
-        leaves = [("uint8", (bands, h, w))]
-        if source.labels is not None:
-            leaves.append(("int64", ()))
-        out.append(record_size(leaves))
-    return out
-
-
-def to_display(arr: np.ndarray) -> np.ndarray | None:
-    """A CHW / HW array that looks like an image -> HWC uint8 for a thumbnail, else None."""
-    if arr.ndim == 3 and arr.shape[0] in (1, 3, 4) and min(arr.shape[1:]) >= 8:
-        hwc = arr.transpose(1, 2, 0)
-    elif arr.ndim == 2 and min(arr.shape) >= 8:
-        hwc = arr[:, :, None]
-    else:
-        return None
-    if hwc.dtype != np.uint8:
-        f = hwc.astype(np.float32)
-        lo, hi = float(np.nanmin(f)), float(np.nanmax(f))
-        hwc = ((f - lo) * (255.0 / (hi - lo if hi > lo else 1.0))).clip(0, 255).astype(np.uint8)
-    if hwc.shape[2] == 1:
-        hwc = np.repeat(hwc, 3, axis=2)
-    return np.ascontiguousarray(hwc[:, :, :3])

@@ -18,9 +18,9 @@ import numpy as np
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.lmdb.dataset import LMDBDataset, _rebuild
+from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.source import (
     Decoder,
-    Preprocess,
     SampleError,
     SourceError,
     flatten,

@@ -23,9 +23,11 @@ from stallscope.core import cli
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, run_job
 from stallscope.core.lmdb import format as fmt
-from stallscope.core.lmdb.convert import convert, destination_state
+from stallscope.core.lmdb.convert import convert
 from stallscope.core.lmdb.dataset import LMDBDataset
-from stallscope.core.lmdb.source import Preprocess, inspect_source
+from stallscope.core.lmdb.destination import destination_state
+from stallscope.core.lmdb.images import Preprocess
+from stallscope.core.lmdb.inspection import inspect_source
 from stallscope.core.lmdb.verify import verify
 
 EXTS = (".png", ".jpg", ".jpeg")
@@ -396,7 +398,7 @@ def test_sigkill_mid_conversion_then_resume_gives_exactly_n_samples(tmp_path):
     n = 48
     spec, files = write_factory(tmp_path / "slow", n, 0.03)
     dst = tmp_path / "killed.lmdb"
-    cmd = [sys.executable, "-m", "stallscope.core.lmdb.convert", spec, str(dst),
+    cmd = [sys.executable, "-m", "stallscope.core.cli", "convert", spec, str(dst),
            "--workers", "2", "--commit-every", "3", "--verify", "0"]  # fmt: skip
     written_at_kill, killed = [], []
     for _attempt in range(2):

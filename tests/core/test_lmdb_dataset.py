@@ -19,7 +19,7 @@ from stallscope.core.jobs import run_job
 from stallscope.core.lmdb import format as fmt
 from stallscope.core.lmdb.convert import convert
 from stallscope.core.lmdb.dataset import LMDBDataset
-from stallscope.core.lmdb.source import Preprocess
+from stallscope.core.lmdb.images import Preprocess
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,10 @@ import pytest
 from PIL import Image
 from PySide6.QtWidgets import QApplication, QWizard
 
-from stallscope.core.lmdb.convert import destination_state
 from stallscope.core.lmdb.dataset import LMDBDataset
-from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, factory_candidates, open_lmdb_wizard
+from stallscope.core.lmdb.destination import destination_state
+from stallscope.core.lmdb.snippet import factory_candidates
+from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, open_lmdb_wizard
 
 SHOTS = Path("/tmp/stallscope-shots")
 

@@ -1,0 +1,70 @@
+"""What the wizard and `stallscope-cli convert` suggest around a conversion: the factories a .py
+offers, where the LMDB should go, and the reader code to paste into a training script.
+
+    factory_candidates("datasets.py") -> ["make_train_set", "Flowers", ...]
+    default_destination(info) -> "/data/train.lmdb"
+    code_snippet(dst, info) -> "from torch.utils.data import DataLoader\\n..."
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from stallscope.core.lmdb.inspection import SourceInfo
+from stallscope.core.lmdb.source import describe
+
+
+def factory_candidates(path: str) -> list[str]:
+    """Top-level functions and classes of a .py that can be called without arguments, the
+    likeliest factories (names with "make" or "data") first."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            args = node.args
+            if len(args.args) - len(args.defaults) == 0 and not args.posonlyargs:
+                names.append(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names.append(node.name)
+    public = [n for n in names if not n.startswith("_")]
+    return sorted(public, key=lambda n: not any(k in n.lower() for k in ("make", "data")))
+
+
+def default_destination(info: SourceInfo) -> str:
+    """Beside the source: folder `train` -> `train.lmdb`, `ds.py:make` -> `ds_make.lmdb`."""
+    if info.kind == "folder":
+        root = Path(info.spec)
+        return str(root.with_name(root.name + ".lmdb"))
+    path, name = info.spec.rsplit(":", 1)
+    return str(Path(path).with_name(f"{Path(path).stem}_{name}.lmdb"))
+
+
+def code_snippet(dst: str, info: SourceInfo | None) -> str:
+    """A DataLoader over the converted LMDB, unpacked as the source's samples are."""
+    if info is not None and info.kind == "factory":
+        unpack = "for sample in loader:"
+        comment = f"    # same structure as your dataset: {describe(info.structure)}"
+        use = "    ..."
+    elif info is not None and not info.classes:
+        unpack = "for images in loader:"
+        comment = "    # uint8 CHW batches; scale on the GPU, not in the workers"
+        use = "    images = images.to(device, non_blocking=True).float().div_(255)"
+    else:
+        unpack = "for images, labels in loader:"
+        comment = "    # uint8 CHW batches; scale on the GPU, not in the workers"
+        use = "    images = images.to(device, non_blocking=True).float().div_(255)"
+    return "\n".join([
+        "from torch.utils.data import DataLoader",
+        "from stallscope.core.lmdb.dataset import LMDBDataset",
+        "",
+        f"dataset = LMDBDataset({str(dst)!r})",
+        "loader = DataLoader(dataset, batch_size=256, shuffle=True, num_workers=4,",
+        "                    pin_memory=True, persistent_workers=True)",
+        unpack,
+        comment,
+        use,
+    ])  # fmt: skip

@@ -1,0 +1,169 @@
+"""Page 3: the conversion, in a process pool off the GUI thread: progress, samples/s, ETA,
+Cancel (keeps what is committed) and Resume / Retry."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWizardPage,
+)
+
+from stallscope.core import units
+from stallscope.core.lmdb.convert import ConvertResult, convert
+from stallscope.core.lmdb.destination import destination_state
+from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, mono, say
+from stallscope.gui.workers import JobWorker
+
+if TYPE_CHECKING:
+    from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
+
+
+class ConvertPage(QWizardPage):
+    sig_conversion_finished = Signal(object)
+
+    def __init__(self, wizard: LMDBWizard) -> None:
+        super().__init__()
+        self.wiz = wizard
+        self.setTitle("Conversion")
+        self.setSubTitle(
+            "Decoding in a process pool, one writer, committed in batches. Cancel keeps what is "
+            "done; Resume (or running the same conversion again) continues from there."
+        )
+        self.bar = QProgressBar()
+        self.bar.setMinimumHeight(22)
+        self.rate = QLabel(" ")
+        self.rate.setFont(mono())
+        self.status = QLabel(" ")
+        self.status.setWordWrap(True)
+        self.cancel_btn = QPushButton("Cancel conversion")
+        self.resume_btn = QPushButton("Resume")
+        self.cancel_btn.clicked.connect(self.cancel)
+        self.resume_btn.clicked.connect(self.start)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.cancel_btn)
+        buttons.addWidget(self.resume_btn)
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.plan = QLabel()
+        self.plan.setWordWrap(True)
+        self.plan.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.plan)
+        layout.addSpacing(8)
+        layout.addWidget(self.bar)
+        layout.addWidget(self.rate)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(self.summary)
+        layout.addStretch(1)
+        self.running = False
+        self._t0 = 0.0
+        self._first: tuple[float, int] | None = None
+
+    def initializePage(self) -> None:  # noqa: N802 - Qt API
+        self.start()
+
+    def isComplete(self) -> bool:  # noqa: N802 - Qt API
+        return self.wiz.result is not None and not self.running
+
+    def start(self) -> None:
+        src, dst = self.wiz.spec(), self.wiz.destination()
+        pre, workers = self.wiz.preprocess(), self.wiz.options_page.workers_spin.value()
+        self.wiz.result = None
+        self.running = True
+        self._first = None
+        self._t0 = time.monotonic()
+        self.cancel_btn.setEnabled(True)
+        self.resume_btn.setEnabled(False)
+        self.status.setText("Starting the decoding processes…")
+        self.summary.setText("")
+        self.plan.setText(
+            f"<table cellspacing=3><tr><td><b>From</b></td><td>{esc(src)}</td></tr>"
+            f"<tr><td><b>To</b></td><td>{esc(dst)}</td></tr>"
+            f"<tr><td><b>Preprocessing</b></td><td>{esc(pre.describe())}</td></tr>"
+            f"<tr><td><b>Processes</b></td><td>{workers} decoding + 1 writing</td></tr></table>"
+        )
+        worker = JobWorker(
+            lambda cancel: convert(src, dst, workers=workers, preprocess=pre, cancel=cancel)
+        )
+        worker.signals.sig_progress.connect(self._on_progress)
+        worker.signals.sig_result.connect(self._on_result)
+        worker.signals.sig_error.connect(self._on_error)
+        worker.signals.sig_cancelled.connect(self._on_cancelled)
+        self.wiz.runner.start(worker, "convert")
+        self.completeChanged.emit()
+
+    def cancel(self) -> None:
+        self.cancel_btn.setEnabled(False)
+        self.status.setText("Cancelling: committing what is decoded…")
+        self.wiz.runner.cancel("convert")
+
+    def _on_progress(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if self._first is None:
+            self._first = (now, done)
+            self.status.setText(f"Converting {self.wiz.spec()} → {self.wiz.destination()}")
+        self.bar.setRange(0, max(total, 1))
+        self.bar.setValue(done)
+        t, d = self._first
+        if now - t > 0.2 and done > d:
+            rate = (done - d) / (now - t)
+            eta = (total - done) / rate
+            self.rate.setText(f"{done:,} / {total:,} samples   {rate:,.0f} samples/s   "
+                              f"ETA {units.clock(eta)}")  # fmt: skip
+        else:
+            self.rate.setText(f"{done:,} / {total:,} samples")
+
+    def _finish(self) -> None:
+        self.running = False
+        self.cancel_btn.setEnabled(False)
+        self.completeChanged.emit()
+
+    def _on_result(self, result: ConvertResult) -> None:
+        self.wiz.result = result
+        self._finish()
+        self.resume_btn.setEnabled(False)
+        self.bar.setRange(0, max(result.total, 1))
+        self.bar.setValue(result.total)
+        if result.already_complete:
+            self.status.setText("This LMDB was already complete; nothing to convert.")
+        else:
+            resumed = f", resumed at {result.resumed_from:,}" if result.resumed_from else ""
+            rate = f"{result.samples_per_s:,.0f} samples/s{resumed}"
+            say(self.status, f"Done: {result.count:,} samples in "
+                f"{units.duration(result.seconds * 1e6)} ({rate}).", "ok")
+        skipped = f"{len(result.skipped)} unreadable sample(s) skipped" if result.skipped else (
+            "no unreadable samples")  # fmt: skip
+        self.summary.setText(
+            f"{esc(result.dst)}: {units.size(result.bytes_on_disk)} on disk, {skipped}. "
+            "Next: verify and measure."
+        )
+        self.sig_conversion_finished.emit(result)
+
+    def _on_error(self, message: str) -> None:
+        self._finish()
+        self.resume_btn.setEnabled(True)
+        self.resume_btn.setText("Retry")
+        say(self.status, message, "bad")
+
+    def _on_cancelled(self) -> None:
+        self._finish()
+        self.rate.setText(f"{self.bar.value():,} / {self.bar.maximum():,} samples   stopped")
+        self.resume_btn.setEnabled(True)
+        self.resume_btn.setText("Resume")
+        state = destination_state(self.wiz.destination())
+        done = state.progress.get("next_source", 0) if state.progress else 0
+        self.status.setText(
+            f"Cancelled at {done:,} samples; they are committed. Resume continues from there."
+        )

@@ -1,0 +1,159 @@
+"""Page 2: where the LMDB goes (checked: new, resumable or refused), the fixed preprocessing,
+decoding processes, the estimated size and the free space."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+    QWizardPage,
+)
+
+from stallscope.core import units
+from stallscope.core.lmdb.destination import check_destination, check_space
+from stallscope.core.lmdb.images import Preprocess
+from stallscope.core.lmdb.inspection import SourceInfo, inspect_source
+from stallscope.core.lmdb.snippet import default_destination
+from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, row, say, spin
+from stallscope.gui.workers import JobWorker
+
+if TYPE_CHECKING:
+    from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
+
+
+class OptionsPage(QWizardPage):
+    def __init__(self, wizard: LMDBWizard) -> None:
+        super().__init__()
+        self.wiz = wizard
+        self.setTitle("Options")
+        self.setSubTitle("Where the LMDB goes, and the fixed preprocessing done once, up front.")
+        self.setCommitPage(True)
+
+        self.dst_edit = QLineEdit()
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._choose_dst)
+        self.dst_state = QLabel()
+        self.dst_state.setWordWrap(True)
+        dst_box = QWidget()
+        dst_grid = QGridLayout(dst_box)
+        dst_grid.setContentsMargins(0, 0, 0, 0)
+        dst_grid.addWidget(self.dst_edit, 0, 0)
+        dst_grid.addWidget(browse, 0, 1)
+        dst_grid.addWidget(self.dst_state, 1, 0, 1, 2)
+
+        self.resize_box = QCheckBox("Resize shorter side to")
+        self.resize_spin = spin(8, 8192, 256)
+        self.crop_box = QCheckBox("Centre crop to")
+        self.crop_w, self.crop_h = spin(8, 8192, 224), spin(8, 8192, 224)
+        self.rgb_box = QCheckBox("Convert every image to RGB (3 channels)")
+        self.rgb_box.setChecked(True)
+        self.workers_spin = spin(1, 256, os.cpu_count() or 1)
+        resize_row = row(self.resize_box, self.resize_spin, QLabel("px"))
+        crop_row = row(self.crop_box, self.crop_w, QLabel("×"), self.crop_h, QLabel("px"))
+
+        self.estimate = QLabel()
+        self.estimate.setWordWrap(True)
+        self.space = QLabel()
+        self.space.setWordWrap(True)
+
+        form = QFormLayout()
+        form.addRow("Destination", dst_box)
+        form.addRow("Preprocessing", resize_row)
+        form.addRow("", crop_row)
+        form.addRow("", self.rgb_box)
+        form.addRow("Decoding processes", row(self.workers_spin, QLabel("(one writer besides)")))
+        form.addRow("Estimated size", self.estimate)
+        form.addRow("Free space", self.space)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addStretch(1)
+
+        self._est_bytes: int | None = None
+        self._timer = QTimer(self, singleShot=True, interval=250)
+        self._timer.timeout.connect(self._estimate)
+        for w in (self.resize_box, self.crop_box, self.rgb_box):
+            w.toggled.connect(self._options_changed)
+        for w in (self.resize_spin, self.crop_w, self.crop_h):
+            w.valueChanged.connect(self._options_changed)
+        self.dst_edit.textChanged.connect(self._update_checks)
+
+    def initializePage(self) -> None:  # noqa: N802 - Qt API
+        info = self.wiz.info
+        if info is not None and not self.dst_edit.text():
+            self.dst_edit.setText(default_destination(info))
+        self._options_changed()
+
+    def preprocess(self) -> Preprocess:
+        return Preprocess(
+            resize=self.resize_spin.value() if self.resize_box.isChecked() else None,
+            crop=(self.crop_w.value(), self.crop_h.value()) if self.crop_box.isChecked() else None,
+            rgb=self.rgb_box.isChecked(),
+        )
+
+    def isComplete(self) -> bool:  # noqa: N802 - Qt API
+        return self._dst_ok and self._space_ok
+
+    _dst_ok = False
+    _space_ok = False
+
+    def _choose_dst(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "LMDB folder", self.dst_edit.text())
+        if path:
+            self.dst_edit.setText(path)
+
+    def _options_changed(self) -> None:
+        self.resize_spin.setEnabled(self.resize_box.isChecked())
+        self.crop_w.setEnabled(self.crop_box.isChecked())
+        self.crop_h.setEnabled(self.crop_box.isChecked())
+        self._est_bytes = None
+        self.estimate.setText("estimating…")
+        self._timer.start()
+        self._update_checks()
+
+    def _estimate(self) -> None:
+        spec, pre = self.wiz.spec(), self.preprocess()
+        worker = JobWorker(lambda cancel: inspect_source(spec, pre, n_preview=1))
+        worker.signals.sig_result.connect(self._on_estimate)
+        worker.signals.sig_error.connect(lambda msg: self.estimate.setText(esc(msg)))
+        self.wiz.runner.start(worker, "estimate")
+
+    def _on_estimate(self, info: SourceInfo) -> None:
+        self._est_bytes = info.estimated_bytes
+        self.estimate.setText(
+            f"<b>{units.size(info.estimated_bytes)}</b> on disk "
+            f"({info.count:,} samples × {units.size(info.bytes_per_sample)}, uint8 decoded)"
+        )
+        self._update_checks()
+
+    def _update_checks(self) -> None:
+        dst = self.dst_edit.text().strip()
+        self._dst_ok = False
+        if not dst:
+            say(self.dst_state, "Choose a destination folder.", "bad")
+        else:
+            self._dst_ok = self._check_dst(Path(dst).expanduser())
+        self._space_ok = self._check_space(Path(dst).expanduser()) if dst else False
+        self.completeChanged.emit()
+
+    def _check_dst(self, dst: Path) -> bool:
+        info = self.wiz.info
+        verdict = check_destination(dst, info.spec if info else None, self.preprocess())
+        say(self.dst_state, verdict.text, verdict.tone)
+        return verdict.ok
+
+    def _check_space(self, dst: Path) -> bool:
+        verdict = check_space(dst, self._est_bytes)
+        say(self.space, verdict.text, verdict.tone)
+        return verdict.ok
