@@ -129,7 +129,7 @@ def parse_sets(texts: list[str] | None) -> list[Override]:
             other = chosen.get(key)
             if other is not None and other.value not in (False, None):
                 raise OverrideError(f"--set {other.text}: {key} needs worker processes, but "
-                                    f"{workers.text} asks for none")
+                                    f"--set {workers.text} asks for none")
     return out
 
 

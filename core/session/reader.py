@@ -23,6 +23,7 @@ from stallscope.core.capture.layout import (
     TRACES,
 )
 from stallscope.core.errors import StallscopeError
+from stallscope.core.session.events import Event, Finished, typed
 
 STEP_FIELDS = ("n", "wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")
 
@@ -72,6 +73,10 @@ class EventFollower:
         self._offsets: dict[Path, int] = {}
         self._tails: dict[Path, bytes] = {}
         self.bad_lines = 0
+
+    def poll_typed(self) -> list[Event]:
+        """What `poll` returns, as typed events (core/session/events.py)."""
+        return [typed(e) for e in self.poll()]
 
     def poll(self) -> list[dict]:
         out: list[dict] = []
@@ -144,6 +149,12 @@ class Session:
         return (top or done or [None])[-1]
 
     @property
+    def end(self) -> Finished | None:
+        """The finished record, typed."""
+        fin = self.finished
+        return typed(fin) if fin is not None else None  # type: ignore[return-value]
+
+    @property
     def ranks(self) -> list[int]:
         return sorted({e["rank"] for e in self.events if isinstance(e.get("rank"), int)})
 
@@ -189,7 +200,31 @@ class Session:
             out["data_wait_share"] = float(np.nansum(wait) / total) if total > 0 else 0.0
         if fin.get("warning"):
             out["warning"] = fin["warning"]
+        end = self.end
+        if end is not None and end.exception is not None:
+            out["exception"] = {"type": end.exception.type, "message": end.exception.message,
+                                "step": end.exception.step}
+        loaders = self.run.get("dataloaders") or (list(end.dataloaders) if end else [])
+        if loaders:
+            out["dataloaders"] = loaders
         return out
+
+    def no_trace_reason(self) -> str:
+        """Why this session holds no trace, in one line (for `analyze` and the app)."""
+        end = self.end
+        name = Path(str(self.run.get("script", ""))).name or "the script"
+        log = self.path / STDOUT_LOG
+        where = f"; its output is in {log}" if log.is_file() else ""
+        if end is None:
+            return (f"{self.path}: the run of {name} holds no trace and no finished record "
+                    f"(still running, or killed){where}")
+        if end.exception is not None:
+            at = f" at step {end.exception.step}" if end.exception.step is not None else ""
+            return (f"{self.path}: {name} raised {end.exception.text}{at} before a trace was "
+                    f"written{where}")
+        if end.warning:
+            return f"{self.path}: no trace: {end.warning}"
+        return f"{self.path}: no trace was written ({end.reason}, exit code {end.rc}){where}"
 
 
 def resolve_path(session: Path, path: str) -> Path:
@@ -219,6 +254,16 @@ def open_session(path: str | os.PathLike) -> Session:
         events.extend(read_events(f))
     events.sort(key=lambda e: e.get("t", 0.0))
     return Session(p, run if isinstance(run, dict) else {}, events)
+
+
+def no_trace_reason(path: str | os.PathLike) -> str | None:
+    """For a session folder without a trace: why (the script's exception, no steps...); None
+    when `path` is not a session or does hold a trace."""
+    try:
+        s = open_session(path)
+    except StallscopeError:
+        return None
+    return None if s.traces() else s.no_trace_reason()
 
 
 def has_finished(path: str | os.PathLike) -> bool:
