@@ -329,7 +329,7 @@ class MainWindow(QMainWindow):
 
         if not is_session(path):
             return
-        run_view = self._optional("run_view", "Session replay")
+        run_view = self._optional("views.run", "Session replay")
         if run_view is None:
             return
         view = run_view.RunView()
@@ -563,7 +563,7 @@ class MainWindow(QMainWindow):
         view.sig_run_finished.connect(self._update_run_actions)
 
     def _run_views(self) -> list:
-        run_view = importlib.import_module(f"{__package__}.run_view")
+        run_view = importlib.import_module(f"{__package__}.views.run")
         return [w for w in (self.tabs.widget(i) for i in range(self.tabs.count()))
                 if isinstance(w, run_view.RunView)]
 
@@ -595,11 +595,11 @@ class MainWindow(QMainWindow):
         self._update_run_actions()
 
     def show_run(self, request=None) -> None:
-        run_view = self._optional("run_view", "Running a script")
+        run_view = self._optional("views.run", "Running a script")
         if run_view is None:
             return
         if request is None:
-            run_dialog = self._optional("run_dialog", "The run dialog")
+            run_dialog = self._optional("dialogs.run", "The run dialog")
             if run_dialog is None:
                 return
             dialog = run_dialog.RunDialog(self)
@@ -613,7 +613,7 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self._update_run_actions)  # after the view's own deferred start
 
     def run_demo(self) -> None:
-        run_view = self._optional("run_view", "The demo run")
+        run_view = self._optional("views.run", "The demo run")
         if run_view is None:
             return
         make = getattr(run_view, "demo_request", None)
@@ -625,7 +625,7 @@ class MainWindow(QMainWindow):
     def _heatmap_tab(self, focus: bool = True):
         """The one "Line heatmap" tab (made on first use); None when the heatmap is absent."""
         if self.heatmap is None or self.tabs.indexOf(self.heatmap) < 0:
-            heatmap = self._optional("heatmap", "The line heatmap")
+            heatmap = self._optional("views.heatmap", "The line heatmap")
             if heatmap is None:
                 return None
             self.heatmap = heatmap.HeatmapView()
@@ -651,7 +651,7 @@ class MainWindow(QMainWindow):
     def open_line_profile(self, path: str) -> None:
         """Line stats from a session folder, a .json or a kernprof .lprof (asks first), shown
         in the "Line heatmap" tab."""
-        heatmap = self._optional("heatmap", "The line heatmap")
+        heatmap = self._optional("views.heatmap", "The line heatmap")
         if heatmap is None:
             return
         profiles = heatmap.open_profiles(path, self)
@@ -727,12 +727,12 @@ class MainWindow(QMainWindow):
             self.open_line_profile(path)
 
     def open_lmdb_wizard(self) -> None:
-        wizard = self._optional("lmdb_wizard", "The LMDB wizard")
+        wizard = self._optional("dialogs.lmdb_wizard", "The LMDB wizard")
         if wizard is not None:
             wizard.open_lmdb_wizard(self)
 
     def show_about(self) -> None:
-        about = self._optional("about", "The About dialog")
+        about = self._optional("dialogs.about", "The About dialog")
         if about is not None:
             dialog = about.AboutDialog(self)
             dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
