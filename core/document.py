@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from stallscope.core.advice import line_stats_near
 from stallscope.core.analysis import Report, analyze
 from stallscope.core.errors import TraceError
 from stallscope.core.jobs import CancelFlag, Job
@@ -75,7 +76,7 @@ def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None)
         except StopIteration as stop:
             trace = stop.value
         cancel.check()
-        report = analyze(trace)
+        report = analyze(trace, line_stats=line_stats_near(f))
         reports.append(report)
         labels.append(label or (f"rank {trace.rank}" if trace.rank is not None else f.name))
         offset += share

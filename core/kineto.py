@@ -73,3 +73,12 @@ COMM_PREFIXES = ("nccl", "rccl")  # matched case-insensitively
 PROFILER_SPAN_CAT = "Trace"       # the profiler's own span, e.g. "PyTorch Profiler (0)"
 
 CUDA_DEVICE_TYPE = 1  # `[memory]` args: Device Type 1 = CUDA, 0 = CPU
+
+# The profiler's own span ("PyTorch Profiler (0)", cat `Trace`, which the loader files as
+# Cat.OTHER): an OTHER event whose name starts so is left out of a step-less window.
+PROFILER_SPAN_PREFIX = "PyTorch Profiler"
+
+
+def is_comm_name(name: str) -> bool:
+    """A communication kernel: nccl*/rccl* in any case (ncclKernel_*, ncclDevKernel_*)."""
+    return name[:4].lower() in COMM_PREFIXES

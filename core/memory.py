@@ -24,6 +24,8 @@ class MemoryStats:
     cuda_free_count: int = 0
     cuda_free_us: float = 0.0
     allocator_calls_in_steps: int = 0
+    allocator_us_in_steps: float = 0.0
+    longest_call_in_steps: tuple[float, float] | None = None
     has_totals: bool = field(default=False)
 
     def to_json(self) -> dict:
@@ -37,6 +39,7 @@ class MemoryStats:
             "cuda_free_count": self.cuda_free_count,
             "cuda_free_us": self.cuda_free_us,
             "allocator_calls_in_steps": self.allocator_calls_in_steps,
+            "allocator_us_in_steps": self.allocator_us_in_steps,
             "source": "totals" if self.has_totals else "running sum of Bytes",
         }
 
@@ -76,14 +79,20 @@ def _allocator_calls(trace: Trace, step_windows: np.ndarray) -> dict:
     malloc = runtime & trace.mask_names(lambda n: n in MALLOC_NAMES)
     free = runtime & trace.mask_names(lambda n: n in FREE_NAMES)
     both = np.flatnonzero(malloc | free)
-    in_steps = 0
+    inside = np.zeros(len(both), dtype=bool)
     if len(both) and len(step_windows):
         starts = trace.start[both]
         i = np.searchsorted(step_windows[:, 0], starts, side="right") - 1
-        in_steps = int(((i >= 0) & (starts < step_windows[np.maximum(i, 0), 1])).sum())
-    dur = trace.end - trace.start
+        inside = (i >= 0) & (starts < step_windows[np.maximum(i, 0), 1])
+    dur = trace.dur
+    longest = None
+    if inside.any():
+        k = both[inside][int(np.argmax(dur[both[inside]]))]
+        longest = (float(trace.start[k]), float(trace.end[k]))
     return {
         "cuda_malloc_count": int(malloc.sum()), "cuda_malloc_us": float(dur[malloc].sum()),
         "cuda_free_count": int(free.sum()), "cuda_free_us": float(dur[free].sum()),
-        "allocator_calls_in_steps": in_steps,
+        "allocator_calls_in_steps": int(inside.sum()),
+        "allocator_us_in_steps": float(dur[both[inside]].sum()),
+        "longest_call_in_steps": longest,
     }

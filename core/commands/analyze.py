@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from stallscope.core.advice import line_stats_near
 from stallscope.core.analysis import analyze
 from stallscope.core.document import plan
 from stallscope.core.render.text import render
@@ -26,7 +27,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     paths = _targets(args.trace, args.all)
-    reports = [analyze(load(p), args.device) for p in paths]
+    reports = [analyze(load(p), args.device, line_stats_near(p)) for p in paths]
     if args.json:
         out = reports[0].to_json() if len(reports) == 1 else \
             {"traces": [r.to_json() for r in reports]}

@@ -6,20 +6,13 @@ import json
 import os
 from pathlib import Path
 
-from stallscope.core.analysis import Report
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
 from stallscope.core.compare import Metric, primary_device, step_ms
 from stallscope.core.errors import StallscopeError
+from stallscope.core.report import Report
+from stallscope.core.units import duration, mib, ms, pct, plural
 
 FORMATS = {".json": "json", ".md": "markdown", ".markdown": "markdown"}
-
-
-def _ms(us: float) -> str:
-    return f"{us / 1000:,.2f} ms"
-
-
-def _mib(b: float | None) -> str:
-    return "-" if b is None else f"{b / 2**20:,.1f} MiB"
 
 
 def report_to_json(report: Report) -> str:
@@ -32,51 +25,96 @@ def _json_default(value):
     return str(value)
 
 
+def _pct_of(us: float, total: float) -> str:
+    return pct(us / total) if total > 0 else "-"
+
+
 def report_to_markdown(report: Report, title: str | None = None) -> str:
     trace = report.trace
-    lo, hi = report.window
     lines = [f"# {title or 'stallscope report: ' + Path(str(trace.path)).name}", ""]
     lines.append(f"- trace: `{trace.path}`" + (f" (rank {trace.rank})"
                                               if trace.rank is not None else ""))
-    lines.append(f"- window: {_ms(hi - lo)}, {len(report.steps)} steps, "
+    lines.append(f"- window: {ms(report.window_us)}, {plural(len(report.steps), 'step')}, "
                  f"mean step {step_ms(report):,.2f} ms")
     lines.append("")
-    lines.append("## GPU")
-    lines.append("")
-    if not report.devices:
-        lines += ["No GPU activity in this trace: only the CPU main thread was recorded.", ""]
-    else:
-        lines.append("| device | utilization | busy | idle | gaps | "
-                     + " | ".join(f"idle: {CAUSE_LABELS[c]}" for c in CAUSES) + " |")
-        lines.append("|---" * (5 + len(CAUSES)) + "|")
-        for dev, s in report.devices.items():
-            causes = " | ".join(_ms(s.idle_by_cause.get(c, 0.0)) for c in CAUSES)
-            lines.append(f"| GPU {dev} | {100 * s.utilization:.1f}% | {_ms(s.busy_us)} | "
-                         f"{_ms(s.idle_us)} | {s.idle_gaps} | {causes} |")
-        lines.append("")
-    if report.steps:
-        dev = primary_device(report)
-        lines += ["## Steps", "", "| step | duration | data loading | optimizer | GPU busy |",
-                  "|---|---|---|---|---|"]
-        for st in report.steps:
-            busy = _ms(st.gpu_busy_us.get(dev, 0.0)) if dev is not None else "-"
-            lines.append(f"| {st.name} | {_ms(st.dur_us)} | {_ms(st.data_loading_us)} | "
-                         f"{_ms(st.optimizer_us)} | {busy} |")
-        lines.append("")
+    for h in report.headlines:
+        lines += [f"> **{h.title}**: {h.evidence} {h.fix}".rstrip(), ""]
+    lines += _gpu_section(report)
+    lines += _ceiling_section(report)
+    lines += _step_section(report)
     mem = [(d, m) for d, m in report.memory.items() if len(m.ts) or m.cuda_malloc_count]
     if mem:
         lines += ["## Memory", ""]
         for dev, m in mem:
-            lines.append(f"- GPU {dev}: peak allocated {_mib(m.peak_allocated)}, peak reserved "
-                         f"{_mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
+            lines.append(f"- GPU {dev}: peak allocated {mib(m.peak_allocated)}, peak reserved "
+                         f"{mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
                          f"cudaMalloc {m.cuda_malloc_count}x, cudaFree {m.cuda_free_count}x")
         lines.append("")
     lines += ["## Advice", ""]
     if not report.advice:
         lines.append("Nothing stands out.")
+    of = report.window_us if report.devices else report.host_base_us
     for a in report.advice:
-        lines += [f"### {a.title}", "", f"- evidence: {a.evidence}", f"- fix: {a.fix}", ""]
+        minor = " (minor)" if a.minor else ""
+        lines += [f"### {a.title}{minor}", "",
+                  f"- could save: {duration(a.saving_us)} ({_pct_of(a.saving_us, of)} of "
+                  f"{'the window' if report.devices else 'step time'})",
+                  f"- evidence: {a.evidence}", f"- fix: {a.fix}", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _gpu_section(report: Report) -> list[str]:
+    lines = ["## GPU", ""]
+    if not report.devices:
+        lines += ["No GPU activity in this trace: the main thread's step time by cause.", "",
+                  "| " + " | ".join(CAUSE_LABELS[c] for c in CAUSES) + " |",
+                  "|---" * len(CAUSES) + "|",
+                  "| " + " | ".join(ms(report.host_by_cause.get(c, 0.0)) for c in CAUSES)
+                  + " |", ""]
+        return lines
+    lines.append("| device | utilization | busy | idle | gaps | "
+                 + " | ".join(f"idle: {CAUSE_LABELS[c]}" for c in CAUSES)
+                 + " | communication | exposed | overlap |")
+    lines.append("|---" * (8 + len(CAUSES)) + "|")
+    for dev, s in report.devices.items():
+        causes = " | ".join(ms(s.idle_by_cause.get(c, 0.0)) for c in CAUSES)
+        lines.append(f"| GPU {dev} | {pct(s.utilization)} | {ms(s.busy_us)} | "
+                     f"{ms(s.idle_us)} | {s.idle_gaps} | {causes} | {ms(s.comm_us)} | "
+                     f"{ms(s.exposed_comm_us)} | {pct(s.comm_overlap)} |")
+    lines.append("")
+    for dev, s in report.devices.items():
+        named = [(n or "(outside any annotation)", us)
+                 for n, us in s.python_by_annotation.items() if us > 0][:5]
+        if named:
+            lines.append(f"Python time on GPU {dev}'s idle, by annotation: "
+                         + ", ".join(f"`{n}` {ms(us)}" for n, us in named))
+            lines.append("")
+    return lines
+
+
+def _ceiling_section(report: Report) -> list[str]:
+    shown = [c for c in report.ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
+    if not shown:
+        return []
+    return ["## Ceilings", ""] + [
+        f"- {'GPU ' + c.device + ': ' if c.device is not None else ''}{c.text}" for c in shown
+    ] + [""]
+
+
+def _step_section(report: Report) -> list[str]:
+    if not report.steps:
+        return []
+    dev = primary_device(report)
+    lines = ["## Steps", "", "| step | duration | data loading | optimizer | GPU busy | "
+             "largest idle cause |", "|---|---|---|---|---|---|"]
+    for st in report.steps:
+        busy = ms(st.gpu_busy_us.get(dev, 0.0)) if dev is not None else "-"
+        by = st.idle_by_cause.get(dev, {}) if dev is not None else st.host_by_cause
+        top = max(by, key=by.get) if by and max(by.values()) > 0 else None
+        lines.append(f"| {st.name} | {ms(st.dur_us)} | {ms(st.data_loading_us)} | "
+                     f"{ms(st.optimizer_us)} | {busy} | "
+                     f"{CAUSE_LABELS[top] if top else '-'} |")
+    return lines + [""]
 
 
 def comparison_to_markdown(metrics: list[Metric], before: str, after: str) -> str:

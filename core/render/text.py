@@ -1,64 +1,139 @@
-"""The CLI's readable report: window, utilization, idle by cause, steps, memory, advice."""
+"""The CLI's readable report: headlines, idle by cause (the eight), python by annotation,
+communication, ceilings, steps, memory, and the advice with what each could save."""
 
 from __future__ import annotations
 
-from stallscope.core.analysis import Report
+from stallscope.core import units
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
+from stallscope.core.report import Report
+from stallscope.core.units import duration, mib, ms, pct
 
-
-def _ms(us: float) -> str:
-    return f"{us / 1000:,.2f} ms"
-
-
-def _mib(b: float | None) -> str:
-    return "-" if b is None else f"{b / 2**20:,.1f} MiB"
+_MAX_ANNOTATIONS = 5
 
 
 def render(report: Report) -> str:
     t = report.trace
     lines = [f"trace   {t.path}" + (f"  (rank {t.rank})" if t.rank is not None else "")]
-    lo, hi = report.window
-    source = f"{len(report.steps)} steps" if report.steps else "no ProfilerStep: all events"
-    lines.append(f"window  {_ms(hi - lo)} ({source})")
+    source = units.plural(len(report.steps), "step") if report.steps \
+        else "no ProfilerStep: all events"
+    lines.append(f"window  {ms(report.window_us)} ({source})")
     if report.main_thread:
         lines.append(f"main thread  pid {report.main_thread[0]} tid {report.main_thread[1]}")
     if t.dropped:
         lines.append("dropped " + ", ".join(f"{n} {why}" for why, n in t.dropped.items()))
     lines.append("")
+    for h in report.headlines:
+        lines += [f"!! {h.title}", f"   {h.evidence}"] + ([f"   {h.fix}"] if h.fix else []) + [""]
     if not report.devices:
-        lines.append("No GPU activity in this trace: CPU lanes only.")
+        lines += _host(report)
     for dev, s in report.devices.items():
-        lines.append(f"GPU {dev}: utilization {100 * s.utilization:5.1f}%   busy {_ms(s.busy_us)}"
-                     f"   idle {_ms(s.idle_us)} in {s.idle_gaps} gaps")
-        lines.append(f"  {'idle cause':<14}{'time':>14}{'% of idle':>11}{'% of window':>13}")
-        for cause in CAUSES:
-            us = s.idle_by_cause[cause]
-            of_idle = 100 * us / s.idle_us if s.idle_us else 0.0
-            of_win = 100 * us / report.window_us if report.window_us else 0.0
-            lines.append(f"  {CAUSE_LABELS[cause]:<14}{_ms(us):>14}"
-                         f"{of_idle:>10.1f}%{of_win:>12.1f}%")
-        lines.append("")
-    if report.steps:
-        devs = list(report.devices)
-        head = f"  {'step':<20}{'duration':>13}{'data wait':>13}{'optimizer':>13}"
-        head += "".join(f"{'GPU ' + d + ' busy':>14}" for d in devs)
-        lines += ["steps", head]
-        for st in report.steps:
-            row = (f"  {st.name:<20}{_ms(st.dur_us):>13}{_ms(st.data_loading_us):>13}"
-                   f"{_ms(st.optimizer_us):>13}")
-            row += "".join(f"{_ms(st.gpu_busy_us[d]):>14}" for d in devs)
-            lines.append(row)
-        lines.append("")
+        lines += _device(report, dev, s)
+    lines += _ceilings(report)
+    lines += _steps(report)
+    lines += _memory(report)
+    lines += _advice(report)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _table(by_cause: dict[str, float], total: float, window: float, total_name: str,
+           causes=CAUSES) -> list[str]:
+    out = [f"  {'cause':<14}{'time':>14}{total_name:>12}{'% of window':>13}"]
+    for cause in causes:
+        us = by_cause.get(cause, 0.0)
+        out.append(f"  {CAUSE_LABELS[cause]:<14}{ms(us):>14}"
+                   f"{pct(us / total if total else 0.0):>12}"
+                   f"{pct(us / window if window else 0.0):>13}")
+    return out
+
+
+def _annotations(by: dict[str, float]) -> list[str]:
+    named = [(n or "(outside any annotation)", us) for n, us in by.items() if us > 0]
+    if not named:
+        return []
+    out = ["  python by annotation:"]
+    out += [f"    {ms(us):>12}  {name}" for name, us in named[:_MAX_ANNOTATIONS]]
+    if len(named) > _MAX_ANNOTATIONS:
+        rest = sum(us for _, us in named[_MAX_ANNOTATIONS:])
+        out.append(f"    {ms(rest):>12}  ({len(named) - _MAX_ANNOTATIONS} more)")
+    return out
+
+
+def _host(report: Report) -> list[str]:
+    base = report.host_base_us
+    lines = ["No GPU activity in this trace: the main thread's "
+             + ("step time" if report.steps else "time") + f" ({ms(base)}) by cause"]
+    lines += _table(report.host_by_cause, base, report.window_us, "% of steps", CAUSES[1:])
+    lines += _annotations(report.host_python_by_annotation)
+    return lines + [""]
+
+
+def _device(report: Report, dev: str, s) -> list[str]:
+    t = report.trace
+    lines = [f"GPU {dev}: utilization {pct(s.utilization):>6}   busy {ms(s.busy_us)}"
+             f"   idle {ms(s.idle_us)} in {units.plural(s.idle_gaps, 'gap')}"]
+    lines += _table(s.idle_by_cause, s.idle_us, report.window_us, "% of idle")
+    lines += _annotations(s.python_by_annotation)
+    helpers = [t.tracks[k] for k in s.launch_tracks if k != report.main_track]
+    if helpers:
+        lines.append("  launching threads besides the main thread: "
+                     + ", ".join(f"pid {p} tid {q}" for p, q in helpers))
+    if s.comm_us > 0:
+        lines.append(f"  communication {ms(s.comm_us)}, exposed {ms(s.exposed_comm_us)} "
+                     f"({pct(s.exposed_comm_us / report.window_us if report.window_us else 0)} "
+                     f"of the window), overlap {pct(s.comm_overlap)}")
+    return lines + [""]
+
+
+def _ceilings(report: Report) -> list[str]:
+    shown = [c for c in report.ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
+    if not shown:
+        return []
+    lines = ["ceilings (how much faster steps could be if one cause vanished)"]
+    lines += [f"  {'GPU ' + c.device + ': ' if c.device is not None else ''}{c.text} "
+              f"({duration(c.cause_us)} of {duration(c.base_us)})" for c in shown]
+    return lines + [""]
+
+
+def _steps(report: Report) -> list[str]:
+    if not report.steps:
+        return []
+    devs = list(report.devices)
+    head = f"  {'step':<20}{'duration':>13}{'data wait':>13}{'optimizer':>13}"
+    head += "".join(f"{'GPU ' + d + ' busy':>14}{'top idle cause':>18}" for d in devs)
+    lines = ["steps", head]
+    for st in report.steps:
+        row = (f"  {st.name:<20}{ms(st.dur_us):>13}{ms(st.data_loading_us):>13}"
+               f"{ms(st.optimizer_us):>13}")
+        for d in devs:
+            by = st.idle_by_cause.get(d, {})
+            top = max(by, key=by.get) if by and max(by.values()) > 0 else None
+            row += f"{ms(st.gpu_busy_us[d]):>14}{CAUSE_LABELS[top] if top else '-':>18}"
+        lines.append(row)
+    return lines + [""]
+
+
+def _memory(report: Report) -> list[str]:
+    lines = []
     for dev, m in report.memory.items():
         if len(m.ts) == 0 and m.cuda_malloc_count == 0:
             continue
-        lines.append(f"memory GPU {dev}: peak allocated {_mib(m.peak_allocated)}, peak reserved "
-                     f"{_mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
-                     f"cudaMalloc {m.cuda_malloc_count}x ({_ms(m.cuda_malloc_us)}), "
-                     f"cudaFree {m.cuda_free_count}x ({_ms(m.cuda_free_us)})")
-    lines.append("")
+        lines.append(f"memory GPU {dev}: peak allocated {mib(m.peak_allocated)}, peak reserved "
+                     f"{mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
+                     f"cudaMalloc {m.cuda_malloc_count}x ({ms(m.cuda_malloc_us)}), "
+                     f"cudaFree {m.cuda_free_count}x ({ms(m.cuda_free_us)})")
+    return lines + [""] if lines else []
+
+
+def _advice(report: Report) -> list[str]:
     if not report.advice:
-        lines.append("advice: nothing stands out.")
+        return ["advice: nothing stands out."]
+    base = "the window" if report.devices else "step time"
+    of = report.window_us if report.devices else report.host_base_us
+    lines = []
     for a in report.advice:
-        lines += [f"[{a.id}] {a.title}", f"  evidence: {a.evidence}", f"  fix: {a.fix}", ""]
-    return "\n".join(lines).rstrip() + "\n"
+        share = pct(a.saving_us / of) if of else "-"
+        tag = "minor " if a.minor else ""
+        lines += [f"[{a.id}] {tag}{a.title} (could save up to {duration(a.saving_us)}, "
+                  f"{share} of {base})",
+                  f"  evidence: {a.evidence}", f"  fix: {a.fix}", ""]
+    return lines

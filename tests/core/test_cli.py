@@ -26,14 +26,19 @@ def test_analyze_json_follows_design_names(real_trace):
     assert hi - lo == 1623142624345228 + 164261 - 1623142623460172  # last step end - first start
     step = doc["steps"][0]
     assert set(step) == {"name", "start_us", "dur_us", "data_loading_us", "optimizer_us",
-                         "gpu_busy_us"}
+                         "gpu_busy_us", "idle_by_cause", "comm_us", "exposed_comm_us",
+                         "comm_overlap", "host_by_cause"}
+    assert set(step["idle_by_cause"]["0"]) == set(CAUSES)
     assert step["name"] == "ProfilerStep#5" and step["dur_us"] == 176078.0
     assert list(step["gpu_busy_us"]) == ["0"]
     dev = doc["devices"]["0"]
-    assert set(dev) == {"busy_us", "idle_us", "utilization", "idle_gaps", "idle_by_cause"}
+    assert set(dev) == {"busy_us", "idle_us", "utilization", "idle_gaps", "idle_by_cause",
+                        "python_by_annotation", "comm_us", "exposed_comm_us", "comm_overlap",
+                        "launching_threads"}
     assert set(dev["idle_by_cause"]) == set(CAUSES)
     assert doc["advice"][0]["id"] == "dataloader_bound"
-    assert set(doc["advice"][0]) == {"id", "title", "evidence", "fix"}
+    assert set(doc["advice"][0]) == {"id", "title", "evidence", "fix", "saving_us", "minor"}
+    assert {"headlines", "ceilings"} <= set(doc)
     assert doc["memory"]["0"]["peak_allocated"] == 2791636480.0
 
 

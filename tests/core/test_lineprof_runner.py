@@ -108,7 +108,7 @@ def test_demo_advice_names_the_heaviest_line(tmp_path):
     assert any(e["event"] == "lineprof_ready" for e in events)
     func, lineno, source, share = lineprof.heaviest_line(session)
     assert func == "JpegFolder.__getitem__" and "Image.open" in source
-    report = analyze(load(session))
+    report = analyze(load(session), line_stats=lineprof.load_session(session))
     (advice,) = [a for a in report.advice if a.id == "dataloader_bound"]
     assert f"heaviest line is JpegFolder.__getitem__ line {lineno}" in advice.evidence
     assert f"{100 * share:.0f}% of the time in __getitem__" in advice.evidence

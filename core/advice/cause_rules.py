@@ -1,0 +1,199 @@
+"""One rule per idle cause (DESIGN.md "Advice rules" v2): it fires when its cause holds >= 5% of
+the window on a device (without a GPU: of step time), or is the largest cause of a GPU idle
+>= 10% of the window. Each card quotes its numbers and can win back `saving_us`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stallscope.core import units
+from stallscope.core.advice.registry import Context, rule
+from stallscope.core.causes import CAUSES
+from stallscope.core.lineprof import evidence as line_evidence
+from stallscope.core.report import Advice
+from stallscope.core.units import duration, pct
+
+SMALL_GAP_US = 20.0  # gpu_wait gaps shorter than this are back-to-back kernels
+# dataloader_bound also needs a wait worth winning: at least 1 ms per step on average. Below
+# that, handing a batch over from worker processes (pickling it through a queue, waking the
+# main thread) costs about as much as it saves; 0.17 ms/step of in-memory indexing (issue 14)
+# is no loader problem even at 10% of a short step.
+DATALOADER_MIN_US_PER_STEP = 1000.0
+
+FIXES = {
+    "dataloader_bound": (
+        "Load batches ahead of the step: DataLoader(num_workers=<cores>, persistent_workers=True, "
+        "pin_memory=True, prefetch_factor=4). Run the line heatmap on your Dataset.__getitem__ "
+        "to find the slow line, and convert decoded images once with the LMDB wizard "
+        "(stallscope-cli convert)."),
+    "sync_stalls": (
+        "Avoid host-device syncs inside the loop: no .item(), .cpu(), .numpy() or printing "
+        "tensors every step; accumulate on the GPU and read back every N steps."),
+    "optimizer_bound": (
+        "Use a multi-tensor optimizer: torch.optim.AdamW(..., foreach=True) or fused=True, and "
+        "optimizer.zero_grad(set_to_none=True)."),
+    "host_bound": (
+        "The CPU cannot launch work fast enough: use bigger batches, fewer small ops, "
+        "CUDA graphs or torch.compile."),
+    "backward_bound": (
+        "The autograd threads launch backward too slowly: bigger batches, torch.compile or CUDA "
+        "graphs to launch fewer, larger kernels; with DDP, a larger bucket_cap_mb."),
+    "python_overhead": (
+        "Move logging, metrics and Python bookkeeping out of the step (or run them every N "
+        "steps); rerun with --with-stack to see the Python frames."),
+    "small_kernels": (
+        "Many tiny kernels run back to back: fuse them with torch.compile, or capture the step "
+        "in a CUDA graph (torch.cuda.graphs / mode=\"reduce-overhead\")."),
+    "stream_wait": (
+        "Queued work waits on another stream, an event or a collective: overlap communication "
+        "with compute, and check the stream dependencies (wait_stream, record_stream, events)."),
+}
+
+# cause -> (rule id, title with a GPU, title without (empty: no card without a GPU), what the
+# threads did while the GPU idled, what the step time went to without a GPU)
+CAUSE_RULES = {
+    "data_loading": ("dataloader_bound", "The GPU waits for data", "Steps wait for data",
+                     "the main thread waits on the DataLoader", "waiting on the DataLoader"),
+    "sync": ("sync_stalls", "The loop waits on host-device synchronisation",
+             "Steps wait on synchronisation",
+             "the main thread or a launching thread is in cudaDeviceSynchronize / "
+             "cudaStreamSynchronize / cudaMemcpy-style calls",
+             "synchronize calls and blocking copies"),
+    "optimizer": ("optimizer_bound", "The GPU waits for the optimizer step",
+                  "The optimizer step takes a large share of each step",
+                  "the main thread runs Optimizer.step / zero_grad",
+                  "Optimizer.step / zero_grad"),
+    "cpu_ops": ("host_bound", "The GPU waits for the CPU to launch work", "",
+                "the main thread runs CPU ops and runtime calls", ""),
+    "backward": ("backward_bound", "The GPU waits for the backward launches", "",
+                 "the autograd engine's threads launch backward (the main thread waits in "
+                 "backward())", ""),
+    "python": ("python_overhead", "The GPU waits while Python runs between ops",
+               "Python between ops takes a large share of each step",
+               "the main thread runs Python the profiler does not record",
+               "Python (or other host code) the profiler does not record"),
+}
+
+
+def _evidence(ctx: Context, cause: str, dev: str | None, us: float) -> str:
+    _rule_id, _t, _tc, what, what_cpu = CAUSE_RULES[cause]
+    rank = ctx.rank_phrase(dev, cause)
+    if dev is not None:
+        stats = ctx.stats(dev)
+        return (f"GPU {dev} idles {duration(us)} while {what}: {pct(ctx.share(us))} of the "
+                f"{duration(ctx.base_us)} window, {rank} (GPU utilization "
+                f"{pct(stats.utilization)}).")
+    steps = units.plural(ctx.n_steps, "step") if ctx.n_steps else "the window"
+    return (f"{pct(ctx.share(us))} of step time ({duration(us)} of {duration(ctx.base_us)} "
+            f"over {steps}) goes to {what_cpu}, {rank} (no GPU activity in this trace).")
+
+
+def _card(ctx: Context, cause: str, extra: str = "", title: str | None = None) -> Advice | None:
+    rule_id, title_gpu, title_cpu, _what, _what_cpu = CAUSE_RULES[cause]
+    found = ctx.fires(cause)
+    if found is None or (not ctx.gpu and not title_cpu):
+        return None  # without a GPU, CPU ops and backward are the work itself
+    dev, us = found
+    return Advice(rule_id, title or (title_gpu if ctx.gpu else title_cpu),
+                  _evidence(ctx, cause, dev, us) + extra, FIXES[rule_id], cause=cause,
+                  focus=ctx.focus(cause, dev), saving_us=us, device=dev)
+
+
+@rule("dataloader_bound")
+def dataloader_bound(ctx: Context) -> Advice | None:
+    found = ctx.fires("data_loading")
+    if found is None:
+        return None
+    per_step = found[1] / max(ctx.n_steps, 1)
+    if per_step < DATALOADER_MIN_US_PER_STEP:
+        return None
+    extra = f" That is {duration(per_step)} per step." if ctx.n_steps else ""
+    if ctx.line_stats:
+        extra += line_evidence(ctx.line_stats)
+    return _card(ctx, "data_loading", extra)
+
+
+@rule("sync_stalls")
+def sync_stalls(ctx: Context) -> Advice | None:
+    return _card(ctx, "sync")
+
+
+@rule("optimizer_bound")
+def optimizer_bound(ctx: Context) -> Advice | None:
+    return _card(ctx, "optimizer")
+
+
+@rule("host_bound")
+def host_bound(ctx: Context) -> Advice | None:
+    return _card(ctx, "cpu_ops")
+
+
+@rule("backward_bound")
+def backward_bound(ctx: Context) -> Advice | None:
+    return _card(ctx, "backward")
+
+
+@rule("python_overhead")
+def python_overhead(ctx: Context) -> Advice | None:
+    found = ctx.fires("python")
+    if found is None:
+        return None
+    dev = found[0]
+    by = ctx.stats(dev).python_by_annotation if dev is not None \
+        else ctx.report.host_python_by_annotation
+    total = sum(by.values())
+    named = [(name or "outside any annotation", us) for name, us in by.items() if us > 0][:3]
+    parts = ", ".join(f"{n if n == 'outside any annotation' else repr(n)} {duration(us)} "
+                      f"({pct(us / total if total else 0)})" for n, us in named)
+    extra = f" Where: {parts}." if parts else ""
+    return _card(ctx, "python", extra)
+
+
+def _gpu_wait_split(ctx: Context) -> tuple[str, float, float, int, float] | None:
+    """(device, gpu_wait µs, share in gaps < 20 µs, gaps, median gap µs) when gpu_wait fires."""
+    found = ctx.fires("gpu_wait")
+    if found is None or found[0] is None:
+        return None
+    dev, us = found
+    spans = ctx.stats(dev).spans_of("gpu_wait")
+    lengths = spans[:, 1] - spans[:, 0]
+    small = float(lengths[lengths < SMALL_GAP_US].sum())
+    median = float(np.median(lengths)) if len(lengths) else 0.0
+    return dev, us, small / us if us > 0 else 0.0, len(lengths), median
+
+
+def _gpu_wait_card(ctx: Context, rule_id: str, title: str, small: bool) -> Advice | None:
+    split = _gpu_wait_split(ctx)
+    if split is None or (split[2] > 0.5) != small:
+        return None
+    dev, us, small_share, n, median = split
+    stats = ctx.stats(dev)
+    evidence = (f"GPU {dev} idles {duration(us)} in {units.plural(n, 'gap')} whose next op was "
+                f"already launched: {pct(ctx.share(us))} of the {duration(ctx.base_us)} window, "
+                f"{ctx.rank_phrase(dev, 'gpu_wait')}; {pct(small_share)} of it in gaps under "
+                f"{SMALL_GAP_US:.0f} µs (median gap {duration(median)}; GPU utilization "
+                f"{pct(stats.utilization)}).")
+    focus = ctx.report.worst_gap("gpu_wait", dev)
+    if small:  # the longest small gap, widened: a tiny gap alone shows nothing
+        spans = stats.spans_of("gpu_wait")
+        tiny = spans[spans[:, 1] - spans[:, 0] < SMALL_GAP_US]
+        mid = float(tiny[np.argmax(tiny[:, 1] - tiny[:, 0])].mean())
+        lo, hi = ctx.report.window
+        focus = (max(lo, mid - 100.0), min(hi, mid + 100.0))
+    return Advice(rule_id, title, evidence, FIXES[rule_id], cause="gpu_wait", focus=focus,
+                  saving_us=us, device=dev)
+
+
+@rule("small_kernels")
+def small_kernels(ctx: Context) -> Advice | None:
+    return _gpu_wait_card(ctx, "small_kernels", "Many tiny kernels leave the GPU waiting between "
+                          "them", small=True)
+
+
+@rule("stream_wait")
+def stream_wait(ctx: Context) -> Advice | None:
+    return _gpu_wait_card(ctx, "stream_wait", "Queued GPU work waits on another stream, an event "
+                          "or a collective", small=False)
+
+
+assert set(CAUSE_RULES) | {"gpu_wait", "uncovered"} == set(CAUSES)

@@ -1,0 +1,99 @@
+"""Rules that are not one idle cause: pageable copies, allocator churn, exposed communication."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stallscope.core import intervals as iv
+from stallscope.core import units
+from stallscope.core.advice.registry import CAUSE_SHARE, Context, longest, rule
+from stallscope.core.kineto import PAGEABLE_H2D, Cat
+from stallscope.core.report import Advice
+from stallscope.core.units import duration, pct
+
+PAGEABLE_SHARE = 0.005  # pageable host-to-device copies worth 0.5% of the window
+
+FIXES = {
+    "pageable_h2d": (
+        "Copy from pinned memory: DataLoader(pin_memory=True) and "
+        "batch.to(device, non_blocking=True)."),
+    "allocator_churn": (
+        "Stop the caching allocator from giving memory back: set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, keep shapes fixed (pad or bucket "
+        "variable-length inputs)."),
+    "exposed_comm": (
+        "Overlap communication with compute: with DDP tune bucket_cap_mb and set "
+        "gradient_as_bucket_view=True; with FSDP enable forward/backward prefetch; issue fewer, "
+        "larger collectives."),
+}
+
+
+@rule("pageable_h2d")
+def pageable_h2d(ctx: Context) -> Advice | None:
+    trace, (lo, hi) = ctx.report.trace, ctx.report.window
+    pageable = (trace.cat == Cat.GPU_MEMCPY) & (trace.dur > 0)
+    pageable &= trace.mask_names(lambda n: PAGEABLE_H2D in n)
+    best = None
+    for dev in ctx.report.devices:
+        on = pageable & (trace.device == int(dev))
+        spans = iv.clip(iv.as_intervals(trace.start[on], trace.end[on]), lo, hi)
+        us = iv.length(iv.union(spans))
+        if len(spans) and (best is None or us > best[1]):
+            best = (dev, us, spans)
+    if best is None or best[1] < PAGEABLE_SHARE * ctx.base_us:
+        return None
+    dev, us, spans = best
+    return Advice(
+        "pageable_h2d", "Host-to-device copies come from pageable memory",
+        f"{units.plural(len(spans), 'host-to-device copy', 'host-to-device copies')} from "
+        f"pageable memory took {duration(us)} on GPU {dev}, {pct(ctx.share(us))} of the "
+        f"{duration(ctx.base_us)} window; pageable copies cannot overlap with compute.",
+        FIXES["pageable_h2d"], focus=longest(spans), saving_us=us, device=dev)
+
+
+@rule("allocator_churn")
+def allocator_churn(ctx: Context) -> Advice | None:
+    lo, hi = ctx.report.window
+    for dev, mem in ctx.report.memory.items():
+        drops = mem.drop_ts[(mem.drop_ts >= lo) & (mem.drop_ts <= hi)]
+        calls = mem.allocator_calls_in_steps
+        if len(drops) == 0 and calls == 0:
+            continue
+        parts = []
+        if len(drops):
+            parts.append(f"reserved memory on GPU {dev} shrank "
+                         f"{units.plural(len(drops), 'time')} in the window")
+        if calls:
+            parts.append(f"{units.plural(calls, 'cudaMalloc/cudaFree call')} ran inside steps, "
+                         f"{duration(mem.allocator_us_in_steps)} in all "
+                         f"({mem.cuda_malloc_count} cudaMalloc, {duration(mem.cuda_malloc_us)}; "
+                         f"{mem.cuda_free_count} cudaFree, {duration(mem.cuda_free_us)} "
+                         "over the whole trace)")
+        focus = mem.longest_call_in_steps
+        if focus is None:
+            t = float(drops[0])
+            focus = (max(lo, t - 1000.0), min(hi, t + 1000.0))
+        evidence = "; ".join(parts) + "."
+        return Advice("allocator_churn", "The caching allocator keeps going back to cudaMalloc",
+                      evidence[0].upper() + evidence[1:], FIXES["allocator_churn"], focus=focus,
+                      saving_us=mem.allocator_us_in_steps, device=dev)
+    return None
+
+
+@rule("exposed_comm")
+def exposed_comm(ctx: Context) -> Advice | None:
+    if not ctx.gpu:
+        return None
+    dev, stats = max(ctx.report.devices.items(), key=lambda kv: (kv[1].exposed_comm_us, kv[0]))
+    us = stats.exposed_comm_us
+    if ctx.base_us <= 0 or us < CAUSE_SHARE * ctx.base_us:
+        return None
+    steps = ctx.report.steps
+    per_step = (f"; {duration(float(np.mean([s.exposed_comm_us[dev] for s in steps])))} "
+                "per step") if steps else ""
+    return Advice(
+        "exposed_comm", "Communication is not hidden behind compute",
+        f"GPU {dev} runs communication kernels for {duration(stats.comm_us)}, of which "
+        f"{duration(us)} ({pct(ctx.share(us))} of the {duration(ctx.base_us)} window) with no "
+        f"compute beside them: overlap {pct(stats.comm_overlap)}{per_step}.",
+        FIXES["exposed_comm"], focus=longest(stats.exposed_comm), saving_us=us, device=dev)

@@ -1,0 +1,118 @@
+"""The rule registry and what every rule reads: a Context over the finished Report.
+
+A rule is a function `(ctx) -> Advice | None` registered with `@rule("rule_id")`; adding one is
+a change to the module that holds it (and its test). Thresholds are DESIGN.md's "Advice rules".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stallscope.core.causes import CAUSES
+from stallscope.core.lineprof import Profile
+from stallscope.core.report import Advice, DeviceStats, Report
+
+CAUSE_SHARE = 0.05      # a cause rule fires at 5% of the window (or of step time without a GPU)
+CARD_IDLE_SHARE = 0.10  # a GPU idle this much of the window always gets its largest cause carded
+MINOR_SHARE = 0.01      # a card worth less than 1% of the window is minor, never the top card
+
+Rule = Callable[["Context"], Advice | None]
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str) -> Callable[[Rule], Rule]:
+    """Register a rule under its id (the card's `id`); ids are unique."""
+    def register(fn: Rule) -> Rule:
+        if rule_id in RULES:
+            raise ValueError(f"advice rule {rule_id!r} registered twice")
+        RULES[rule_id] = fn
+        fn.rule_id = rule_id
+        return fn
+    return register
+
+
+@dataclass
+class Context:
+    """The report plus what several rules need: the base the shares are taken of (the window;
+    without a GPU, step time), the causes that must be carded, the line stats."""
+
+    report: Report
+    line_stats: list[Profile] | None = None
+    forced: dict[str, str] = field(default_factory=dict)  # cause -> device whose largest it is
+
+    def __post_init__(self) -> None:
+        width = self.report.window_us
+        for dev, stats in self.report.devices.items():
+            if width <= 0 or stats.idle_us < CARD_IDLE_SHARE * width:
+                continue
+            ranked = [c for c in CAUSES[:-1] if stats.idle_by_cause.get(c, 0.0) > 0]
+            if ranked:
+                top = max(ranked, key=lambda c: stats.idle_by_cause[c])
+                self.forced.setdefault(top, dev)
+
+    @property
+    def gpu(self) -> bool:
+        return bool(self.report.devices)
+
+    @property
+    def base_us(self) -> float:
+        """What shares are taken of: the window; without a GPU, the main thread's step time."""
+        return self.report.window_us if self.gpu else self.report.host_base_us
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.report.steps)
+
+    def cause_on(self, cause: str) -> tuple[str | None, float]:
+        """(device, idle µs) of the device that idles most on `cause`; without a GPU
+        (None, the main thread's step time in it)."""
+        if not self.gpu:
+            return None, self.report.host_by_cause.get(cause, 0.0)
+        dev, stats = max(self.report.devices.items(),
+                         key=lambda kv: (kv[1].idle_by_cause.get(cause, 0.0), kv[0]))
+        return dev, stats.idle_by_cause.get(cause, 0.0)
+
+    def fires(self, cause: str) -> tuple[str | None, float] | None:
+        """(device, µs) when `cause` holds >= 5% of the base or must be carded, else None."""
+        dev, us = self.cause_on(cause)
+        if cause in self.forced and us > 0:
+            return dev, us
+        if self.base_us > 0 and us >= CAUSE_SHARE * self.base_us:
+            return dev, us
+        return None
+
+    def stats(self, dev: str | None) -> DeviceStats | None:
+        return None if dev is None else self.report.devices.get(dev)
+
+    def share(self, us: float) -> float:
+        return us / self.base_us if self.base_us > 0 else 0.0
+
+    def rank_phrase(self, dev: str | None, cause: str) -> str:
+        """"the largest idle cause" / "2nd of 8 causes" for the evidence."""
+        by = self.stats(dev).idle_by_cause if dev is not None else self.report.host_by_cause
+        order = sorted(by, key=lambda c: -by[c])
+        k = order.index(cause) + 1
+        if k == 1:
+            return "the largest idle cause" if self.gpu else "the largest share of step time"
+        return f"the {_ordinal(k)} largest idle cause" if self.gpu else \
+            f"the {_ordinal(k)} largest share of step time"
+
+    def focus(self, cause: str, dev: str | None) -> tuple[float, float] | None:
+        if dev is not None:
+            return self.report.worst_gap(cause, dev)
+        r = self.report
+        return longest(r.host_spans[r.host_codes == CAUSES.index(cause)])
+
+
+def longest(spans: np.ndarray) -> tuple[float, float] | None:
+    if len(spans) == 0:
+        return None
+    k = int(np.argmax(spans[:, 1] - spans[:, 0]))
+    return float(spans[k, 0]), float(spans[k, 1])
+
+
+def _ordinal(k: int) -> str:
+    return {2: "2nd", 3: "3rd"}.get(k, f"{k}th")

@@ -1,0 +1,141 @@
+"""Who is who in a trace: the steps, the main thread, the window, and the launch <-> GPU-op join.
+
+DESIGN.md "Analysis definitions": main thread, window, launching threads L(d).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stallscope.core import intervals as iv
+from stallscope.core.kineto import (
+    BACKWARD_ANNOTATIONS,
+    CPU_OP_CATS,
+    DATALOADER_PREFIXES,
+    GPU_CATS,
+    OPTIMIZER_PREFIX,
+    PROFILER_SPAN_PREFIX,
+    RUNTIME_CATS,
+    SYNC_NAMES,
+    Cat,
+)
+from stallscope.core.trace import Trace
+
+
+@dataclass
+class Roles:
+    """Masks and indexes over the trace's events, computed once per analysis."""
+
+    steps: np.ndarray        # event indexes of the steps, in time order
+    main: int | None         # the main thread's track
+    lo: float
+    hi: float
+    gpu: np.ndarray          # mask: GPU ops of non-zero duration
+    launch: np.ndarray       # per event: the index of its GPU op's launch event, -1 (GPU ops only)
+    cpu_op: np.ndarray       # mask: operator / runtime / driver calls (the cpu_ops categories)
+    sync: np.ndarray         # mask: events named like a blocking sync
+    annotation: np.ndarray   # mask: user annotations (not steps)
+
+
+def roles(trace: Trace) -> Roles:
+    steps = trace.step_indices()
+    main = main_track(trace, steps)
+    lo, hi = window(trace, steps)
+    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.dur > 0)
+    annotation = (trace.cat == Cat.USER_ANNOTATION) & ~_step_mask(trace, steps)
+    return Roles(
+        steps=steps, main=main, lo=lo, hi=hi, gpu=gpu, launch=launch_index(trace, gpu),
+        cpu_op=np.isin(trace.cat, np.array(CPU_OP_CATS, dtype=np.int8)),
+        sync=trace.mask_names(lambda n: n in SYNC_NAMES), annotation=annotation)
+
+
+def _step_mask(trace: Trace, steps: np.ndarray) -> np.ndarray:
+    mask = np.zeros(trace.n_events, dtype=bool)
+    mask[steps] = True
+    return mask
+
+
+def main_track(trace: Trace, steps: np.ndarray) -> int | None:
+    """The first step's thread; else the most cpu_op time; else the most runtime time."""
+    if len(steps):
+        return int(trace.track[steps[0]])
+    for cats in ((Cat.CPU_OP,), RUNTIME_CATS):
+        ops = np.flatnonzero(np.isin(trace.cat, np.array(cats, dtype=np.int8)))
+        if len(ops):
+            busy = np.bincount(trace.track[ops], weights=trace.dur[ops])
+            return int(np.argmax(busy))
+    return None
+
+
+def window(trace: Trace, steps: np.ndarray) -> tuple[float, float]:
+    """First step start to the latest step end; without steps, every event but the profiler's
+    own span."""
+    if len(steps):
+        return float(trace.start[steps[0]]), float(trace.end[steps].max())
+    span = (trace.cat == Cat.OTHER) & trace.mask_names(lambda n: n.startswith(PROFILER_SPAN_PREFIX))
+    keep = ~span
+    if not keep.any():
+        return 0.0, 0.0
+    return float(trace.start[keep].min()), float(trace.end[keep].max())
+
+
+def launch_index(trace: Trace, gpu: np.ndarray) -> np.ndarray:
+    """For each GPU op, the runtime/driver event with the same args.correlation (the earliest
+    when several share it), else -1; -1 for every other event. One sort and a searchsorted."""
+    out = np.full(trace.n_events, -1, dtype=np.int64)
+    runtime = np.flatnonzero(np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+                             & (trace.corr >= 0))
+    ops = np.flatnonzero(gpu & (trace.corr >= 0))
+    if len(runtime) == 0 or len(ops) == 0:
+        return out
+    runtime = runtime[np.argsort(trace.corr[runtime], kind="stable")]  # ties keep time order
+    keys = trace.corr[runtime]
+    want = trace.corr[ops]
+    pos = np.minimum(np.searchsorted(keys, want, side="left"), len(keys) - 1)
+    hit = keys[pos] == want
+    out[ops[hit]] = runtime[pos[hit]]
+    return out
+
+
+def launch_tracks(trace: Trace, r: Roles, on_dev: np.ndarray) -> np.ndarray:
+    """L(d): the threads owning the launch of a GPU op on the device (mask `on_dev`)."""
+    launches = r.launch[on_dev]
+    return np.unique(trace.track[launches[launches >= 0]]).astype(np.int64)
+
+
+def union_of(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    return iv.union(iv.clip(iv.as_intervals(trace.start[mask], trace.end[mask]), lo, hi))
+
+
+def main_phases(trace: Trace, r: Roles) -> dict[str, np.ndarray]:
+    """The main thread's unions, clipped to the window, for the host causes that depend on the
+    main thread alone (sync and backward add the launching threads per device)."""
+    empty = {c: iv.EMPTY for c in ("data_loading", "sync", "optimizer", "cpu_ops", "backward",
+                                   "python")}
+    if r.main is None:
+        return empty
+    on_main = trace.track == r.main
+    lo, hi = r.lo, r.hi
+    masks = {
+        "data_loading": trace.mask_names(lambda n: n.startswith(DATALOADER_PREFIXES)),
+        "sync": r.sync,
+        "optimizer": trace.mask_names(lambda n: n.startswith(OPTIMIZER_PREFIX)),
+        "cpu_ops": r.cpu_op,
+        "backward": trace.mask_names(lambda n: n in BACKWARD_ANNOTATIONS),
+    }
+    out = {c: union_of(trace, m & on_main & ~r.gpu, lo, hi) for c, m in masks.items()}
+    out["python"] = iv.clip(python_span(trace, r, on_main), lo, hi)
+    return out
+
+
+def python_span(trace: Trace, r: Roles, on_main: np.ndarray) -> np.ndarray:
+    """Where the main thread runs host code: inside its steps; without steps, from its first
+    event's start to its last event's end."""
+    steps = r.steps[trace.track[r.steps] == r.main]
+    if len(r.steps):
+        return iv.union(iv.as_intervals(trace.start[steps], trace.end[steps]))
+    if not on_main.any():
+        return iv.EMPTY
+    return np.array([[trace.start[on_main].min(), trace.end[on_main].max()]])

@@ -1,0 +1,208 @@
+"""What an analysis hands to every consumer: the Report and its parts (DESIGN.md's JSON names).
+
+core.analysis fills it, core.advice reads it to write cards and headlines, and the renderers
+(core/render: text, markdown, headline; the GUI) draw it. This module computes nothing, so
+neither analysis nor advice imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stallscope.core.causes import BY_CODE, CAUSES
+from stallscope.core.memory import MemoryStats
+from stallscope.core.trace import Trace
+
+
+@dataclass
+class Step:
+    name: str
+    start_us: float
+    dur_us: float
+    data_loading_us: float
+    optimizer_us: float
+    gpu_busy_us: dict[str, float]
+    idle_by_cause: dict[str, dict[str, float]] = field(default_factory=dict)  # {dev: {cause: us}}
+    comm_us: dict[str, float] = field(default_factory=dict)
+    exposed_comm_us: dict[str, float] = field(default_factory=dict)
+    host_by_cause: dict[str, float] = field(default_factory=dict)  # the main thread's step time
+
+    @property
+    def comm_overlap(self) -> dict[str, float]:
+        return {d: _overlap(c, self.exposed_comm_us.get(d, 0.0)) for d, c in self.comm_us.items()}
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "start_us": self.start_us, "dur_us": self.dur_us,
+                "data_loading_us": self.data_loading_us, "optimizer_us": self.optimizer_us,
+                "gpu_busy_us": self.gpu_busy_us, "idle_by_cause": self.idle_by_cause,
+                "comm_us": self.comm_us, "exposed_comm_us": self.exposed_comm_us,
+                "comm_overlap": self.comm_overlap, "host_by_cause": self.host_by_cause}
+
+
+@dataclass
+class DeviceStats:
+    busy_us: float
+    idle_us: float
+    utilization: float
+    idle_gaps: int
+    idle_by_cause: dict[str, float]
+    busy: np.ndarray          # (N, 2) disjoint busy intervals inside the window
+    gaps: np.ndarray          # (M, 2) idle gaps
+    cause_spans: np.ndarray   # (K, 2) idle pieces, sorted, covering `gaps` exactly ...
+    cause_codes: np.ndarray   # (K,) ... and their cause, an index into causes.CAUSES
+    python_by_annotation: dict[str, float] = field(default_factory=dict)
+    comm_us: float = 0.0
+    exposed_comm_us: float = 0.0
+    comm: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # nccl/rccl union
+    exposed_comm: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # ... bare
+    launch_tracks: list[int] = field(default_factory=list)  # L(d): indexes into trace.tracks
+    helper_busy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    # ^ union of ops/runtime calls on the launching threads other than the main thread
+
+    @property
+    def comm_overlap(self) -> float:
+        return _overlap(self.comm_us, self.exposed_comm_us)
+
+    def spans_of(self, cause: str) -> np.ndarray:
+        return self.cause_spans[self.cause_codes == CAUSES.index(cause)]
+
+    def to_json(self, trace: Trace | None = None) -> dict:
+        out = {"busy_us": self.busy_us, "idle_us": self.idle_us,
+               "utilization": self.utilization, "idle_gaps": self.idle_gaps,
+               "idle_by_cause": self.idle_by_cause,
+               "python_by_annotation": self.python_by_annotation,
+               "comm_us": self.comm_us, "exposed_comm_us": self.exposed_comm_us,
+               "comm_overlap": self.comm_overlap}
+        if trace is not None:
+            out["launching_threads"] = [{"pid": trace.tracks[t][0], "tid": trace.tracks[t][1]}
+                                        for t in self.launch_tracks]
+        return out
+
+
+@dataclass
+class Advice:
+    """One card: what fired, its numbers, the fix, and the idle time it could win back."""
+
+    id: str
+    title: str
+    evidence: str
+    fix: str
+    cause: str | None = None
+    focus: tuple[float, float] | None = None  # the span a click on the card jumps to
+    saving_us: float = 0.0
+    minor: bool = False                        # worth < 1% of the window: never the top card
+    device: str | None = None
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "evidence": self.evidence, "fix": self.fix,
+                "saving_us": self.saving_us, "minor": self.minor}
+
+
+@dataclass
+class Headline:
+    """A finding shown above the cards (e.g. low_utilization)."""
+
+    id: str
+    title: str
+    evidence: str
+    fix: str = ""
+    device: str | None = None
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "evidence": self.evidence, "fix": self.fix}
+
+
+@dataclass
+class Ceiling:
+    """How much faster steps could be if one cause vanished: base / (base - cause)."""
+
+    device: str | None  # None: a trace without a GPU (the main thread's step time)
+    cause: str
+    cause_us: float
+    base_us: float      # the step time (or the window, without steps) it is taken from
+    speedup: float      # inf when the cause is all of it
+
+    @property
+    def text(self) -> str:
+        """"up to 1.34x faster if the GPU never waited for data"."""
+        cause = BY_CODE[self.cause]
+        phrase = cause.if_gone if self.device is not None else cause.if_gone_cpu
+        if not math.isfinite(self.speedup):
+            return f"the whole step time is {cause.phrase}"
+        return f"up to {self.speedup:.2f}x faster {phrase}"
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "cause": self.cause, "cause_us": self.cause_us,
+                "step_us": self.base_us,
+                "speedup": self.speedup if math.isfinite(self.speedup) else None,
+                "text": self.text}
+
+
+@dataclass
+class Report:
+    trace: Trace
+    window: tuple[float, float]
+    main_track: int | None
+    steps: list[Step]
+    devices: dict[str, DeviceStats]
+    phases: dict[str, np.ndarray]      # the main thread's unions per host cause, in the window
+    memory: dict[str, MemoryStats]
+    host_by_cause: dict[str, float] = field(default_factory=dict)
+    host_base_us: float = 0.0          # what host_by_cause splits: step time, else the window
+    host_python_by_annotation: dict[str, float] = field(default_factory=dict)
+    host_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # host_by_cause's
+    host_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # pieces
+    ceilings: list[Ceiling] = field(default_factory=list)
+    headlines: list[Headline] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
+
+    @property
+    def window_us(self) -> float:
+        return self.window[1] - self.window[0]
+
+    @property
+    def main_thread(self) -> tuple[str, str] | None:
+        return None if self.main_track is None else self.trace.tracks[self.main_track]
+
+    @property
+    def top_advice(self) -> Advice | None:
+        return self.advice[0] if self.advice and not self.advice[0].minor else None
+
+    def worst_gap(self, cause: str, device: str | None = None) -> tuple[float, float] | None:
+        """The longest idle piece charged to `cause` (on `device`, else on any device)."""
+        code = CAUSES.index(cause)
+        best = None
+        for dev, stats in self.devices.items():
+            if device is not None and dev != device:
+                continue
+            spans = stats.cause_spans[stats.cause_codes == code]
+            if len(spans):
+                k = int(np.argmax(spans[:, 1] - spans[:, 0]))
+                if best is None or spans[k, 1] - spans[k, 0] > best[1] - best[0]:
+                    best = (float(spans[k, 0]), float(spans[k, 1]))
+        return best
+
+    def to_json(self) -> dict:
+        main = self.main_thread
+        return {
+            "trace": str(self.trace.path),
+            "rank": self.trace.rank,
+            "window_us": [self.window[0], self.window[1]],
+            "main_thread": None if main is None else {"pid": main[0], "tid": main[1]},
+            "steps": [s.to_json() for s in self.steps],
+            "devices": {d: s.to_json(self.trace) for d, s in self.devices.items()},
+            "host_by_cause": self.host_by_cause,
+            "host_python_by_annotation": self.host_python_by_annotation,
+            "ceilings": [c.to_json() for c in self.ceilings],
+            "memory": {d: m.to_json() for d, m in self.memory.items()},
+            "headlines": [h.to_json() for h in self.headlines],
+            "advice": [a.to_json() for a in self.advice],
+            "dropped_events": dict(self.trace.dropped),
+        }
+
+
+def _overlap(comm_us: float, exposed_us: float) -> float:
+    return 1.0 - exposed_us / comm_us if comm_us > 0 else 0.0
