@@ -19,7 +19,6 @@ from stallscope.core.lineprof.files import (
     session_of,
 )
 from stallscope.core.lineprof.heaviest import (
-    advice_evidence,
     evidence,
     heaviest_line,
     heaviest_line_of,
@@ -35,15 +34,14 @@ from stallscope.core.lineprof.stats import (
     Profile,
     from_json,
     load,
-    merge,
     save,
 )
 from stallscope.core.lineprof.table import format_table
 
 __all__ = [
     "FORMAT_VERSION", "LINEPROF_DIR", "Line", "LineprofError", "Profile", "SourceMatch",
-    "advice_evidence", "common_indent", "evidence", "find_profiles", "format_table", "from_json",
+    "common_indent", "evidence", "find_profiles", "format_table", "from_json",
     "heaviest_line", "heaviest_line_of", "install_command", "line_profiler_missing", "load",
     "load_any", "load_lprof", "load_session", "looks_like_pickle", "match_lines", "match_source",
-    "merge", "needs_trust", "primary", "read_stats", "save", "session_of",
+    "needs_trust", "primary", "read_stats", "save", "session_of",
 ]

@@ -12,7 +12,7 @@ import os
 import re
 
 from stallscope.core.errors import StallscopeError
-from stallscope.core.lineprof.files import load_session, session_of
+from stallscope.core.lineprof.files import load_session
 from stallscope.core.lineprof.stats import Profile
 
 Heaviest = tuple[str, int, str, float]  # (function, lineno, source, share of __getitem__ time)
@@ -64,17 +64,6 @@ def evidence(profiles: list[Profile]) -> str:
     code = source if len(source) <= 70 else source[:67] + "..."
     return (f" Line heatmap: the heaviest line is {func} line {lineno} (`{code}`), "
             f"{100 * share:.0f}% of the time in __getitem__.")
-
-
-def advice_evidence(trace_path: str | os.PathLike | None) -> str:
-    """evidence() for the line stats of the session a trace sits in; "" without them."""
-    session = session_of(trace_path)
-    if session is None:
-        return ""
-    try:
-        return evidence(load_session(session))
-    except StallscopeError:
-        return ""
 
 
 def _calls(source: str, name: str) -> bool:

@@ -141,32 +141,3 @@ def save(profile: Profile, path: str | os.PathLike) -> Path:
     tmp.write_text(json.dumps(profile.to_json(), indent=1), encoding="utf-8")
     os.replace(tmp, path)
     return path
-
-
-def merge(profiles: list[Profile]) -> Profile:
-    """Sum several profiles of the same function (e.g. runs or processes) line by line."""
-    if not profiles:
-        raise ValueError("merge() needs at least one profile")
-    first = profiles[0]
-    for p in profiles[1:]:
-        if (p.file, p.qualname) != (first.file, first.qualname):
-            raise LineprofError(f"cannot merge {p.qualname} ({p.file}) into "
-                                f"{first.qualname} ({first.file}): different functions")
-    by_line: dict[int, Line] = {}
-    for p in profiles:
-        for ln in p.lines:
-            cur = by_line.get(ln.lineno)
-            if cur is None:
-                by_line[ln.lineno] = Line(ln.lineno, ln.hits, ln.total_s, ln.source)
-            else:
-                cur.hits += ln.hits
-                cur.total_s += ln.total_s
-                cur.source = cur.source or ln.source
-    warnings = list(dict.fromkeys(w for p in profiles for w in p.warnings))
-    return Profile(first.function, first.qualname, first.file,
-                   min(p.first_line for p in profiles),
-                   sorted(by_line.values(), key=lambda ln: ln.lineno),
-                   unit_s=min(p.unit_s for p in profiles),
-                   samples=sum(p.samples for p in profiles),
-                   workers=sum(p.workers for p in profiles), warnings=warnings,
-                   root=any(p.root for p in profiles), wraps=first.wraps)

@@ -101,17 +101,6 @@ def write(buf, pos: int, header: bytes, offsets: list[int], arrays: list[np.ndar
         np.copyto(dst.view(arr.dtype).reshape(arr.shape), arr, casting="no")
 
 
-def encode_arrays(source_index: int, arrays: list[tuple[str, np.ndarray]]) -> bytearray:
-    """A record from [(dtype name, array)] (bfloat16 as its raw uint16 array)."""
-    for dtype, arr in arrays:
-        if _NP_DTYPE[dtype] != arr.dtype:
-            raise FormatError(f"array of {arr.dtype} stored as {dtype}")
-    header, offsets, size = plan(source_index, [(d, a.shape) for d, a in arrays])
-    buf = bytearray(size)
-    write(memoryview(buf), 0, header, offsets, [a for _d, a in arrays])
-    return buf
-
-
 @dataclass(frozen=True, slots=True)
 class FieldView:
     dtype: str

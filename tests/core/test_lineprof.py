@@ -101,18 +101,6 @@ def test_bad_json_names_the_file(tmp_path, content, words):
     assert str(path) in str(err.value) and words in str(err.value)
 
 
-def test_merge_sums_lines_samples_and_workers(tmp_path):
-    a = make_profile(tmp_path, DS, {3: (4, 0.01), 4: (4, 0.03)}, samples=4)
-    b = make_profile(tmp_path, DS, {3: (6, 0.02), 5: (6, 0.01)}, samples=6)
-    m = lineprof.merge([a, b])
-    assert m.samples == 10 and m.workers == 4
-    assert [(ln.lineno, ln.hits) for ln in m.lines] == [(2, 0), (3, 10), (4, 4), (5, 6)]
-    assert m.line(3).total_s == pytest.approx(0.03)
-    other = make_profile(tmp_path, DS, {}, qualname="Other.__getitem__")
-    with pytest.raises(lineprof.LineprofError, match="different functions"):
-        lineprof.merge([a, other])
-
-
 def test_lprof_is_refused_without_trust(kernprof_file):
     with pytest.raises(lineprof.LineprofError, match="pickle"):
         lineprof.load_lprof(kernprof_file)
@@ -279,7 +267,7 @@ def test_read_stats_finds_the_session_of_a_trace_or_reads_the_file(tmp_path):
     assert not lineprof.needs_trust(lone) and not lineprof.needs_trust(session)
 
 
-def test_evidence_is_pure_and_matches_the_session_reading(tmp_path):
+def test_evidence_is_pure_and_heaviest_line_reads_the_same_from_a_session(tmp_path):
     p = make_profile(tmp_path, DS, {3: (10, 0.02), 4: (10, 0.06), 5: (10, 0.001)})
     assert lineprof.evidence([]) == "" and lineprof.heaviest_line_of([]) is None
     text = lineprof.evidence([p])
@@ -287,6 +275,5 @@ def test_evidence_is_pure_and_matches_the_session_reading(tmp_path):
                     "74% of the time in __getitem__.")
     session = tmp_path / "s"
     lineprof.save(p, session / "lineprof" / "Ds.__getitem__.json")
-    (session / "traces").mkdir()
-    assert lineprof.advice_evidence(session / "traces" / "t.json") == text
-    assert lineprof.advice_evidence(tmp_path / "nowhere" / "t.json") == ""
+    assert lineprof.heaviest_line(session) == lineprof.heaviest_line_of([p])
+    assert lineprof.heaviest_line(tmp_path / "nowhere") is None

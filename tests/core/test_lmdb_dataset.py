@@ -140,6 +140,14 @@ def test_factory_tensors_keep_their_dtypes_shapes_and_nesting(tmp_path):
     ds.close()
 
 
+def encode_arrays(source_index: int, arrays: list[tuple[str, np.ndarray]]) -> bytearray:
+    """A record from [(dtype name, array)], as the converter's plan + write make it."""
+    header, offsets, size = fmt.plan(source_index, [(d, a.shape) for d, a in arrays])
+    buf = bytearray(size)
+    fmt.write(memoryview(buf), 0, header, offsets, [a for _d, a in arrays])
+    return buf
+
+
 def test_record_format_round_trips_every_dtype_with_aligned_fields():
     arrays = [
         ("uint8", np.arange(7, dtype=np.uint8)),
@@ -149,7 +157,7 @@ def test_record_format_round_trips_every_dtype_with_aligned_fields():
         ("float16", np.ones((2, 2, 2), np.float16)),
         ("uint16", np.arange(5, dtype=np.uint16)),
     ]
-    record = fmt.encode_arrays(123, arrays)
+    record = encode_arrays(123, arrays)
     source_index, views = fmt.parse(record)
     assert source_index == 123 and [v.dtype for v in views] == [d for d, _a in arrays]
     for (_dtype, arr), view in zip(arrays, views, strict=True):

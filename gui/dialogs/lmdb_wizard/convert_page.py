@@ -68,7 +68,6 @@ class ConvertPage(QWizardPage):
         layout.addWidget(self.summary)
         layout.addStretch(1)
         self.running = False
-        self._t0 = 0.0
         self._first: tuple[float, int] | None = None
 
     def initializePage(self) -> None:  # noqa: N802 - Qt API
@@ -83,7 +82,6 @@ class ConvertPage(QWizardPage):
         self.wiz.result = None
         self.running = True
         self._first = None
-        self._t0 = time.monotonic()
         self.cancel_btn.setEnabled(True)
         self.resume_btn.setEnabled(False)
         self.status.setText("Starting the decoding processes…")
