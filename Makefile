@@ -21,8 +21,9 @@ setup: $(VENV)/.stamp
 run: setup
 	$(VENV)/bin/stallscope --demo
 
-## Set up and run every test (core, gui, slow included).
+## Set up, check the import contracts (pyproject [tool.importlinter]), run every test.
 test: setup
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: setup
