@@ -85,7 +85,7 @@ def _evidence(ctx: Context, cause: str, dev: str | None, us: float) -> str:
                 f"{pct(stats.utilization)}).")
     steps = units.plural(ctx.n_steps, "step") if ctx.n_steps else "the window"
     return (f"{pct(ctx.share(us))} of step time ({duration(us)} of {duration(ctx.base_us)} "
-            f"over {steps}) goes to {what_cpu}, {rank} (no GPU activity in this trace).")
+            f"over {steps}) goes to {what_cpu}, {rank} (a CPU-only trace).")
 
 
 def _card(ctx: Context, cause: str, extra: str = "", title: str | None = None) -> Advice | None:
