@@ -14,6 +14,7 @@ import re
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lineprof.files import load_session
 from stallscope.core.lineprof.stats import Profile
+from stallscope.core.units import pct
 
 Heaviest = tuple[str, int, str, float]  # (function, lineno, source, share of __getitem__ time)
 
@@ -63,7 +64,7 @@ def evidence(profiles: list[Profile]) -> str:
     func, lineno, source, share = found
     code = source if len(source) <= 70 else source[:67] + "..."
     return (f" Line heatmap: the heaviest line is {func} line {lineno} (`{code}`), "
-            f"{100 * share:.0f}% of the time in __getitem__.")
+            f"{pct(share, 0)} of the time in __getitem__.")
 
 
 def _calls(source: str, name: str) -> bool:
