@@ -1,8 +1,9 @@
 """What the app opens: one trace, or a folder of several ranks' traces, loaded and analysed.
 
-`plan(path)` decides which files a path stands for; `load_document_job` loads and analyses
-them as one generator job (progress in 0..1000), so the GUI runs it in a worker and the
-CLI/tests can drain it with `run_job`.
+`plan(path)` decides which files a path stands for (the folder rules are core/folder.py's);
+`load_document_job` loads and analyses them as one generator job (progress in 0..1000), so the
+GUI runs it in a worker and the CLI/tests can drain it with `run_job`. A folder of many ranks is
+better opened as summaries (core/ranks): this keeps every rank's full Trace.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 from stallscope.core.advice import line_stats_near
 from stallscope.core.analysis import Report, analyze
 from stallscope.core.errors import TraceError
+from stallscope.core.folder import FolderPlan, plan_folder
 from stallscope.core.jobs import CancelFlag, Job
-from stallscope.core.trace import RANK_RE, find_traces, load_job
+from stallscope.core.trace import load_job
 
 _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis
 
@@ -37,24 +39,31 @@ class Document:
         return self.path.name or str(self.path)
 
 
-def plan(path: str | os.PathLike) -> list[tuple[str, Path]]:
-    """(label, trace file) pairs a path stands for; several when a folder holds several ranks."""
+def plan(path: str | os.PathLike, run: str | None = None) -> list[tuple[str, Path]]:
+    """(label, trace file) pairs a path stands for; several when a folder holds a job's ranks."""
     p = Path(path)
-    if not p.exists():
+    if p.is_dir():
+        return plan_path(p, run).picks
+    if not p.exists() and not p.is_symlink():
         raise TraceError(f"{p}: no such file or folder")
-    if p.is_file():
-        return [("", p)]
-    files = find_traces(p)
-    if not files:
-        raise TraceError(f"{p}: folder holds no trace (*.pt.trace.json, *.json.gz)")
-    by_rank: dict[int, Path] = {}
-    for f in files:  # newest first: the newest trace of a rank wins
-        m = RANK_RE.search(f.name)
-        if m:
-            by_rank.setdefault(int(m.group(1)), f)
-    if len(by_rank) >= 2:
-        return [(f"rank {r}", f) for r, f in sorted(by_rank.items())]
-    return [("", files[0])]
+    return [("", p)]  # a file of any kind: the loader names what is wrong with it
+
+
+def plan_path(path: str | os.PathLike, run: str | None = None,
+              every: bool = False) -> FolderPlan:
+    """The folder plan (picks, runs, skips with reasons); a session without a trace says why."""
+    p = Path(path)
+    try:
+        return plan_folder(p, run=run, every=every)
+    except TraceError as exc:
+        if "holds no trace" in str(exc) or "is empty" in str(exc):
+            from stallscope.core.session.reader import no_trace_reason
+
+            reason = no_trace_reason(p)
+            if reason:  # "<session>: <why>": the script's exception, no finished record...
+                why = reason.removeprefix(f"{p}: ")
+                raise TraceError(f"{p}: folder holds no trace: {why}") from None
+        raise
 
 
 def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[Document]:

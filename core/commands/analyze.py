@@ -1,4 +1,11 @@
-"""`stallscope-cli analyze TRACE [--json] [--device N] [--all]`."""
+"""`stallscope-cli analyze TRACE|FOLDER [--json] [--device N] [--all] [--run N] [--workers N]
+[--scheduler tcp://HOST:8786]`.
+
+A file is analysed in full. A folder is planned first (core/folder.py: which traces, why, the
+other runs, every skipped file with its reason); a job's ranks run as independent tasks on a
+local process pool (or a Dask cluster with --scheduler) and print as a rank table with the
+straggler; one picked trace prints its full report.
+"""
 
 from __future__ import annotations
 
@@ -6,40 +13,116 @@ import json
 import sys
 from pathlib import Path
 
-from stallscope.core.advice import line_stats_near
-from stallscope.core.analysis import analyze
-from stallscope.core.document import plan
-from stallscope.core.render.text import render
-from stallscope.core.trace import find_traces, load, resolve
-
 
 def register(sub) -> None:
     p = sub.add_parser("analyze", help="why the GPU waits: utilization, idle causes, advice",
-                       description="Analyse a trace file, TensorBoard log dir or session folder.")
-    p.add_argument("trace", help="trace .json/.json.gz, TensorBoard log dir or session folder")
+                       description="Analyse a trace file, a TensorBoard log dir, a session folder "
+                                   "or a folder of a job's ranks.")
+    p.add_argument("trace", help="trace .json/.json.gz, TensorBoard log dir, session folder or "
+                                 "a folder of ranks' traces")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--device", help="only this GPU device id")
     p.add_argument("--all", action="store_true",
-                   help="in a folder, analyse every trace file (by default: each rank's newest, "
-                        "or the newest trace)")
+                   help="in a folder, analyse every trace file, each on its own (by default: "
+                        "the newest run: a job's ranks, or the newest trace)")
+    p.add_argument("--run", metavar="N|FOLDER",
+                   help="in a folder holding several runs, the one to analyse: its number as "
+                        "listed (1 = newest) or its folder")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="local worker processes for a folder of ranks (default: by cores and "
+                        "memory)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:8786",
+                   help="run the per-rank tasks on this Dask cluster (pip install "
+                        "'stallscope[cluster]'); the workers must see the traces at the same path")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    paths = _targets(args.trace, args.all)
-    reports = [analyze(load(p), args.device, line_stats_near(p)) for p in paths]
+    from stallscope.core.errors import StallscopeError
+
+    if args.workers is not None and args.workers < 1:
+        raise StallscopeError(f"--workers {args.workers}: needs at least 1")
+    path = Path(args.trace)
+    if not path.is_dir():
+        if args.run:
+            raise StallscopeError(f"{path}: --run chooses among the runs of a folder; this is "
+                                  "a file")
+        return _single(args, path, None)
+    from stallscope.core.document import plan_path
+
+    plan = plan_path(path, run=args.run, every=args.all)
+    picks = plan.picks
+    if len(picks) == 1:
+        return _single(args, picks[0][1], plan)
+    return _many(args, plan)
+
+
+def _single(args, path: Path, plan) -> int:
+    from stallscope.core.advice import line_stats_near
+    from stallscope.core.analysis import analyze
+    from stallscope.core.render.text import render
+    from stallscope.core.trace import load
+
+    report = analyze(load(path), args.device, line_stats_near(path))
     if args.json:
-        out = reports[0].to_json() if len(reports) == 1 else \
-            {"traces": [r.to_json() for r in reports]}
-        json.dump(out, sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        out = report.to_json()
+        if plan is not None:
+            out["folder"] = plan.to_json()
+        _dump(out)
     else:
-        sys.stdout.write("\n".join(render(r) for r in reports))
+        if plan is not None:
+            sys.stdout.write("\n".join(plan.lines()) + "\n\n")
+        sys.stdout.write(render(report))
     return 0
 
 
-def _targets(path: str, every: bool) -> list[Path]:
-    """A file; a folder's ranks (newest trace of each) or its newest trace; --all: every trace."""
-    if every and Path(path).is_dir():
-        return find_traces(path) or [resolve(path)]
-    return [f for _, f in plan(path)]
+def _many(args, plan) -> int:
+    from stallscope.core.jobs import run_job
+    from stallscope.core.ranks.job import analyze_ranks_job
+
+    job = analyze_ranks_job(plan.picks, workers=args.workers, scheduler=args.scheduler,
+                            plan=plan, compare=not plan.every, device=args.device)
+    result = run_job(job, _progress(len(plan.picks)))
+    if args.json:
+        _dump(result.to_json())
+    elif plan.every:
+        _print_each(result)
+    else:
+        from stallscope.core.ranks.text import render_job
+
+        sys.stdout.write(render_job(result))
+    return 0
+
+
+def _print_each(result) -> None:
+    """--all: each trace's summary lines, then what was skipped."""
+    from stallscope.core.ranks.text import HEADERS, rank_rows
+
+    lines = list(result.plan.lines()) + [""]
+    for f in result.failures:
+        lines.append(f"skipped {f.path} (could not be analysed: {f.message})")
+    rows = [HEADERS[:4] + HEADERS[-1:]] + [r[:4] + r[-1:] for r in rank_rows(result)]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    for r in rows:
+        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    lines += ["", "Each in full: stallscope-cli analyze FILE"]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _progress(total: int):
+    """A progress line on stderr while ranks finish (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, of: int) -> None:
+        sys.stderr.write(f"\ranalysed {done}/{of} traces")
+        if done == of:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _dump(out: dict) -> None:
+    json.dump(out, sys.stdout, indent=1, allow_nan=False)
+    sys.stdout.write("\n")

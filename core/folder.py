@@ -1,0 +1,490 @@
+"""Which traces a folder stands for: rules a user can predict, and a plan that states them.
+
+Every file below the folder is either picked or skipped with its reason:
+
+1. Candidates are regular files named `*.json` or `*.json.gz` (any case). Anything else is
+   skipped ("not a trace file by name"); so are files that are not regular (a FIFO, a device),
+   hidden files (a trace still being written is `.<name>.part`), files that cannot be read, and
+   JSON whose first MiB holds no `traceEvents` list (a session's run.json, line-profiler stats).
+2. A candidate's rank is `distributedInfo.rank` from the file's head, else `rank<N>` in its name;
+   its job signature is the rest of `distributedInfo`: backend, world size, process-group count
+   and NCCL version (unknown parts stay unknown).
+3. A candidate's time is Kineto's timestamp in its name first (`<worker>.<epoch ms>.pt.trace.json`,
+   the runner's `<script>.<YYYYmmdd-HHMMSS-mmm>`, or `Mon_DD_HH_MM_SS` with the year of the file's
+   mtime), else the trace's own clock when it is wall-clock time (`baseTimeNanoseconds`, or the
+   first event's `ts` in the head when it reads as a date in 2000-2100), else the file's mtime.
+4. Runs: files in one folder (relative to the opened one) belong to one run folder. In a run
+   folder, ranked files form jobs: same job signature, and times no more than JOB_GAP_S apart from
+   the next file of the job (sorted by time). Unranked files of a folder form one single-trace
+   run. A job keeps each rank's newest trace (the older ones are skipped, named); a single-trace
+   run keeps its newest trace.
+5. The newest run is picked (by its newest file), unless `run` names one: its number as listed
+   (1 = newest) or its folder. The other runs are listed with how to choose them (`--run`).
+6. `every=True` (`analyze --all`) analyses every candidate trace of every run; non-traces are
+   still listed as skipped.
+"""
+
+from __future__ import annotations
+
+import calendar
+import gzip
+import json
+import os
+import re
+import stat
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stallscope.core import units
+from stallscope.core.errors import TraceError
+
+HEAD_BYTES = 1 << 20      # how much of each file's (decompressed) head is read
+JOB_GAP_S = 600.0         # ranks of one job were recorded within 10 minutes of each other
+MAX_FILES = 20_000        # a folder scan stops here (and says so)
+RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+_EPOCH_RE = re.compile(r"(?:^|[._-])(\d{10}|\d{13}|\d{16}|\d{19})(?=[._-]|$)")
+_RUNNER_RE = re.compile(r"(?:^|[._-])(\d{8})-(\d{6})(?:-(\d{3}))?(?=[._-]|$)")
+_MONTH_RE = re.compile(r"(?:^|[._-])(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)_(\d{1,2})_"
+                       r"(\d{2})_(\d{2})_(\d{2})(?=[._-]|$)")
+_MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
+_BASE_TIME_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,20})')
+_FIRST_TS_RE = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)')
+_EARLIEST, _LATEST = 946684800.0, 4102444800.0  # 2000-01-01 .. 2100-01-01: plausible stamps
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file that looks like a trace, with what its name and head say."""
+
+    path: Path
+    folder: str              # its run folder, relative to the opened folder ("." for itself)
+    rank: int | None
+    world_size: int | None
+    time: float              # epoch seconds
+    time_source: str         # "name", "trace" (the trace's own wall clock) or "mtime"
+    job: tuple = ()          # distributedInfo's backend, world size, group count, NCCL version
+
+    def to_json(self) -> dict:
+        return {"path": str(self.path), "rank": self.rank, "world_size": self.world_size,
+                "time": self.time, "time_source": self.time_source}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: Path
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"path": str(self.path), "reason": self.reason}
+
+
+@dataclass
+class Run:
+    """One job (several ranks) or the single traces of one folder."""
+
+    folder: str
+    kind: str                          # "job" or "traces"
+    files: list[Candidate]             # ranks in rank order; or traces, newest first
+    older: list[Skipped] = field(default_factory=list)  # superseded traces of the run
+    world_size: int | None = None
+    name: str = ""
+
+    @property
+    def time(self) -> float:
+        return max(c.time for c in self.files)
+
+    @property
+    def picks(self) -> list[Candidate]:
+        return self.files if self.kind == "job" else self.files[:1]
+
+    def describe(self) -> str:
+        when = _when(self.time)
+        if self.kind == "job":
+            n = len(self.files)
+            ws = f" of world size {self.world_size}" if self.world_size else ""
+            return f"{units.plural(n, 'rank')}{ws}, recorded {when}"
+        return f"{units.plural(len(self.files), 'trace')}, newest recorded {when}"
+
+
+@dataclass
+class FolderPlan:
+    root: Path
+    runs: list[Run]                    # newest first; names are 1-based numbers and folders
+    chosen: int | None                 # index into runs; None with every=True
+    skipped: list[Skipped]             # not traces (plus superseded traces, see all_skipped)
+    every: bool = False
+    truncated: bool = False
+
+    @property
+    def picks(self) -> list[tuple[str, Path]]:
+        """(label, file) pairs to analyse: a job's ranks in rank order, else one trace."""
+        if self.every:
+            files = [c for run in self.runs for c in run.files]
+            return [("" if len(files) == 1 else c.path.name, c.path) for c in files]
+        if self.chosen is None:
+            return []
+        picks = self.runs[self.chosen].picks
+        return [(_label(c, len(picks)), c.path) for c in picks]
+
+    @property
+    def all_skipped(self) -> list[Skipped]:
+        """Every file not analysed, with its reason."""
+        out = list(self.skipped)
+        if self.every:
+            return out
+        for k, run in enumerate(self.runs):
+            if k == self.chosen:
+                out += run.older
+                if run.kind == "traces":
+                    out += [Skipped(c.path, f"older than {run.files[0].path.name} in the same "
+                                    f"folder ({c.time_source} time {_when(c.time)})")
+                            for c in run.files[1:]]
+            else:
+                why = (f"in run {k + 1} ({run.name}), not the one picked; "
+                       f"choose it with --run {k + 1}")
+                out += [Skipped(c.path, why) for c in run.files] + run.older
+        return out
+
+    def why(self) -> str:
+        """One sentence: what was picked and why."""
+        if self.every:
+            return (f"--all: every trace in the folder ({units.plural(len(self.picks), 'file')}), "
+                    "each analysed on its own")
+        run = self.runs[self.chosen]
+        order = "newest run" if self.chosen == 0 else "run chosen with --run"
+        if run.kind == "job":
+            return (f"run {self.chosen + 1} ({run.name}): {run.describe()}; the {order}; ranks "
+                    "grouped by folder, distributedInfo and time (each rank's newest trace)")
+        src = run.files[0].time_source
+        stamp = {"name": "Kineto's timestamp in the file name", "trace": "the trace's own clock",
+                 "mtime": "the file's modification time"}[src]
+        return (f"run {self.chosen + 1} ({run.name}): the newest trace by {stamp}, "
+                f"{_when(run.files[0].time)}; the {order}")
+
+    def lines(self) -> list[str]:
+        """What the CLI prints about the folder: pick, other runs, skipped files by reason."""
+        out = [f"Folder {self.root}: {self.why()}"]
+        if self.truncated:
+            out.append(f"  scan stopped after {MAX_FILES:,} files")
+        if len(self.runs) > 1 and not self.every:
+            out.append(f"  {units.plural(len(self.runs), 'run')} in this folder (choose one with "
+                       "--run N or --run FOLDER, or --all for every trace):")
+            for k, run in enumerate(self.runs):
+                mark = "*" if k == self.chosen else " "
+                names = _names([self._rel(c.path) for c in run.files], 3)
+                out.append(f"   {mark}{k + 1}. {run.name}: {run.describe()}: {names}")
+        by_reason: dict[str, list[str]] = {}
+        for s in self.all_skipped:
+            if not s.reason.startswith("in run "):  # those are listed with their run above
+                by_reason.setdefault(s.reason, []).append(self._rel(s.path))
+        for reason, names in by_reason.items():
+            out.append(f"  skipped {units.plural(len(names), 'file')} ({reason}): "
+                       f"{_names(names, 8)}")
+        return out
+
+    def _rel(self, p: Path) -> str:
+        try:
+            return str(p.relative_to(self.root))
+        except ValueError:
+            return str(p)
+
+    def to_json(self) -> dict:
+        return {
+            "root": str(self.root), "why": self.why(), "every": self.every,
+            "chosen_run": None if self.chosen is None else self.chosen + 1,
+            "runs": [{"number": k + 1, "name": r.name, "kind": r.kind, "folder": r.folder,
+                      "world_size": r.world_size, "time": r.time,
+                      "files": [c.to_json() for c in r.files]} for k, r in enumerate(self.runs)],
+            "picked": [{"label": label, "path": str(p)} for label, p in self.picks],
+            "skipped": [s.to_json() for s in self.all_skipped],
+        }
+
+
+# ----------------------------------------------------------------------------- planning
+
+def plan_folder(path: str | os.PathLike, run: str | None = None,
+                every: bool = False) -> FolderPlan:
+    """Scan a folder and decide (rules in the module docstring). Raises TraceError when it
+    holds no trace, naming what it holds; or when `run` names no run."""
+    root = Path(path)
+    files, truncated = _scan(root)
+    if not files:
+        raise TraceError(f"{root}: folder is empty")
+    candidates, skipped = [], []
+    for f in files:
+        c = _candidate(root, f)
+        (candidates if isinstance(c, Candidate) else skipped).append(c)
+    if not candidates:
+        raise TraceError(f"{root}: folder holds no trace (*.pt.trace.json, *.json.gz): "
+                         + _skip_summary(skipped))
+    runs = _runs(candidates)
+    plan = FolderPlan(root=root, runs=runs, chosen=None if every else 0, skipped=skipped,
+                      every=every, truncated=truncated)
+    if run is not None and not every:
+        plan.chosen = _choose(plan, run)
+    return plan
+
+
+def _skip_summary(skipped: list[Skipped]) -> str:
+    shown = "; ".join(f"{s.path.name} ({s.reason})" for s in skipped[:4])
+    return shown + (f"; and {len(skipped) - 4} more" if len(skipped) > 4 else "")
+
+
+def _choose(plan: FolderPlan, run: str) -> int:
+    listed = ", ".join(f"{k + 1} = {r.name}" for k, r in enumerate(plan.runs))
+    if run.isdigit() and 1 <= int(run) <= len(plan.runs):
+        return int(run) - 1
+    named = [k for k, r in enumerate(plan.runs) if run in (r.name, r.folder)]
+    if len(named) == 1:
+        return named[0]
+    why = "names several runs" if named else "is no run"
+    raise TraceError(f"{plan.root}: --run {run} {why} in this folder (runs: {listed})")
+
+
+def _scan(root: Path) -> tuple[list[Path], bool]:
+    """Every file below root in a stable order (hidden folders are not entered)."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            out.append(Path(dirpath) / name)
+            if len(out) >= MAX_FILES:
+                return out, True
+    return out, False
+
+
+def _candidate(root: Path, f: Path) -> Candidate | Skipped:
+    name = f.name
+    lower = name.lower()
+    if name.startswith("."):
+        return Skipped(f, "hidden or temporary file")
+    if not (lower.endswith(".json") or lower.endswith(".json.gz")):
+        return Skipped(f, "not a trace file by name (*.json, *.json.gz)")
+    try:
+        st = os.stat(f)
+    except OSError as exc:
+        return Skipped(f, f"cannot read: {exc.strerror or exc}")
+    if not stat.S_ISREG(st.st_mode):
+        return Skipped(f, f"is {_kind(st.st_mode)}, not a trace file")
+    if st.st_size == 0:
+        return Skipped(f, "file is empty")
+    head = _head(f)
+    if isinstance(head, str):
+        return Skipped(f, head)
+    data, whole = head
+    if not _looks_like_trace(data, whole):
+        return Skipped(f, "JSON without a traceEvents list: not a trace")
+    rank, world, job = _distributed(data)
+    if rank is None:
+        m = RANK_RE.search(name)
+        rank = int(m.group(1)) if m else None
+    when, source = file_time(f, st.st_mtime, data)
+    folder = f.parent.relative_to(root).as_posix() if f.parent != root else "."
+    return Candidate(f, folder, rank, world, when, source, job)
+
+
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def _head(f: Path) -> tuple[bytes, bool] | str:
+    """Up to HEAD_BYTES of the (decompressed) file, and whether that is all of it."""
+    chunks: list[bytes] = []
+    size = 0
+    gz = False
+    try:
+        with open(f, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            src = gzip.GzipFile(fileobj=raw) if gz else raw
+            while size <= HEAD_BYTES:
+                block = src.read(65536)
+                if not block:
+                    break
+                chunks.append(block)
+                size += len(block)
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        if not chunks:  # a cut stream with a readable head is left to the load to name
+            return "not a valid gzip file"
+        return b"".join(chunks)[:HEAD_BYTES], False
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    data = b"".join(chunks)
+    return data[:HEAD_BYTES], size <= HEAD_BYTES
+
+
+def _looks_like_trace(data: bytes, whole: bool) -> bool:
+    start = data.lstrip()[:1]
+    if start == b"[":
+        return True
+    if start != b"{":
+        return False
+    return b'"traceEvents"' in data or not whole  # a huge head may hide it: the load will tell
+
+
+_DIST_RE = re.compile(rb'"distributedInfo"\s*:\s*')
+
+
+_JOB_KEYS = ("backend", "world_size", "pg_count", "nccl_version")
+
+
+def _distributed(data: bytes) -> tuple[int | None, int | None, tuple]:
+    """rank, world_size and the job signature from distributedInfo in the head."""
+    m = _DIST_RE.search(data)
+    if not m:
+        return None, None, ()
+    text = data[m.end():m.end() + 65536].decode("utf-8", "replace")
+    try:
+        info, _ = json.JSONDecoder().raw_decode(text)
+    except ValueError:  # cut in the middle: read the two numbers directly
+        info = {k: int(v) for k, v in re.findall(r'"(rank|world_size)"\s*:\s*(\d+)', text[:4096])}
+    if not isinstance(info, dict):
+        return None, None, ()
+    rank, world = info.get("rank"), info.get("world_size")
+    job = tuple(v if isinstance(v, (str, int, float)) else None
+                for v in (info.get(k) for k in _JOB_KEYS))
+    return ((rank if _count(rank) else None), (world if _count(world) and world > 0 else None),
+            job)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def file_time(f: Path, mtime: float, head: bytes = b"") -> tuple[float, str]:
+    """(epoch seconds, source): Kineto's timestamp in the name, the trace's base time, or mtime."""
+    stem = f.name
+    for m in _EPOCH_RE.finditer(stem):
+        digits = m.group(1)
+        t = int(digits) / 10 ** (len(digits) - 10)
+        if _EARLIEST <= t <= _LATEST:
+            return t, "name"
+    m = _RUNNER_RE.search(stem)
+    if m:
+        try:
+            t = time.mktime(time.strptime(m.group(1) + m.group(2), "%Y%m%d%H%M%S"))
+            return t + int(m.group(3) or 0) / 1000.0, "name"
+        except (ValueError, OverflowError):
+            pass
+    m = _MONTH_RE.search(stem)
+    if m:
+        t = _month_day_time(m, mtime)
+        if t is not None:
+            return t, "name"
+    b = _BASE_TIME_RE.search(head)
+    if b:
+        t = int(b.group(1)) / 1e9
+        if _EARLIEST <= t <= _LATEST:
+            return t, "trace"
+    events = head.find(b'"traceEvents"')
+    ts = _FIRST_TS_RE.search(head, max(events, 0))
+    if ts:
+        t = float(ts.group(1)) / 1e6
+        if _EARLIEST <= t <= _LATEST:
+            return t, "trace"
+    return mtime, "mtime"
+
+
+def _month_day_time(m: re.Match, mtime: float) -> float | None:
+    """`Apr_03_18_51_38` has no year: the year that puts it at or before the file's mtime."""
+    month, day, hh, mm, ss = _MONTHS[m.group(1)], *(int(g) for g in m.groups()[1:])
+    year = time.localtime(mtime).tm_year
+    for y in (year, year - 1):
+        try:
+            t = time.mktime((y, month, day, hh, mm, ss, 0, 0, -1))
+        except (ValueError, OverflowError):
+            return None
+        if t <= mtime + 86400:
+            return t
+    return None
+
+
+def _runs(candidates: list[Candidate]) -> list[Run]:
+    by_folder: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        by_folder.setdefault(c.folder, []).append(c)
+    runs: list[Run] = []
+    for folder, files in by_folder.items():
+        ranked = [c for c in files if c.rank is not None]
+        single = sorted((c for c in files if c.rank is None), key=_newest_first)
+        if single:
+            runs.append(Run(folder, "traces", single))
+        by_job: dict[tuple, list[Candidate]] = {}
+        for c in ranked:
+            by_job.setdefault(c.job, []).append(c)
+        for group in by_job.values():
+            for job in _split_by_time(group):
+                runs.append(_job(folder, group[0].world_size, job))
+    runs.sort(key=lambda r: (-r.time, r.folder, r.kind))
+    _name(runs)
+    return runs
+
+
+def _newest_first(c: Candidate) -> tuple:
+    return (-c.time, c.path.name)
+
+
+def _split_by_time(group: list[Candidate]) -> list[list[Candidate]]:
+    group = sorted(group, key=lambda c: (c.time, c.path.name))
+    jobs, current = [], [group[0]]
+    for prev, c in zip(group, group[1:], strict=False):
+        if c.time - prev.time > JOB_GAP_S:
+            jobs.append(current)
+            current = []
+        current.append(c)
+    jobs.append(current)
+    return jobs
+
+
+def _job(folder: str, world: int | None, files: list[Candidate]) -> Run:
+    newest: dict[int, Candidate] = {}
+    older: list[Skipped] = []
+    for c in sorted(files, key=_newest_first):
+        if c.rank in newest:
+            older.append(Skipped(c.path, f"rank {c.rank} again in this job: older than "
+                                         f"{newest[c.rank].path.name}"))
+        else:
+            newest[c.rank] = c
+    out_of_range = [c for c in newest.values() if world is not None and c.rank >= world]
+    for c in out_of_range:  # distributedInfo says the rank cannot exist in this world
+        del newest[c.rank]
+        older.append(Skipped(c.path, f"rank {c.rank} is outside world size {world}"))
+    picked = sorted(newest.values(), key=lambda c: c.rank)
+    if not picked:  # only impossible ranks: keep them as single traces
+        return Run(folder, "traces", sorted(out_of_range, key=_newest_first))
+    return Run(folder, "job", picked, older, world)
+
+
+def _name(runs: list[Run]) -> None:
+    """A run's name is its folder ("." is the opened one); a folder holding several runs numbers
+    them, newest first: "logs #1", "logs #2"."""
+    total: dict[str, int] = {}
+    for r in runs:
+        total[r.folder] = total.get(r.folder, 0) + 1
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.folder] = seen.get(r.folder, 0) + 1
+        r.name = r.folder if total[r.folder] == 1 else f"{r.folder} #{seen[r.folder]}"
+
+
+def _names(names: list[str], most: int) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most
+                                      else "")
+
+
+def _label(c: Candidate, n: int) -> str:
+    if n == 1:
+        return ""
+    return f"rank {c.rank}" if c.rank is not None else c.path.name
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
