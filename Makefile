@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 
-.PHONY: setup run test lint bench screenshots package clean
+.PHONY: setup run test lint bench gpu-check screenshots package clean
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ bench: setup
 	$(PY) tests/bench/bench_runner.py
 	$(PY) tests/bench/bench_lmdb.py
 	$(PY) tests/bench/bench_lineprof.py
+
+## On a CUDA machine: small scripts under the runner must each produce their advice id
+## (tests/gpu; about a minute). Elsewhere it says "no CUDA device: skipped".
+gpu-check: setup
+	$(PY) tests/gpu/check.py
 
 ## The README screenshot (resources/screenshot.png).
 screenshots: setup
