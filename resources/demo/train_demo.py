@@ -5,11 +5,16 @@ resizes full-size JPEGs in the training process (num_workers=0) while the model 
 
     python train_demo.py                      # plain run, a few seconds
     stallscope-cli run -- train_demo.py       # the same under the profiler
+    stallscope-cli tune -- train_demo.py      # find its best DataLoader settings
+
+The JPEGs are generated once per size into a cache folder (see --data), so repeated runs (and
+every trial of a tune) spend their time training, not drawing pictures.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -38,6 +43,29 @@ def make_images(folder: Path, count: int, size: int, seed: int = 0) -> list[Path
         Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path, quality=92)
         paths.append(path)
     return paths
+
+
+def cached_images(count: int, size: int, root: Path | None = None) -> tuple[list[Path], bool]:
+    """(the JPEGs, whether they were made now): made once per (count, size) in `root`
+    (default: <tmp>/stallscope-demo-cache), into a temporary folder renamed into place, so
+    runs that start together never see half a set."""
+    root = Path(root) if root else Path(tempfile.gettempdir()) / "stallscope-demo-cache"
+    folder = root / f"{count}x{size}-v1"
+    paths = sorted(folder.glob("*.jpg")) if folder.is_dir() else []
+    if len(paths) == count:
+        return paths, False
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+    make_images(scratch, count, size)
+    try:
+        os.rename(scratch, folder)
+    except OSError:  # another run got there first (or a stale partial set is in the way)
+        if len(list(folder.glob("*.jpg"))) != count:
+            shutil.rmtree(folder, ignore_errors=True)
+            os.rename(scratch, folder)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return sorted(folder.glob("*.jpg")), True
 
 
 class JpegFolder(Dataset):
@@ -80,6 +108,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: steady step times on small machines)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="folder that caches the generated JPEGs "
+                        "(default <tmp>/stallscope-demo-cache)")
     return p.parse_args(argv)
 
 
@@ -90,35 +121,31 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    folder = Path(tempfile.mkdtemp(prefix="stallscope-demo-"))
-    try:
-        t = time.perf_counter()
-        paths = make_images(folder, args.images, args.image_size)
-        print(f"generated {len(paths)} JPEGs ({args.image_size} px) in {folder} "
-              f"in {time.perf_counter() - t:.1f} s", flush=True)
-        loader = DataLoader(JpegFolder(paths, args.input_size), batch_size=args.batch_size,
-                            shuffle=True, num_workers=args.workers)
-        model = make_model().to(device)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-        loss_fn = nn.CrossEntropyLoss()
-        step = 0
-        for epoch in range(args.epochs):
-            correct = seen = 0
-            for images, labels in loader:
-                images, labels = images.to(device), labels.to(device)
-                logits = model(images)
-                loss = loss_fn(logits, labels)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                correct += int((logits.argmax(1) == labels).sum())
-                seen += len(labels)
-                if step % 4 == 0:
-                    print(f"epoch {epoch} step {step:3d} loss {loss.item():.3f}", flush=True)
-                step += 1
-            print(f"epoch {epoch} accuracy {correct / max(seen, 1):.2f}", flush=True)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    t = time.perf_counter()
+    paths, made = cached_images(args.images, args.image_size, args.data)
+    print(f"{'generated' if made else 'using'} {len(paths)} JPEGs ({args.image_size} px) in "
+          f"{paths[0].parent} in {time.perf_counter() - t:.1f} s", flush=True)
+    loader = DataLoader(JpegFolder(paths, args.input_size), batch_size=args.batch_size,
+                        shuffle=True, num_workers=args.workers)
+    model = make_model().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    step = 0
+    for epoch in range(args.epochs):
+        correct = seen = 0
+        for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
+            logits = model(images)
+            loss = loss_fn(logits, labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            correct += int((logits.argmax(1) == labels).sum())
+            seen += len(labels)
+            if step % 4 == 0:
+                print(f"epoch {epoch} step {step:3d} loss {loss.item():.3f}", flush=True)
+            step += 1
+        print(f"epoch {epoch} accuracy {correct / max(seen, 1):.2f}", flush=True)
 
 
 if __name__ == "__main__":

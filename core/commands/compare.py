@@ -1,0 +1,99 @@
+"""`stallscope-cli compare BEFORE AFTER [--json]`: the compare view's figures, headless.
+
+BEFORE and AFTER are traces or session folders (a tune's trials are session folders); a tune
+folder alone compares its trial of the script as written with its best trial. The metrics and
+the mismatch warnings come from core/compare.py, as in the app.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from stallscope.core.capture.layout import TUNE_JSON
+from stallscope.core.compare import compare_reports, mismatch_warnings
+from stallscope.core.errors import StallscopeError
+from stallscope.core.jobs import run_job
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "compare", help="compare two traces or sessions: step time, data wait, utilization, "
+                        "idle by cause",
+        usage="stallscope-cli compare BEFORE AFTER [--json]   |   stallscope-cli compare TUNE_DIR",
+        description="The compare view's figures without the app: per-step time, data loading, "
+                    "GPU utilization and idle by cause, before and after, with the change and "
+                    "a verdict; warns when the two are not like for like.",
+    )
+    p.add_argument("before", metavar="BEFORE", help="trace file, session folder or tune folder")
+    p.add_argument("after", metavar="AFTER", nargs="?",
+                   help="trace file or session folder (omit for a tune folder)")
+    p.add_argument("--rank", type=int, default=None, metavar="N",
+                   help="the rank to compare in a folder of several ranks (default: the first)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def tune_pair(folder: Path) -> tuple[Path, Path]:
+    """(the trial of the script as written, the best trial) of a tune folder."""
+    from stallscope.core.tune import load_result
+
+    result = load_result(folder)
+    base, best = result.baseline_trial, result.best_trial
+    if base is None or best is None or not base.session or not best.session:
+        raise StallscopeError(f"{folder}: the tune has no measured baseline and best trial")
+    if base.index == best.index:
+        raise StallscopeError(f"{folder}: the best trial is the script as written; nothing to "
+                              "compare (give two sessions)")
+    return Path(base.session), Path(best.session)
+
+
+def load_report(path: Path, rank: int | None):
+    from stallscope.core.document import load_document_job
+
+    doc = run_job(load_document_job(path))
+    if rank is None:
+        return doc.reports[0], doc.labels[0] if len(doc.reports) > 1 else ""
+    for report, label in zip(doc.reports, doc.labels, strict=True):
+        if report.trace.rank == rank:
+            return report, label
+    raise StallscopeError(f"{path}: no rank {rank} (ranks: {', '.join(doc.labels)})")
+
+
+def run(args: argparse.Namespace) -> int:
+    before = Path(args.before)
+    if args.after is None:
+        if not (before / TUNE_JSON).is_file():
+            raise StallscopeError(f"{before}: give two traces or sessions, or one tune folder "
+                                  f"(it has no {TUNE_JSON})")
+        before, after = tune_pair(before)
+    else:
+        after = Path(args.after)
+    report_b, label_b = load_report(before, args.rank)
+    report_a, label_a = load_report(after, args.rank)
+    metrics = compare_reports(report_b, report_a)
+    warnings = mismatch_warnings(report_b, report_a)
+    if args.json:
+        print(json.dumps({
+            "before": str(before), "after": str(after), "warnings": warnings,
+            "metrics": [{"key": m.key, "label": m.label, "unit": m.unit, "before": m.before,
+                         "after": m.after, "delta": m.delta, "rel": m.rel,
+                         "verdict": m.verdict, "change": m.change_text()} for m in metrics],
+        }, indent=2))
+        return 0
+    print(f"before: {before}" + (f" ({label_b})" if label_b else ""))
+    print(f"after:  {after}" + (f" ({label_a})" if label_a else ""))
+    for w in warnings:
+        print(f"warning: {w}")
+    rows = [("metric", "before", "after", "change", "")]
+    rows += [(m.label, m.value_text(m.before), m.value_text(m.after), m.change_text(),
+              "" if m.verdict in ("n/a", "same") else m.verdict) for m in metrics]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in
+                                                   zip(r[1:4], widths[1:4], strict=True)]
+                        + [r[4]]).rstrip())
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,218 @@
+"""`tune_job`: short profiled trials of the unmodified script, each a session folder inside one
+tune folder, searching DataLoader settings (core/tune/search.py). A generator job (core/jobs.py)
+yielding (done, total); the GUI runs it off its thread, the CLI drains it.
+
+    result = run_job(tune_job(TuneConfig(script=Path("train.py"), args=[], cwd=Path.cwd())))
+
+The first trial runs the script as written; it names the DataLoader to tune (the one that served
+the most batches) and the settings it was built with. Every later trial changes that DataLoader
+only, with `--set file:line:key=value`. Before a trial with W workers, memory is checked against
+main + W x (private memory of one worker in an earlier trial); a trial that would not fit is
+skipped, one that grows past the limit while running is stopped. A trial that crashes is
+reported and the search goes on without it. Cancel (or Ctrl-C) stops the running trial; the
+finished ones stay in tune.json.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stallscope.core.capture.options import default_session_dir
+from stallscope.core.capture.overrides import DEFAULTS, KEYS
+from stallscope.core.errors import Cancelled, StallscopeError
+from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.session.reader import open_session
+from stallscope.core.tune.memory import GUARD, memory_limit, over_limit_text
+from stallscope.core.tune.result import TuneResult
+from stallscope.core.tune.search import MIN_GAIN, Search
+from stallscope.core.tune.trial import (
+    OVER_BUDGET,
+    SKIPPED,
+    Launch,
+    Trial,
+    changes_from,
+    run_trial,
+)
+
+DEFAULT_BUDGET_S = 600.0
+TRIAL_SCHEDULE = {"warmup": 1, "active": 5, "repeat": 1}  # wait: 1 + the most workers tried
+
+
+@dataclass
+class TuneConfig:
+    script: Path
+    args: list[str] = field(default_factory=list)
+    cwd: Path = field(default_factory=Path.cwd)
+    python: str = ""
+    out: Path | None = None            # the tune folder; default ./stallscope-sessions/tune-*
+    budget_s: float = DEFAULT_BUDGET_S
+    memory_limit: int | None = None    # bytes; default STALLSCOPE_MEMORY_LIMIT or free memory
+    max_workers: int | None = None     # top of the num_workers ladder; default usable cores
+    max_trials: int | None = None      # stop after this many trials (the first included)
+    env: dict = field(default_factory=dict)
+    min_gain: float = MIN_GAIN
+
+    def folder(self) -> Path:
+        if self.out is not None:
+            return Path(self.out).expanduser().resolve()
+        return default_session_dir(f"tune-{self.script.stem}",
+                                   self.cwd / "stallscope-sessions")
+
+
+def usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def trial_name(index: int, changes: dict) -> str:
+    text = "as-written" if not changes else "_".join(
+        f"{k}={v}" for k, v in changes.items() if v is not None)
+    return f"{index:02d}-{text}"
+
+
+def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
+             on_trial: Callable[[Trial, TuneResult], None] | None = None) -> Job[TuneResult]:
+    import sys
+
+    script = Path(cfg.script).expanduser().resolve()
+    if not script.exists():
+        raise StallscopeError(f"script not found: {script}")
+    folder = cfg.folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StallscopeError(f"tune folder {folder}: {exc.strerror or exc}") from None
+    cores = max(1, cfg.max_workers or usable_cores())
+    limit = memory_limit(cfg.memory_limit)
+    launch = Launch(script, list(cfg.args), Path(cfg.cwd), cfg.python or sys.executable,
+                    {"wait": 1 + min(cores, 8), **TRIAL_SCHEDULE}, dict(cfg.env))
+    result = TuneResult(folder, str(script), list(cfg.args), budget_s=cfg.budget_s)
+    t0 = time.monotonic()
+    deadline = t0 + cfg.budget_s
+
+    running: list[Trial] = []  # the trial under way, for an interrupt
+
+    def finish(trial: Trial) -> None:
+        running.clear()
+        result.trials.append(trial)
+        result.elapsed_s = time.monotonic() - t0
+        result.save()
+        if on_trial is not None:
+            on_trial(trial, result)
+
+    search: Search | None = None
+    try:
+        yield 0, 5
+        base = Trial(1, trial_name(1, {}), {}, {})
+        running.append(base)
+        run_trial(launch, base, folder, deadline, limit, cancel)
+        result.baseline = base.index
+        search = _start_search(result, base, launch, cores, cfg.min_gain)
+        finish(base)
+        if search is None:
+            result.stopped = "the script as written could not be measured"
+            if base.status == OVER_BUDGET:
+                result.stopped = "budget"
+                result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "
+                                    "trial 1, the script as written")
+            return result
+        search.record(search.script, base.step_ms, base.data_wait_share)
+        result.best = base.index if base.ok else None
+        yield 1, 1 + search.estimate_left()
+        while (settings := search.next()) is not None:
+            index = len(result.trials) + 1
+            if cfg.max_trials is not None and index > cfg.max_trials:
+                result.stopped = "trial limit"
+                result.notes.append(f"stopped at the limit of {cfg.max_trials} trials")
+                break
+            changes = changes_from(search.script, settings)
+            trial = Trial(index, trial_name(index, changes), settings, changes)
+            why_not = _memory_check(result, settings, limit)
+            if why_not:
+                trial.status, trial.message = SKIPPED, why_not
+                search.record(settings, None)
+                finish(trial)
+                continue
+            left, typical = deadline - time.monotonic(), _typical_s(result)
+            if left < 0.5 * typical:
+                result.stopped = "budget"
+                result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out after "
+                                    f"{len(result.trials)} trials")
+                break
+            running.append(trial)
+            run_trial(launch, trial, folder, deadline, limit, cancel)
+            if search.record(settings, trial.step_ms if trial.ok else None,
+                             trial.data_wait_share):
+                result.best = trial.index
+            finish(trial)
+            if trial.status == OVER_BUDGET:
+                result.stopped = "budget"
+                result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "
+                                    f"trial {trial.index}")
+                break
+            yield len(result.trials), len(result.trials) + search.estimate_left()
+        else:
+            result.stopped = "search done"
+        for what, why in search.skipped:
+            result.notes.append(f"{what} not tried: {why}")
+        return result
+    except (KeyboardInterrupt, Cancelled, GeneratorExit) as exc:
+        result.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
+        result.trials += [t for t in running if t.session]  # kept, marked interrupted
+        raise
+    finally:
+        result.elapsed_s = time.monotonic() - t0
+        result.save()
+
+
+def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int,
+                  min_gain: float) -> Search | None:
+    """From the first trial: the DataLoader to tune, its settings as written, the search."""
+    if not base.ok:
+        if base.status != OVER_BUDGET:
+            result.notes.append(f"the script as written ended with {base.status}"
+                                + (f": {base.message}" if base.message else ""))
+        return None
+    s = open_session(base.session)
+    loaders = [d for d in s.run.get("dataloaders") or [] if isinstance(d, dict)]
+    if not loaders:
+        result.notes.append("the script built no torch DataLoader: nothing to tune")
+        return None
+    tuned = max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
+    result.site = str(tuned.get("site", ""))
+    launch.site = f"{tuned.get('file')}:{tuned.get('line')}"
+    passed = tuned.get("passed") or {}
+    result.passed = {k: passed[k] for k in KEYS if k in passed}
+    script = {k: passed.get(k, DEFAULTS[k]) for k in KEYS}
+    base.settings = dict(script)
+    base.effective = tuned.get("effective") or {}
+    if len(loaders) > 1:
+        result.notes.append(f"the script builds {len(loaders)} DataLoaders; tuned the one at "
+                            f"{result.site} (it served the most batches)")
+    return Search(script, cores, bool(s.run.get("cuda_available")), min_gain)
+
+
+def _memory_check(result: TuneResult, settings: dict, limit: int) -> str:
+    """Why a trial would not fit in memory ('' when it would, or nothing is known yet)."""
+    workers = int(settings.get("num_workers") or 0)
+    measured = [t for t in result.trials if t.worker_private]
+    mains = [t.main_private for t in result.trials if t.main_private]
+    if workers == 0 or not measured or not mains:
+        return ""
+    source = max(measured, key=lambda t: t.worker_private)
+    main = max(mains)
+    if main + workers * source.worker_private <= GUARD * limit:
+        return ""
+    return "would run out of memory: " + over_limit_text(
+        workers, main, source.worker_private, limit, f"trial {source.index}")
+
+
+def _typical_s(result: TuneResult) -> float:
+    walls = sorted(t.wall_s for t in result.trials if t.wall_s)
+    return walls[len(walls) // 2] if walls else 0.0

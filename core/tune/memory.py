@@ -1,0 +1,99 @@
+"""Memory of a trial's process tree, the memory a tune may use, and the check before a trial.
+
+A DataLoader worker is a child of the runner. What one more worker costs is its unique memory
+(USS: pages no other process maps; pages it still shares copy-on-write with the runner are
+counted once, in the runner's resident-minus-shared memory). So a trial with W workers needs
+about main + W x (unique memory of one worker) of free memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import psutil
+
+from stallscope.core import units
+from stallscope.core.errors import StallscopeError
+
+SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+GUARD = 0.95  # a running trial is stopped when its private memory passes this share of the limit
+
+
+def parse_size(text: str) -> int:
+    """'2G', '1500M', '512MiB', '1e9' (bytes) -> bytes."""
+    m = SIZE_RE.match(str(text))
+    if m is None:
+        try:
+            value = float(text)
+        except ValueError:
+            raise StallscopeError(f"memory size {text!r}: expected a number of bytes or "
+                                  "one like 2G, 1500M") from None
+        if value <= 0:
+            raise StallscopeError(f"memory size {text!r} must be > 0")
+        return int(value)
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
+    value = float(m.group(1)) * scale
+    if value <= 0:
+        raise StallscopeError(f"memory size {text!r} must be > 0")
+    return int(value)
+
+
+def memory_limit(explicit: int | None = None) -> int:
+    """What a tune may use: an explicit limit, STALLSCOPE_MEMORY_LIMIT, or the free memory."""
+    if explicit:
+        return int(explicit)
+    env = os.environ.get("STALLSCOPE_MEMORY_LIMIT")
+    if env:
+        return parse_size(env)
+    return int(psutil.virtual_memory().available)
+
+
+@dataclass
+class TreeMemory:
+    """Peaks over a trial's samples (bytes)."""
+
+    rss: int = 0            # the whole tree's resident memory (sum)
+    private: int = 0        # the tree's private memory: main + the children's unique memory
+    main: int = 0           # the runner's resident - shared memory
+    per_worker: int = 0     # the largest unique memory of one child (a DataLoader worker)
+    workers: int = 0        # the most children seen at once
+
+    def sample(self, root: psutil.Process) -> int:
+        """Add one sample of the tree under `root`; returns its private memory now."""
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        rss = private = 0
+        children = 0
+        for i, proc in enumerate(procs):
+            try:
+                info = proc.memory_info()
+                own = max(0, info.rss - getattr(info, "shared", 0))
+                if i:
+                    own = getattr(proc.memory_full_info(), "uss", own)
+            except psutil.Error:
+                continue
+            rss += info.rss
+            private += own
+            if i == 0:
+                self.main = max(self.main, own)
+            else:
+                children += 1
+                self.per_worker = max(self.per_worker, own)
+        self.rss = max(self.rss, rss)
+        self.private = max(self.private, private)
+        self.workers = max(self.workers, children)
+        return private
+
+
+def predicted(workers: int, main: int, per_worker: int) -> int:
+    return main + workers * per_worker
+
+
+def over_limit_text(workers: int, main: int, per_worker: int, limit: int, source: str) -> str:
+    need = predicted(workers, main, per_worker)
+    return (f"{workers} workers x {units.size(per_worker)} (per worker in {source}) + "
+            f"{units.size(main)} main = {units.size(need)} > {units.size(limit)} available")

@@ -1,0 +1,154 @@
+"""What a tune found: its trials, the best settings, the speed-up, the line to change; kept in
+tune.json (rewritten after every trial, so an interrupted tune keeps what it finished)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stallscope.core import units
+from stallscope.core.capture.layout import TUNE_JSON
+from stallscope.core.capture.overrides import KEYS, format_value
+from stallscope.core.errors import StallscopeError
+from stallscope.core.tune.trial import Trial, settings_text
+
+
+@dataclass
+class TuneResult:
+    folder: Path
+    script: str
+    args: list[str]
+    site: str = ""                  # "file:line" of the tuned DataLoader
+    passed: dict = field(default_factory=dict)  # its arguments as the script passed them
+    trials: list[Trial] = field(default_factory=list)
+    baseline: int | None = None     # index of the trial of the script as written
+    best: int | None = None         # index of the trial whose settings are kept
+    stopped: str = "running"        # "search done", "budget", "interrupted", "cancelled", ...
+    notes: list[str] = field(default_factory=list)
+    budget_s: float | None = None
+    elapsed_s: float = 0.0
+
+    def trial(self, index: int | None) -> Trial | None:
+        return next((t for t in self.trials if t.index == index), None)
+
+    @property
+    def baseline_trial(self) -> Trial | None:
+        return self.trial(self.baseline)
+
+    @property
+    def best_trial(self) -> Trial | None:
+        return self.trial(self.best)
+
+    @property
+    def speedup(self) -> float | None:
+        base, best = self.baseline_trial, self.best_trial
+        if base is None or best is None or not base.step_ms or not best.step_ms:
+            return None
+        return base.step_ms / best.step_ms
+
+    @property
+    def change(self) -> str:
+        """The line to edit, e.g. "train.py:57: DataLoader(..., num_workers=0) -> num_workers=2,
+        pin_memory=True"; empty when the script's settings stay."""
+        best = self.best_trial
+        if best is None or not best.changes or best.index == self.baseline:
+            return ""
+        before = ", ".join(f"{k}={self.passed[k]}" for k in KEYS if k in self.passed)
+        after = ", ".join(f"{k}={_py(v)}" for k, v in best.changes.items())
+        call = f"DataLoader(..., {before})" if before else "DataLoader(...)"
+        return f"{self.site}: {call} -> {after}"
+
+    def to_json(self) -> dict:
+        best, base = self.best_trial, self.baseline_trial
+        return {
+            "version": 1, "folder": str(self.folder), "script": self.script, "args": self.args,
+            "dataloader": self.site, "passed": self.passed, "stopped": self.stopped,
+            "budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s, 2),
+            "baseline": self.baseline, "best": self.best,
+            "baseline_session": base.session if base else None,
+            "best_session": best.session if best else None,
+            "best_settings": best.settings if best else None,
+            "speedup": self.speedup, "change": self.change, "notes": self.notes,
+            "trials": [t.to_json() for t in self.trials],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> TuneResult:
+        return cls(folder=Path(data.get("folder", "")), script=str(data.get("script", "")),
+                   args=list(data.get("args") or []), site=str(data.get("dataloader") or ""),
+                   passed=dict(data.get("passed") or {}),
+                   trials=[Trial.from_json(t) for t in data.get("trials") or []],
+                   baseline=data.get("baseline"), best=data.get("best"),
+                   stopped=str(data.get("stopped", "")), notes=list(data.get("notes") or []),
+                   budget_s=data.get("budget_s"), elapsed_s=float(data.get("elapsed_s") or 0))
+
+    def save(self) -> Path:
+        path = self.folder / TUNE_JSON
+        tmp = self.folder / f".{TUNE_JSON}.part"
+        tmp.write_text(json.dumps(self.to_json(), indent=2, default=str), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+
+def load_result(path: str | os.PathLike) -> TuneResult:
+    p = Path(path)
+    p = p / TUNE_JSON if p.is_dir() else p
+    try:
+        return TuneResult.from_json(json.loads(p.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise StallscopeError(f"{p}: not a readable tune.json ({exc})") from None
+
+
+def _py(value) -> str:
+    return repr(value)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else units.ms(value * 1e3)
+
+
+def table(result: TuneResult) -> str:
+    """The trials, one row each, the kept one marked."""
+    gpu = any(t.utilization is not None for t in result.trials)
+    rows = [("#", "settings", "step", "data wait", "GPU util", "peak RSS", "status")]
+    for t in result.trials:
+        mark = " *" if t.index == result.best else ""
+        rows.append((f"{t.index}{mark}", t.label, _ms(t.step_ms), _ms(t.data_wait_ms),
+                     "-" if t.utilization is None else units.pct(t.utilization),
+                     "-" if not t.peak_rss else units.size(t.peak_rss),
+                     t.status + (f": {t.message}" if t.message else "")))
+    keep = [0, 1, 2, 3, 4, 5, 6] if gpu else [0, 1, 2, 3, 5, 6]  # no GPU: no GPU column
+    rows = [tuple(r[i] for i in keep) for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(keep) - 1)]
+    out = []
+    for r in rows:
+        cells = [r[0].rjust(widths[0]), r[1].ljust(widths[1])]
+        cells += [c.rjust(w) for c, w in zip(r[2:-1], widths[2:], strict=True)]
+        out.append("  ".join(cells) + "  " + r[-1])
+    return "\n".join(out)
+
+
+def verdict(result: TuneResult) -> list[str]:
+    """The closing lines: best settings, measured speed-up, the line to change."""
+    base, best = result.baseline_trial, result.best_trial
+    lines = []
+    if base is None or not base.ok:
+        why = f" ({base.status}: {base.message})" if base is not None and base.message else ""
+        return [f"the script as written did not finish a trial{why}: nothing to compare with",
+                *(f"note: {note}" for note in result.notes)]
+    if best is None or best.index == base.index:
+        lines.append(f"best: the script's own settings ({settings_text(base.settings)}) at "
+                     f"{_ms(base.step_ms)} per step; nothing tried was at least 5% faster")
+    else:
+        lines.append(f"best: {best.label} at {_ms(best.step_ms)} per step (trial {best.index}) "
+                     f"vs {_ms(base.step_ms)} as written: {result.speedup:.2f}x faster, measured")
+        lines.append(f"change: {result.change}")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return lines
+
+
+def format_settings(settings: dict) -> str:
+    return ", ".join(f"{k}={format_value(v)}" for k, v in settings.items())

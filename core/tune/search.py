@@ -1,0 +1,154 @@
+"""Which DataLoader settings to try next: a short search, not a grid.
+
+1. num_workers up a ladder (0, 1, 2, 4, 8 ... up to the usable cores) from the script's own
+   value. A rung counts as better when its median step time beats the best so far by at least
+   `min_gain`; the climb stops after two rungs in a row that are not better, when steps hardly
+   wait for data any more (< `done_share` of step time), at a failed trial, or at the top.
+2. Around the best: pin_memory (only with a CUDA device: it does nothing without one),
+   persistent_workers, then a deeper prefetch_factor; each kept only when it is better.
+
+The search knows nothing of processes: `next()` names the settings to try, `record()` takes the
+outcome (None for a trial that failed), `best` is what is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIN_GAIN = 0.05     # a trial counts as better when at least 5% faster than the best so far
+DONE_SHARE = 0.05   # steps waiting for data less than this share: more workers cannot help
+PATIENCE = 2        # rungs in a row that are not better end the climb
+
+
+def ladder(cores: int, start: int = 0) -> list[int]:
+    """0, 1, 2, 4, 8 ... up to `cores` (at least 1), and `start` itself; from `start` up."""
+    top = max(1, cores)
+    rungs = {0, 1}
+    n = 2
+    while n <= top:
+        rungs.add(n)
+        n *= 2
+    rungs.add(top)
+    return sorted(r for r in rungs | {start} if r >= start)
+
+
+@dataclass
+class Outcome:
+    settings: dict
+    step_ms: float | None        # None: the trial failed (crash, memory, budget)
+    data_wait_share: float | None = None
+
+
+@dataclass
+class Search:
+    """The search state. `script` is the four settings as the script builds its DataLoader."""
+
+    script: dict
+    cores: int
+    cuda: bool = False
+    min_gain: float = MIN_GAIN
+    best: Outcome | None = None
+    stage: str = "baseline"
+    history: list[Outcome] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (what, why) never tried
+    _rungs: list[int] = field(default_factory=list)
+    _misses: int = 0
+    _around: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.script = {k: self.script.get(k) for k in
+                       ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")}
+        self.script["num_workers"] = int(self.script["num_workers"] or 0)
+        self._rungs = ladder(self.cores, self.script["num_workers"])[1:]
+
+    # -- what to try
+    def next(self) -> dict | None:
+        """The full settings of the next trial, or None when the search is over."""
+        if self.stage == "baseline":
+            return dict(self.script)
+        if self.stage == "workers":
+            if self._rungs:
+                return self.with_workers(self._rungs[0])
+            self._enter_around()
+        while self.stage == "around" and self._around:
+            candidate = self._candidate(self._around[0])
+            if candidate is not None:
+                return candidate
+            self._around.pop(0)
+        self.stage = "done"
+        return None
+
+    def estimate_left(self) -> int:
+        """Trials still to come at most (for a progress bar)."""
+        if self.stage == "baseline":
+            return 1 + len(self._rungs) + 3
+        if self.stage == "workers":
+            return len(self._rungs) + 3
+        return len(self._around) if self.stage == "around" else 0
+
+    def with_workers(self, n: int) -> dict:
+        base = dict(self.best.settings if self.best else self.script)
+        base["num_workers"] = n
+        if n == 0:
+            base["persistent_workers"], base["prefetch_factor"] = False, None
+        return base
+
+    def _candidate(self, key: str) -> dict | None:
+        best = dict(self.best.settings)
+        if key == "pin_memory":
+            if best.get("pin_memory"):
+                return None
+            best["pin_memory"] = True
+        elif key == "persistent_workers":
+            if best.get("persistent_workers"):
+                return None
+            best["persistent_workers"] = True
+        elif key == "prefetch_factor":
+            best["prefetch_factor"] = 2 * int(best.get("prefetch_factor") or 2)
+        return best
+
+    def _enter_around(self) -> None:
+        self.stage = "around"
+        workers = int(self.best.settings["num_workers"]) if self.best else 0
+        self._around = []
+        if self.cuda:
+            self._around.append("pin_memory")
+        elif not self.script.get("pin_memory"):
+            self.skipped.append(("pin_memory=True", "no CUDA device: pinned memory does nothing"))
+        if workers > 0:
+            self._around += ["persistent_workers", "prefetch_factor"]
+        else:
+            self.skipped.append(("persistent_workers, prefetch_factor",
+                                 "they need worker processes and none were better"))
+
+    # -- what happened
+    def record(self, settings: dict, step_ms: float | None,
+               data_wait_share: float | None = None) -> bool:
+        """Take a trial's outcome; returns whether it became the best."""
+        outcome = Outcome(dict(settings), step_ms, data_wait_share)
+        self.history.append(outcome)
+        better = step_ms is not None and (
+            self.best is None or step_ms < self.best.step_ms * (1 - self.min_gain))
+        if better:
+            self.best = outcome
+        if self.stage == "baseline":
+            self.stage = "workers"
+            if step_ms is None:
+                self.stage = "done"  # the script as written fails: nothing to compare with
+            elif data_wait_share is not None and data_wait_share < DONE_SHARE:
+                self.skipped.append(("more num_workers", f"steps wait for data only "
+                                     f"{100 * data_wait_share:.0f}% of the time"))
+                self._rungs = []
+        elif self.stage == "workers":
+            self._rungs.pop(0)
+            self._misses = 0 if better else self._misses + 1
+            best_share = self.best.data_wait_share if self.best else None
+            if step_ms is None:
+                self._rungs = []  # more workers would fail the same way
+            elif self._misses >= PATIENCE:
+                self._rungs = []
+            elif best_share is not None and best_share < DONE_SHARE:
+                self._rungs = []
+        elif self.stage == "around" and self._around:
+            self._around.pop(0)
+        return better

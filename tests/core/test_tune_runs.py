@@ -1,0 +1,175 @@
+"""`stallscope-cli tune` end to end on tiny scripts (real runner subprocesses): a crash in trial
+3, Ctrl-C during a trial, a trial that would not fit in memory, a budget that runs out. Each ends
+with a clear message and the finished trials kept in tune.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+from runner_helpers import write_script
+
+from stallscope.core.tune import load_result
+
+# Data sleeps 60 ms a step and compute 40 ms, so one worker overlaps them (100 -> 60 ms) whatever
+# the machine's load, and steps still wait for data; two workers break the script.
+OVERLAP = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Sleepy(Dataset):
+    def __len__(self):
+        return 400
+    def __getitem__(self, i):
+        time.sleep(0.0075)
+        return torch.zeros(4), torch.zeros(1)
+
+loader = DataLoader(Sleepy(), batch_size=8, num_workers=0)
+if loader.num_workers >= 2:
+    raise RuntimeError("two workers break me")
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.04)
+"""
+LOADER_LINE = next(i for i, line in enumerate(OVERLAP.splitlines(), 1)
+                   if line.startswith("loader = DataLoader("))
+
+# Each worker holds 500 MiB of its own; the training process does not. Data as in OVERLAP.
+HOG = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+HELD = []
+
+class Hog(Dataset):
+    def __len__(self):
+        return 400
+    def __getitem__(self, i):
+        if get_worker_info() is not None and not HELD:
+            HELD.append(bytearray(b"x") * (500 << 20))  # one allocation, every page touched
+        time.sleep(0.0075)
+        return torch.zeros(4)
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in DataLoader(Hog(), batch_size=8):
+    model(x).sum().backward()
+    opt.step()
+    time.sleep(0.04)
+"""
+
+
+def tune(tmp_path: Path, script: Path, *options: str, timeout: float = 240):
+    out = tmp_path / "tune"
+    proc = subprocess.run([sys.executable, "-m", "stallscope.core.cli", "tune", "--out",
+                           str(out), *options, "--", str(script)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=timeout)
+    return proc, out
+
+
+def test_crash_in_trial_3_is_reported_and_the_search_keeps_the_rest(tmp_path):
+    script = write_script(tmp_path, OVERLAP, "train.py")
+    proc, out = tune(tmp_path, script, "--max-workers", "2", "--max-trials", "3")
+    assert proc.returncode == 0, proc.stderr
+    result = load_result(out)
+    assert [(t.index, t.label, t.status) for t in result.trials] == [
+        (1, "as written", "ok"), (2, "num_workers=1", "ok"), (3, "num_workers=2", "crashed")]
+    assert result.trials[2].message == "RuntimeError: two workers break me (at step 0)"
+    assert ("stallscope: trial 3 (num_workers=2): crashed: RuntimeError: two workers break me "
+            "(at step 0)") in proc.stderr
+    # one worker hides 40 of the 60 ms of data behind the 40 ms of compute
+    base, one = result.trials[0], result.trials[1]
+    assert base.step_ms > 95 and base.data_wait_ms > 55
+    assert one.step_ms < 0.75 * base.step_ms and one.data_wait_ms < 0.5 * base.data_wait_ms
+    assert result.best == 2 and result.speedup == base.step_ms / one.step_ms
+    assert result.site == f"train.py:{LOADER_LINE}"
+    assert result.change == f"train.py:{LOADER_LINE}: DataLoader(..., num_workers=0) -> " \
+                            "num_workers=1"
+    assert f"change: {result.change}" in proc.stdout
+    assert f"{result.speedup:.2f}x faster, measured" in proc.stdout
+    assert result.stopped == "trial limit"
+    # every trial is a session folder the compare view opens; the override reached the loader
+    for t in result.trials:
+        session = Path(t.session)
+        assert session.parent == out and (session / "events.jsonl").is_file()
+    assert one.effective["num_workers"] == 1
+    events = [json.loads(line) for line in
+              (Path(one.session) / "events.jsonl").read_text().splitlines()]
+    built = [e for e in events if e["event"] == "dataloader"]
+    assert built[0]["overridden"] == {"num_workers": {"from": 0, "to": 1}}
+
+
+def test_ctrl_c_during_a_trial_keeps_the_finished_ones(tmp_path):
+    script = write_script(tmp_path, OVERLAP.replace("time.sleep(0.04)", "time.sleep(0.3)"),
+                          "train.py")
+    out = tmp_path / "tune"
+    proc = subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", "tune", "--out",
+                             str(out), "--max-workers", "2", "--", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        second = out / "02-num_workers=1"
+        while not (second / "events.jsonl").is_file() or b'"step"' not in (
+                second / "events.jsonl").read_bytes():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "trial 2 never started its steps"
+            time.sleep(0.1)
+        runner_pid = json.loads((second / "run.json").read_text())["pid"]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert f"stallscope: interrupted: 1 finished trial kept in {out} (tune.json)" in err
+    result = load_result(out)
+    assert result.stopped == "interrupted"
+    assert [(t.index, t.status) for t in result.trials] == [(1, "ok"), (2, "interrupted")]
+    assert result.trials[0].step_ms > 300
+    assert not psutil.pid_exists(runner_pid) or psutil.Process(runner_pid).status() == "zombie"
+    last = json.loads((second / "events.jsonl").read_text().splitlines()[-1])
+    assert last["event"] == "finished" and last["rc"] != 0
+
+
+def test_a_trial_that_would_not_fit_in_memory_is_skipped(tmp_path):
+    script = write_script(tmp_path, HOG, "train.py")
+    proc, out = tune(tmp_path, script, "--max-workers", "2", "--max-trials", "3",
+                     "--memory-limit", "1100M")
+    assert proc.returncode == 0, proc.stderr
+    result = load_result(out)
+    assert [(t.label, t.status) for t in result.trials] == [
+        ("as written", "ok"), ("num_workers=1", "ok"), ("num_workers=2", "skipped")]
+    one = result.trials[1]
+    assert 500 << 20 <= one.worker_private < 700 << 20  # the worker's own 500 MiB
+    message = result.trials[2].message
+    assert message.startswith("would run out of memory: 2 workers x ")
+    assert "(per worker in trial 2)" in message and message.endswith("> 1.07 GiB available")
+    assert not Path(result.trials[2].session or out / "03-x").exists()  # never launched
+    assert f"trial 3 (num_workers=2): skipped: {message}" in proc.stderr
+
+
+def test_a_budget_that_runs_out_stops_the_trial_and_says_so(tmp_path):
+    script = write_script(tmp_path, OVERLAP.replace("time.sleep(0.04)", "time.sleep(0.5)"),
+                          "train.py")
+    proc, out = tune(tmp_path, script, "--budget", "6")
+    result = load_result(out)
+    assert result.stopped == "budget"
+    over = [t for t in result.trials if t.status == "over budget"]
+    assert len(over) == 1 and over[0].message == "the time budget ran out during it"
+    assert "the time budget (6 s) ran out during trial" in proc.stdout
+    assert result.elapsed_s < 20
+    fin = json.loads((Path(over[0].session) / "events.jsonl").read_text().splitlines()[-1])
+    assert fin["event"] == "finished"
+    assert os.path.isdir(over[0].session)
