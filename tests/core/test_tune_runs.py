@@ -108,6 +108,14 @@ def test_crash_in_trial_3_is_reported_and_the_search_keeps_the_rest(tmp_path):
               (Path(one.session) / "events.jsonl").read_text().splitlines()]
     built = [e for e in events if e["event"] == "dataloader"]
     assert built[0]["overridden"] == {"num_workers": {"from": 0, "to": 1}}
+    # the tune folder alone compares the script as written with the best trial
+    cmp = subprocess.run([sys.executable, "-m", "stallscope.core.cli", "compare", str(out),
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert cmp.returncode == 0, cmp.stderr
+    pair = json.loads(cmp.stdout)
+    assert (pair["before"], pair["after"]) == (base.session, one.session)
+    steps = {m["key"]: m for m in pair["metrics"]}["data_loading_ms"]
+    assert steps["after"] < steps["before"] and steps["verdict"] == "better"
 
 
 def test_ctrl_c_during_a_trial_keeps_the_finished_ones(tmp_path):
