@@ -47,7 +47,7 @@ def run_dask(tasks: Sequence[Task], scheduler: str, cancel: CancelFlag | None = 
         futures = client.map(analyze_rank, [p for _, p in tasks], [lb for lb, _ in tasks],
                              [device] * total, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
-        finished = distributed.as_completed(futures)
+        finished = distributed.as_completed(futures, loop=client.loop)
         done = 0
         yield 0, total
         while done < total:
