@@ -100,9 +100,15 @@ def launch_index(trace: Trace, gpu: np.ndarray) -> np.ndarray:
 
 
 def launch_tracks(trace: Trace, r: Roles, on_dev: np.ndarray) -> np.ndarray:
-    """L(d): the threads owning the launch of a GPU op on the device (mask `on_dev`)."""
-    launches = r.launch[on_dev]
-    return np.unique(trace.track[launches[launches >= 0]]).astype(np.int64)
+    """L(d): the threads owning a runtime/driver event whose args.correlation is that of a GPU
+    op on the device (mask `on_dev`)."""
+    ids = trace.corr[on_dev]
+    ids = np.unique(ids[ids >= 0])
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.int64)
+    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    owners = runtime & np.isin(trace.corr, ids)
+    return np.unique(trace.track[owners]).astype(np.int64)
 
 
 def union_of(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -120,8 +120,9 @@ def reference(path):
     devices = {}
     for dev in sorted({device_of(e) for e in ops}):
         mine = sorted((e for e in ops if device_of(e) == dev), key=lambda e: e["ts"])
-        launchers = {thread[id(launch[e["args"]["correlation"]])] for e in mine
-                     if e.get("args", {}).get("correlation") in launch}
+        ids = {e.get("args", {}).get("correlation") for e in mine} - {None}
+        launchers = {thread[id(e)] for e in events if e.get("cat") in RUNTIME
+                     and e.get("args", {}).get("correlation") in ids}
         helpers = launchers - {main}
         layers = {
             "data_loading": main_layers["data_loading"],
