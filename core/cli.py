@@ -2,6 +2,7 @@
 
 Each subcommand lives in core/commands/<name>.py and registers itself; errors derived from
 StallscopeError print one line naming the file and the problem and exit with status 2.
+A command line naming a subcommand imports that command's module only (start-up time).
 """
 
 from __future__ import annotations
@@ -16,19 +17,31 @@ from stallscope.core.errors import StallscopeError
 COMMANDS = ("analyze", "info", "run", "lineprof", "convert")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or with `only` that one."""
     parser = argparse.ArgumentParser(
         prog="stallscope-cli", description="Why is my GPU waiting? Headless stallscope."
     )
     parser.add_argument("--version", action="version", version=f"stallscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"{__package__}.commands.{name}").register(sub)
     return parser
 
 
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand an argument list names (its first word not an option), if it is one."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+        if arg in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command_in(argv)).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except StallscopeError as exc:

@@ -22,9 +22,10 @@ class Cat(IntEnum):
     GPU_MEMSET = 7
     PYTHON_FUNCTION = 8
     OTHER = 9
+    ACCELERATOR = 10  # device work of accelerators beside CUDA/ROCm kernels (see the end)
 
 
-GPU_CATS = (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET)
+GPU_CATS = (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.ACCELERATOR)
 RUNTIME_CATS = (Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
 CPU_OP_CATS = (Cat.CPU_OP, Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
 
@@ -82,3 +83,25 @@ PROFILER_SPAN_PREFIX = "PyTorch Profiler"
 def is_comm_name(name: str) -> bool:
     """A communication kernel: nccl*/rccl* in any case (ncclKernel_*, ncclDevKernel_*)."""
     return name[:4].lower() in COMM_PREFIXES
+
+
+# Other accelerators. Device work recorded in categories beside kernel/gpu_memcpy/gpu_memset is
+# GPU activity (Cat.ACCELERATOR, in GPU_CATS): Meta MTIA's command-processor events, and CUPTI's
+# range profiler, which records one range per kernel on the GPU instead of the kernel itself.
+# Their runtimes' calls are launches, like cuda_runtime.
+CATEGORY_CODES.update({
+    "mtia_ccp_events": Cat.ACCELERATOR, "cuda_profiler_range": Cat.ACCELERATOR,
+    "mtia_runtime": Cat.CUDA_RUNTIME, "xpu_runtime": Cat.CUDA_RUNTIME,
+    "privateuse1_runtime": Cat.CUDA_RUNTIME, "privateuse1_driver": Cat.CUDA_DRIVER,
+})
+# A trace with one of these runtimes' calls but no device activity stallscope reads came from an
+# accelerator stallscope does not analyse yet (Trace.unanalysed_accelerator names it).
+ACCELERATOR_RUNTIMES = {"mtia_runtime": "MTIA", "xpu_runtime": "Intel XPU",
+                        "privateuse1_runtime": "a PrivateUse1 device",
+                        "privateuse1_driver": "a PrivateUse1 device"}
+# Complete-event categories that are neither analysed nor a sign of unread device work.
+KNOWN_OTHER_CATS = frozenset({"", PROFILER_SPAN_CAT, "overhead", "cpu_instant_event",
+                              "external_correlation", "cuda_sync", "python_function"})
+# Device events that are waits, not work (like CUDA's cuda_sync records): the device idles on
+# another stream's event. They are not GPU activity (the loader files them as Cat.OTHER).
+DEVICE_WAIT_NAMES = frozenset({"event_wait"})  # mtia_ccp_events

@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
 from stallscope.core.kineto import Cat
 from stallscope.core.trace import find_traces, load, resolve
+from stallscope.core.units import ms
 
 
 def register(sub) -> None:
-    p = sub.add_parser("info", help="what a trace holds: events, devices, steps, ranks, span")
+    p = sub.add_parser("info", help="what a trace holds: events, devices, steps, ranks, span",
+                       description="Show what a trace holds: events by category, memory samples, "
+                                   "devices, steps, rank, time span, and what the loader left "
+                                   "out (dropped events, ignored metadata).")
     p.add_argument("trace", help="trace file, TensorBoard log dir or session folder")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(func=run)
@@ -38,14 +43,14 @@ def summarize(path) -> dict:
         "threads": len(t.tracks),
         "span_us": [span[0], span[1]],
         "dropped_events": dict(t.dropped),
+        "notes": list(t.notes),
+        "unanalysed_accelerator": t.unanalysed_accelerator,
     }
 
 
 def run(args) -> int:
     target = resolve(args.trace)
     info = summarize(target)
-    from pathlib import Path
-
     if Path(args.trace).is_dir():
         info["traces_in_folder"] = [str(p) for p in find_traces(args.trace)]
     if args.json:
@@ -57,7 +62,9 @@ def run(args) -> int:
           f"{info['memory_samples']:,} memory samples")
     for cat, n in info["by_category"].items():
         print(f"  {cat:<20}{n:>10,}")
-    devs = ", ".join(map(str, info["gpu_devices"])) or "none (no GPU activity)"
+    devs = ", ".join(map(str, info["gpu_devices"])) or (
+        f"none analysed: from {info['unanalysed_accelerator']}, an accelerator stallscope does "
+        "not analyse yet" if info["unanalysed_accelerator"] else "none (no GPU activity)")
     print(f"GPU devices {devs}" + (f"  [{', '.join(info['device_names'])}]"
                                    if info["device_names"] else ""))
     steps = info["steps"]
@@ -66,9 +73,11 @@ def run(args) -> int:
         print(f"rank       {info['rank']}" + (f" of {info['world_size']}"
                                                if info["world_size"] else ""))
     lo, hi = info["span_us"]
-    print(f"span       {(hi - lo) / 1000:,.2f} ms over {info['threads']} threads/streams")
+    print(f"span       {ms(hi - lo)} over {info['threads']} threads/streams")
     for p in info.get("traces_in_folder", [])[1:]:
         print(f"also       {p}")
     if info["dropped_events"]:
-        print("dropped    " + ", ".join(f"{n} {w}" for w, n in info["dropped_events"].items()))
+        print("dropped    " + ", ".join(f"{n:,} {w}" for w, n in info["dropped_events"].items()))
+    for note in info["notes"]:
+        print(f"note       {note}")
     return 0

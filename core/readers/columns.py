@@ -1,0 +1,254 @@
+"""Typed events -> sorted numpy columns, the fields of a Trace.
+
+Batches of decoded structs are pulled apart with C-level maps (no per-event Python statements)
+into per-batch arrays; `finish` packs them once, sets each event's meaning (category, device)
+and drops what no analysis can use, counting why.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_
+
+import numpy as np
+
+from stallscope.core.kineto import (
+    ACCELERATOR_RUNTIMES,
+    ANNOTATION_PREFIXES,
+    CATEGORY_CODES,
+    DEVICE_WAIT_NAMES,
+    GPU_CATS,
+    KNOWN_OTHER_CATS,
+    Cat,
+    category,
+    is_step_name,
+)
+from stallscope.core.readers.events import Complete, Instant, InstantGlobal
+
+# Times beyond 2**53 µs (285 years) are not exact in float64 and overflow the sums of analysis.
+MAX_US = float(2**53)
+MAX_BYTES = float(2**63)
+
+_TS, _DUR, _CAT, _NAME = (attrgetter(f) for f in ("ts", "dur", "cat", "name"))
+_PIDTID = attrgetter("pid", "tid")
+_DEVICE, _STREAM = attrgetter("args.device"), attrgetter("args.stream")
+_CORRELATION = attrgetter("args.correlation")
+_IS_COMPLETE = partial(is_, Complete)
+_IS_INSTANT = frozenset({Instant, InstantGlobal}).__contains__
+
+
+@dataclass
+class MemorySamples:
+    """`[memory]` instant events, sorted by ts. Totals are NaN where the trace has none."""
+
+    ts: np.ndarray
+    device_type: np.ndarray
+    device_id: np.ndarray
+    nbytes: np.ndarray
+    total_allocated: np.ndarray
+    total_reserved: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def _interner() -> defaultdict:
+    """A dict giving each new key the next id, without leaving C (key -> len at insertion)."""
+    d: defaultdict = defaultdict()
+    d.default_factory = d.__len__
+    return d
+
+
+class Columns:
+    """Accumulates decoded batches as per-batch arrays, then packs numpy columns once."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = _interner()
+        self.cats: dict[str, int] = _interner()
+        self.tracks: dict[tuple, int] = _interner()
+        self.x: dict[str, list] = {k: [] for k in ("ts", "dur", "cat", "name", "track", "dev",
+                                                    "stream", "corr")}
+        self.m: dict[str, list] = {k: [] for k in ("ts", "dtype", "did", "bytes", "alloc", "res")}
+        self.dropped: dict[str, int] = {}
+
+    def drop(self, why: str, n: int = 1) -> None:
+        self.dropped[why] = self.dropped.get(why, 0) + n
+
+    def add(self, events: list) -> None:
+        """Pull columns out of one decoded batch with C-level maps; the structs go with it."""
+        types = list(map(type, events))
+        xs = list(compress(events, map(_IS_COMPLETE, types)))
+        x, n = self.x, len(xs)
+        for key, get in (("ts", _TS), ("dur", _DUR), ("dev", _DEVICE), ("stream", _STREAM),
+                         ("corr", _CORRELATION)):
+            x[key].append(_floats_of(xs, get))
+        for key, get, ids in (("cat", _CAT, self.cats), ("name", _NAME, self.names),
+                              ("track", _PIDTID, self.tracks)):
+            x[key].append(np.fromiter(map(ids.__getitem__, map(get, xs)), np.int32, count=n))
+        mems = [e for e in compress(events, map(_IS_INSTANT, types)) if e.name == "[memory]"]
+        if mems:
+            self._add_memory(mems)
+
+    def _add_memory(self, events: list[Instant]) -> None:
+        m = self.m
+        for e in events:
+            a = e.args
+            if a.nbytes is None:
+                self.drop("[memory] event without Bytes")
+                continue
+            m["ts"].append(e.ts)
+            m["dtype"].append(a.device_type)
+            m["did"].append(a.device_id)
+            m["bytes"].append(a.nbytes)
+            m["alloc"].append(a.total_allocated)
+            m["res"].append(a.total_reserved)
+
+    # ------------------------------------------------------------------------- packing
+
+    def finish(self, device_properties: list[dict] | None = None) -> dict:
+        """The Trace's fields (all but path and metadata), sorted by start."""
+        x = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.x.items()}
+        start, dur = x["ts"], x["dur"]
+        cat_table = np.array([category(c) for c in self.cats], dtype=np.int8)
+        cat = cat_table[x["cat"]] if len(x["cat"]) else np.zeros(0, np.int8)
+        name = x["name"].astype(np.int32)
+        names = list(self.names)
+        track, tracks, track_pid = self._canonical_tracks(x["track"].astype(np.int32))
+        stream = _ints(x["stream"], np.int32)
+        corr = _ints(x["corr"], np.int64)
+
+        # 2021 traces file annotations under `Operator`; an accelerator's waits are no work.
+        annot = np.array([n.startswith(ANNOTATION_PREFIXES) for n in names], dtype=bool)
+        waits = np.array([n in DEVICE_WAIT_NAMES for n in names], dtype=bool)
+        if len(name):
+            cat[(cat == Cat.CPU_OP) & annot[name]] = Cat.USER_ANNOTATION
+            cat[(cat == Cat.ACCELERATOR) & waits[name]] = Cat.OTHER
+        device = self._devices(x["dev"], cat, track, track_pid)
+
+        keep = self._valid(start, dur)
+        keep &= self._first_of_duplicate_steps(start, cat, name, names, keep)
+        sel = np.flatnonzero(keep)
+        sel = sel[np.argsort(start[sel], kind="stable")]
+        start, dur = start[sel], dur[sel]
+        return dict(
+            names=names, start=start, end=start + dur, dur=dur, cat=cat[sel], name=name[sel],
+            track=track[sel], device=device[sel], stream=stream[sel], corr=corr[sel],
+            tracks=tracks, mem=self._memory(), dropped=self.dropped,
+            unanalysed_accelerator=self._unanalysed(x["cat"], cat, device_properties or []))
+
+    def _valid(self, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+        missing = np.isnan(start) | np.isnan(dur)
+        infinite = np.isinf(start) | np.isinf(dur)
+        far = ~missing & ~infinite & ((np.abs(start) > MAX_US) | (np.abs(dur) > MAX_US))
+        negative = ~missing & ~infinite & (dur < 0)
+        for why, mask in (("missing or non-numeric ts/dur (or NaN)", missing),
+                          ("infinite ts/dur", infinite),
+                          ("ts/dur beyond 2^53 µs (not a time)", far),
+                          ("negative duration", negative & ~far)):
+            if mask.any():
+                self.drop(why, int(mask.sum()))
+        return ~(missing | infinite | far | negative)
+
+    def _first_of_duplicate_steps(self, start, cat, name, names, keep) -> np.ndarray:
+        """A ProfilerStep#N seen twice on the CPU keeps its first occurrence."""
+        ok = np.ones(len(start), dtype=bool)
+        step_ids = np.array([i for i, n in enumerate(names) if is_step_name(n)], np.int32)
+        steps = np.flatnonzero(keep & np.isin(name, step_ids) & (cat != Cat.GPU_USER_ANNOTATION))
+        if len(steps) == 0:
+            return ok
+        steps = steps[np.lexsort((start[steps], name[steps]))]
+        dup = np.zeros(len(steps), dtype=bool)
+        dup[1:] = name[steps][1:] == name[steps][:-1]
+        if dup.any():
+            ok[steps[dup]] = False
+            self.drop("duplicate step", int(dup.sum()))
+        return ok
+
+    def _canonical_tracks(self, raw_track: np.ndarray):
+        """pid/tid compare as strings: 2021 traces mix 25738 and "25738"."""
+        canon: dict[tuple[str, str], int] = {}
+        remap = np.array([canon.setdefault((str(p), str(t)), len(canon)) for p, t in self.tracks],
+                         dtype=np.int32)
+        pids = [p for p, _ in canon]
+        track = remap[raw_track] if len(raw_track) else raw_track
+        return track, list(canon), pids
+
+    @staticmethod
+    def _devices(raw: np.ndarray, cat: np.ndarray, track: np.ndarray, track_pid: list[str]):
+        dev = _ints(raw, np.int32)
+        gpu = np.isin(cat, np.array(GPU_CATS, dtype=np.int8))
+        # A GPU event without args.device lives on the device its pid names.
+        pid_dev = np.array([int(p) if p.isdigit() and len(p) < 10 else -1 for p in track_pid],
+                           dtype=np.int32)
+        missing = gpu & (dev < 0)
+        if missing.any():
+            dev[missing] = pid_dev[track[missing]]
+        dev[~gpu] = -1
+        return dev
+
+    def _memory(self) -> MemorySamples:
+        m = self.m
+        ts = _floats(m["ts"])
+        nbytes = _floats(m["bytes"])
+        ok = np.isfinite(ts) & np.isfinite(nbytes) & (np.abs(ts) <= MAX_US) \
+            & (np.abs(nbytes) <= MAX_BYTES)
+        if (~ok).any():
+            self.drop("[memory] event with bad ts/Bytes", int((~ok).sum()))
+        order = np.flatnonzero(ok)[np.argsort(ts[ok], kind="stable")]
+        totals = [_floats(m[k]) for k in ("alloc", "res")]
+        for t in totals:
+            t[~(np.abs(t) <= MAX_BYTES)] = np.nan
+        return MemorySamples(
+            ts=ts[order], device_type=_ints(_floats(m["dtype"]), np.int32)[order],
+            device_id=_ints(_floats(m["did"]), np.int32)[order], nbytes=nbytes[order],
+            total_allocated=totals[0][order], total_reserved=totals[1][order])
+
+    def _unanalysed(self, raw_cat: np.ndarray, cat: np.ndarray, props: list[dict]) -> str | None:
+        """With no device activity stallscope reads: the accelerator the trace came from, when
+        its runtime's launches or device categories stallscope does not know are there."""
+        if np.isin(cat, np.array(GPU_CATS, dtype=np.int8)).any():
+            return None
+        counts = np.bincount(raw_cat, minlength=len(self.cats)) if len(raw_cat) else []
+        seen = [c for c, n in zip(self.cats, counts, strict=False) if n]
+        runtimes = sorted({ACCELERATOR_RUNTIMES[c] for c in seen if c in ACCELERATOR_RUNTIMES})
+        unknown = sorted(c for c in seen if c not in CATEGORY_CODES and c not in KNOWN_OTHER_CATS)
+        if not runtimes and not unknown:
+            return None
+        devices = sorted({str(d["name"]) for d in props if d.get("name")})
+        label = ", ".join(devices or runtimes or unknown)
+        return label + (f" (categories {', '.join(unknown)})" if unknown and devices else "")
+
+
+def _floats_of(events: list, get) -> np.ndarray:
+    """A float column of one batch; None (an absent value) becomes NaN."""
+    try:
+        return np.fromiter(map(get, events), dtype=np.float64, count=len(events))
+    except (TypeError, OverflowError):
+        return _floats([get(e) for e in events])
+
+
+def _floats(values: list) -> np.ndarray:
+    """float64 column; None (absent) becomes NaN, and so does an int too large for a float."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_float(v) for v in values], dtype=np.float64)
+
+
+def _float(v) -> float:
+    try:
+        return np.nan if v is None else float(v)
+    except (TypeError, ValueError, OverflowError):
+        return np.nan
+
+
+def _ints(values: np.ndarray, dtype) -> np.ndarray:
+    """An id column (device, stream, correlation): -1 where absent or out of the type's range."""
+    info = np.iinfo(dtype)
+    ok = (values >= 0) & (values <= info.max)  # NaN compares False
+    out = np.full(len(values), -1, dtype=dtype)
+    out[ok] = values[ok]
+    return out

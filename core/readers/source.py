@@ -1,0 +1,231 @@
+"""The bytes of a trace file: refused by kind, read or gunzipped within the memory budget.
+
+Every path that reaches a reader passes `check_kind` (a FIFO or a device is named, never opened
+for reading), and its text is read into one preallocated buffer. gzip is inflated here, member by
+member, with a running byte count held against the budget: the size in the gzip trailer is only a
+first guess for the buffer, never a limit, so a file whose trailer lies stops at the budget.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from stallscope.core.errors import TraceError
+from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.units import mib
+
+# Memory needed per byte of JSON: the bytes themselves, one batch of decoded structs and the
+# columns (measured by tests/bench/bench_load.py).
+MEMORY_FACTOR = 1.6
+_READ_CHUNK = 8 << 20      # bytes read (or inflated) per step
+_GZ_IN_CHUNK = 1 << 20     # compressed bytes fed to zlib per step
+# JSON writers do not lead with megabytes of blanks: a file that does is refused here, before
+# the rest of it is read or inflated.
+_MAX_LEADING_SPACE = 16 << 20
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+Sniff = Callable[[bytes], None]  # raises TraceError when the head is no format it reads
+
+
+def kind_of(mode: int) -> str:
+    for test, kind in _KINDS:
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def check_kind(p: Path) -> os.stat_result:
+    """stat() the path (following links); refuse anything but a regular file by its kind."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise TraceError(f"{p}: no such file or folder") from None
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError(f"{p}: is {kind_of(st.st_mode)}, not a trace file")
+    return st
+
+
+def available_memory() -> int:
+    """The memory budget: STALLSCOPE_MEMORY_LIMIT (bytes) if set, else MemAvailable."""
+    override = os.environ.get("STALLSCOPE_MEMORY_LIMIT")
+    if override:
+        try:
+            return max(int(float(override)), 1)
+        except ValueError:
+            raise TraceError(f"STALLSCOPE_MEMORY_LIMIT={override!s}: not a number of bytes") \
+                from None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 62
+
+
+def _too_large(p: Path, what: str, avail: int) -> TraceError:
+    return TraceError(f"{p}: too large for the memory available: {what}; the budget is "
+                      f"{mib(avail)} (STALLSCOPE_MEMORY_LIMIT, else the free memory)")
+
+
+def read_bytes(p: Path, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
+    """The file's text (gunzipped), at most budget / MEMORY_FACTOR bytes. Yields (0..400, 1000).
+
+    `sniff` sees the first bytes after leading blanks as soon as they are read; it raises when
+    they are no format stallscope reads, so a large file of something else is not read whole.
+    """
+    avail = available_memory()
+    limit = int(avail / MEMORY_FACTOR)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise TraceError(f"{p}: no such file or folder") from None
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    with open(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)  # the opened file itself: a path swapped after stat() changes nothing
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(f"{p}: is {kind_of(st.st_mode)}, not a trace file")
+        if st.st_size == 0:
+            raise TraceError(f"{p}: file is empty")
+        try:
+            gz = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            if gz:
+                data = yield from _gunzip(p, f, st.st_size, limit, avail, cancel, sniff)
+            else:
+                if st.st_size > limit:
+                    raise _too_large(p, f"{mib(st.st_size)} of JSON needs about "
+                                        f"{mib(st.st_size * MEMORY_FACTOR)}", avail)
+                data = yield from _read_plain(p, f, st.st_size, cancel, sniff)
+        except OSError as exc:
+            raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return data
+
+
+def _read_plain(p: Path, f, size: int, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
+    """Straight into a buffer of the file's size (what stat() said; a file that grows while it
+    is read is read up to that size)."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    done = 0
+    try:
+        while done < size:
+            n = f.readinto(view[done:done + _READ_CHUNK])
+            if not n:
+                break
+            if done == 0:
+                _sniff_head(p, view[:n], sniff)
+            done += n
+            cancel.check()
+            yield 400 * done // size, 1000
+    finally:
+        view.release()
+    del buf[done:]
+    if done < size:  # shrank while read: sniff what there is
+        _sniff_head(p, buf, sniff)
+    return buf
+
+
+def _sniff_head(p: Path, data, sniff: Sniff) -> None:
+    m = _NON_SPACE.search(data)
+    if m is None:
+        if len(data) > _MAX_LEADING_SPACE:
+            raise TraceError(f"{p}: not a trace: more than {mib(_MAX_LEADING_SPACE)} of blank "
+                             "space and no JSON")
+        return  # blanks only so far: the decoder says "file is empty" or finds the start
+    sniff(bytes(data[m.start():m.start() + 64]))
+
+
+def _gunzip(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFlag,
+            sniff: Sniff) -> Job[bytearray]:
+    f.seek(max(size - 4, 0))
+    trailer = int.from_bytes(f.read(4), "little")  # the last member's size mod 2**32
+    f.seek(0)
+    if trailer > limit:  # the real text is at least this long (or the file is corrupt)
+        raise _too_large(p, f"{mib(trailer)} of JSON (by its gzip trailer) needs about "
+                            f"{mib(trailer * MEMORY_FACTOR)}", avail)
+    sink = _Sink(p, max(trailer, size), limit, avail, sniff, gz=True)
+    sink.trailer = trailer
+    inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    pending = b""
+    read = 0
+    try:
+        while True:
+            if not pending:
+                pending = f.read(_GZ_IN_CHUNK)
+                read += len(pending)
+                if not pending:
+                    break
+            if inflate.eof:  # the next member, or padding
+                if not pending.strip(b"\0"):
+                    pending = b""
+                    continue
+                inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            sink.write(inflate.decompress(pending, _READ_CHUNK))
+            pending = inflate.unconsumed_tail or inflate.unused_data
+            cancel.check()
+            yield min(400 * read // size, 400), 1000
+    except zlib.error as exc:
+        raise TraceError(f"{p}: not a valid gzip file ({exc})") from None
+    if not inflate.eof:
+        raise TraceError(f"{p}: gzip stream is truncated (file cut short?)")
+    return sink.result()
+
+
+class _Sink:
+    """One buffer that grows by appending (realloc moves its pages, it does not copy them) and
+    never holds more than `limit` bytes. `expected` is for progress only."""
+
+    def __init__(self, p: Path, expected: int, limit: int, avail: int, sniff: Sniff,
+                 gz: bool) -> None:
+        self.p, self.limit, self.avail, self.sniff, self.gz = p, limit, avail, sniff, gz
+        self.expected = max(expected, 1)
+        self.buf = bytearray()
+        self.first: int | None = None  # offset of the first non-blank byte
+        self.sniffed = False
+        self.trailer = 0
+
+    def write(self, chunk: bytes) -> None:
+        start = len(self.buf)
+        end = start + len(chunk)
+        if end > self.limit:
+            said = f" (its gzip trailer says {mib(self.trailer)})" if self.gz else ""
+            raise _too_large(self.p, f"over {mib(self.limit)} of JSON once unzipped{said} needs "
+                                     f"more than {mib(self.avail)}", self.avail)
+        self.buf += chunk
+        if not self.sniffed:
+            self._look_for_head(start, end)
+
+    def _look_for_head(self, start: int, end: int) -> None:
+        if self.first is None:
+            m = _NON_SPACE.search(self.buf, start, end)
+            if m is None:
+                if end > _MAX_LEADING_SPACE:
+                    raise TraceError(f"{self.p}: not a trace: more than "
+                                     f"{mib(_MAX_LEADING_SPACE)} of blank space and no JSON")
+                return
+            self.first = m.start()
+        if end - self.first >= 64:
+            self.sniffed = True
+            self.sniff(bytes(self.buf[self.first:self.first + 64]))
+
+    def progress(self) -> int:
+        return 400 * min(len(self.buf), self.expected) // self.expected
+
+    def result(self) -> bytearray:
+        if self.first is None:
+            raise TraceError(f"{self.p}: file is empty")
+        if not self.sniffed:
+            self.sniff(bytes(self.buf[self.first:self.first + 64]))
+        return self.buf

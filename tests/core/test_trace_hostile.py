@@ -1,0 +1,273 @@
+"""Hostile files: each ends in exit 2 and one line naming the file (or loads with a note), without
+reading a device, blocking on a FIFO, blowing the memory budget or printing a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+from hostile_files import deep_args_trace, repeated_gzip
+
+from stallscope.core import readers
+from stallscope.core.errors import TraceError
+from stallscope.core.trace import load
+
+CLI = [sys.executable, "-m", "stallscope.core.cli"]
+MiB = 2**20
+
+
+def _run(*args, budget: int | None = None, python_flags=()):
+    """The CLI in a child: (returncode, stdout, stderr, seconds, peak RSS in bytes)."""
+    env = dict(os.environ)
+    if budget is not None:
+        env["STALLSCOPE_MEMORY_LIMIT"] = str(budget)
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *python_flags, *CLI[1:], *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    # wait4 gives this child's own peak RSS (its output is a few lines: the pipes do not fill)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    return proc.returncode, out, err, seconds, usage.ru_maxrss * 1024
+
+
+def _one_line_error(rc, err, path, message):
+    assert rc == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(path) in err and message in err, err
+
+
+def _step_events():
+    return [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+             "ts": 0, "dur": 100},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10,
+             "dur": 20},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 15, "dur": 30,
+             "args": {"device": 0, "stream": 7}}]
+
+
+# ----------------------------------------------------------------------------- file kinds
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda d: (d / "zero.json").symlink_to("/dev/zero") or d / "zero.json",
+     "is a character device"),
+    (lambda d: (d / "urandom.json.gz").symlink_to("/dev/urandom") or d / "urandom.json.gz",
+     "is a character device"),
+    (lambda d: os.mkfifo(d / "pipe.json") or d / "pipe.json", "is a FIFO"),
+])
+@pytest.mark.parametrize("command", ["analyze", "info"])
+def test_non_regular_files_are_refused_by_kind_without_reading(tmp_path, make, kind, command):
+    path = make(tmp_path)
+    rc, _, err, seconds, _ = _run(command, path)
+    _one_line_error(rc, err, path, kind)
+    assert seconds < 30  # a FIFO was not opened for a blocking read
+
+
+def test_a_device_given_directly_is_refused(tmp_path):
+    with pytest.raises(TraceError, match=r"^/dev/null: is a character device"):
+        load("/dev/null")
+
+
+# ----------------------------------------------------------------------------- nesting
+
+@pytest.mark.parametrize("name, content", [
+    ("deep_args.json", deep_args_trace(100_000)),
+    ("brackets.json", b"[" * 1_000_000),
+    ("unclosed.json", b'{"traceEvents": [{"args": ' + b'{"a": ' * 200_000),
+])
+def test_deep_nesting_is_one_line(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    rc, _, err, seconds, _ = _run("analyze", path)
+    _one_line_error(rc, err, path, "JSON nested deeper than about 1,000 levels")
+    with pytest.raises(TraceError, match="nested deeper"):
+        load(path)
+
+
+def test_nesting_a_trace_can_have_still_loads(tmp_path):
+    path = tmp_path / "nested.json"
+    path.write_bytes(deep_args_trace(200))
+    t = load(path)
+    assert [t.names[i] for i in t.name] == ["ProfilerStep#1", "x"]
+
+
+# ----------------------------------------------------------------------------- metadata
+
+@pytest.mark.parametrize("extra, note", [
+    ({"deviceProperties": "A100"}, "deviceProperties ignored (a JSON string, not a list)"),
+    ({"deviceProperties": [{"id": 0, "name": "A100"}, 5, "x"]},
+     "2 deviceProperties entries ignored (not an object)"),
+    ({"distributedInfo": "rank 0"}, "distributedInfo ignored (a JSON string, not an object)"),
+    ({"distributedInfo": [0, 8]}, "distributedInfo ignored (a JSON array, not an object)"),
+])
+def test_metadata_that_does_not_parse_is_ignored_with_a_note(tmp_path, extra, note):
+    path = tmp_path / "meta.pt.trace.json"
+    path.write_text(json.dumps({**extra, "traceEvents": _step_events()}))
+    t = load(path)
+    assert t.n_events == 3 and t.gpu_devices() == [0]
+    assert t.notes == [note]
+    if isinstance(extra.get("deviceProperties"), list):
+        assert t.device_properties == [{"id": 0, "name": "A100"}]
+    rc, out, err, _, _ = _run("info", path)
+    assert rc == 0 and err == "" and f"note       {note}" in out
+
+
+def test_metadata_after_the_events_is_read(tmp_path):
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps({"traceEvents": _step_events(),
+                                "distributedInfo": {"rank": 3, "world_size": 8},
+                                "deviceProperties": [{"id": 0, "name": "A100"}]}))
+    t = load(path)
+    assert (t.rank, t.world_size) == (3, 8) and t.device_properties == [{"id": 0, "name": "A100"}]
+    assert t.notes == []
+
+
+# ----------------------------------------------------------------------------- numbers
+
+def test_huge_floats_are_dropped_without_a_numpy_warning(tmp_path):
+    path = tmp_path / "floats.json"
+    events = _step_events() + [
+        {"ph": "X", "cat": "cpu_op", "name": "huge", "pid": 1, "tid": 1, "ts": 1e308,
+         "dur": 1e308},
+        {"ph": "X", "cat": "cpu_op", "name": "far", "pid": 1, "tid": 1, "ts": -1e308, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "long", "pid": 1, "tid": 1, "ts": 5, "dur": 1e300},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 50, "dur": 1,
+         "args": {"device": 10**30, "stream": 1e308, "correlation": -(10**40)}},
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 20,
+         "args": {"Device Type": 10**30, "Device Id": 0, "Bytes": 1e308,
+                  "Total Allocated": 1e308}},
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = load(path)
+    assert t.dropped == {"ts/dur beyond 2^53 µs (not a time)": 3,
+                         "[memory] event with bad ts/Bytes": 1}
+    names = [t.names[i] for i in t.name]
+    assert names == ["ProfilerStep#1", "aten::mm", "gemm", "k"]
+    k = names.index("k")  # an id out of range is no id; the kernel's pid names its device
+    assert (t.device[k], t.stream[k], t.corr[k]) == (0, -1, -1)
+    rc, out, err, _, _ = _run("analyze", path, "--json",
+                              python_flags=("-W", "error::RuntimeWarning"))
+    assert rc == 0 and err == "", err
+    assert json.loads(out)["window_us"] == [0.0, 100.0]
+
+
+# ----------------------------------------------------------------------------- messages
+
+def test_not_json_names_the_start_as_text(tmp_path):
+    path = tmp_path / "hello.json"
+    path.write_bytes(b"hello world\n")
+    rc, _, err, _, _ = _run("analyze", path)
+    _one_line_error(rc, err, path, 'not JSON (starts with "hello world")')
+    assert "b'" not in err
+    binary = tmp_path / "noise.json"
+    binary.write_bytes(bytes(range(256)) * 4)
+    rc, _, err, _, _ = _run("analyze", binary)
+    _one_line_error(rc, err, binary, "not JSON (starts with binary data)")
+
+
+def test_shown_head_is_one_readable_line():
+    assert readers.shown(b"ab\ncd\t\x01ef" + b"x" * 40) == '"ab cd ef' + "x" * 15 + '..."'
+
+
+def test_memory_error_is_a_one_line_trace_error(tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _step_events()}))
+
+    def oom(*args, **kwargs):
+        raise MemoryError
+        yield  # a job
+
+    monkeypatch.setattr(readers, "decode", oom)
+    with pytest.raises(TraceError, match=r"t\.json: ran out of memory while loading \(budget "):
+        load(path)
+
+
+# ----------------------------------------------------------------------------- gzip bombs
+
+HEAD = b'{"traceEvents": [' + json.dumps(_step_events()[0]).encode() + b", "
+
+
+def test_gzip_whose_trailer_lies_stops_at_the_budget(tmp_path):
+    """512 MiB of blanks inside the event list; the trailer claims 1 MiB; the budget is 16 MiB:
+    it stops after about 10 MiB, names both sizes, and never holds the 512 MiB."""
+    path = tmp_path / "bomb.json.gz"
+    repeated_gzip(path, b" " * MiB, 512, head=HEAD, tail=b"]}", trailer_size=MiB)
+    assert path.stat().st_size < 2 * MiB
+    rc, _, err, seconds, rss = _run("analyze", path, budget=16 * MiB)
+    _one_line_error(rc, err, path, "too large for the memory available: over 10.0 MiB of JSON "
+                                   "once unzipped (its gzip trailer says 1.0 MiB)")
+    assert "the budget is 16.0 MiB" in err
+    assert rss < 200 * MiB and seconds < 30
+
+
+def test_multi_member_gzip_stops_at_the_budget(tmp_path):
+    path = tmp_path / "members.json.gz"
+    repeated_gzip(path, b" " * MiB, 256, head=HEAD, tail=b"]}", members=64)
+    rc, _, err, _, rss = _run("analyze", path, budget=16 * MiB)
+    _one_line_error(rc, err, path, "over 10.0 MiB of JSON once unzipped")
+    assert rss < 200 * MiB
+
+
+def test_gzip_of_blanks_is_refused_after_the_first_megabytes(tmp_path):
+    path = tmp_path / "blank.json.gz"
+    repeated_gzip(path, b" " * MiB, 1024)  # 1 GiB of spaces, no JSON at all
+    rc, _, err, seconds, rss = _run("analyze", path)
+    _one_line_error(rc, err, path, "not a trace: more than 16.0 MiB of blank space and no JSON")
+    assert rss < 200 * MiB
+
+
+def test_gzip_of_something_else_is_refused_before_it_is_unzipped(tmp_path):
+    path = tmp_path / "text.json.gz"
+    repeated_gzip(path, b"lorem ipsum " * 100_000, 2000)  # 2.3 GB of text
+    with pytest.raises(TraceError, match=r'not JSON \(starts with "lorem ipsum'):
+        load(path)
+
+
+def test_gzip_trailer_beyond_the_budget_is_refused_up_front(tmp_path, monkeypatch):
+    path = tmp_path / "claims.json.gz"
+    repeated_gzip(path, b" ", 1, head=HEAD, tail=b"]}", trailer_size=3 * 2**30)
+    monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", str(2**30))
+    with pytest.raises(TraceError, match=r"3,072.0 MiB of JSON \(by its gzip trailer\) needs "
+                                         r"about 4,915.2 MiB; the budget is 1,024.0 MiB"):
+        load(path)
+
+
+def test_truthful_multi_member_gzip_loads(tmp_path):
+    path = tmp_path / "ok.json.gz"
+    body = json.dumps(_step_events())[1:-1].encode()
+    repeated_gzip(path, b" ", 3, head=b'{"traceEvents": [' + body, tail=b"]}", members=3)
+    assert load(path).n_events == 3
+
+
+def test_corrupt_gzip_is_one_line(tmp_path):
+    path = tmp_path / "bad.json.gz"
+    data = bytearray(repeated_gzip_bytes(tmp_path))
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match=r"bad\.json\.gz: (not a valid gzip file|not JSON)"):
+        load(path)
+
+
+def repeated_gzip_bytes(tmp_path) -> bytes:
+    p = tmp_path / "src.json.gz"
+    body = json.dumps(_step_events() * 200)[1:-1].encode()
+    repeated_gzip(p, b" ", 1, head=b'{"traceEvents": [' + body, tail=b"]}")
+    return p.read_bytes()
+
+
+def test_bad_budget_variable_is_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _step_events()}))
+    monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", "lots")
+    with pytest.raises(TraceError, match="STALLSCOPE_MEMORY_LIMIT=lots: not a number of bytes"):
+        load(path)

@@ -1,0 +1,65 @@
+"""Builders of hostile trace files, shared by tests/core/test_trace_hostile.py and
+tests/bench/bench_hostile.py.
+
+`repeated_gzip` writes gigabytes of text as a few megabytes of gzip without compressing them:
+one block is deflated once, ending in a full flush (byte-aligned, no back-references across it),
+and that segment is written again and again. The trailer can be made to lie.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+
+
+def _segment(data: bytes, level: int = 9) -> bytes:
+    c = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return c.compress(data) + c.flush(zlib.Z_FULL_FLUSH)
+
+
+def _final() -> bytes:
+    return zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS).flush(zlib.Z_FINISH)
+
+
+def repeated_gzip(path: Path, block: bytes, repeats: int, head: bytes = b"", tail: bytes = b"",
+                  trailer_size: int | None = None, members: int = 1, level: int = 9) -> int:
+    """gzip of head + block * repeats + tail, split into `members` gzip members (the repeats
+    shared out among them). trailer_size: the size the last member's trailer claims (None: the
+    truth, with the right CRC). Returns the uncompressed size."""
+    seg = _segment(block, level)
+    per = [repeats // members + (i < repeats % members) for i in range(members)]
+    total = 0
+    with open(path, "wb") as f:
+        for i, n in enumerate(per):
+            text_head = head if i == 0 else b""
+            text_tail = tail if i == members - 1 else b""
+            f.write(GZIP_HEADER)
+            crc = 0
+            if text_head:
+                f.write(_segment(text_head))
+                crc = zlib.crc32(text_head, crc)
+            for _ in range(n):
+                f.write(seg)
+                if trailer_size is None:
+                    crc = zlib.crc32(block, crc)
+            if text_tail:
+                f.write(_segment(text_tail))
+                crc = zlib.crc32(text_tail, crc)
+            f.write(_final())
+            size = len(text_head) + n * len(block) + len(text_tail)
+            total += size
+            claim = size if trailer_size is None or i < members - 1 else trailer_size
+            f.write(struct.pack("<II", crc & 0xFFFFFFFF, claim & 0xFFFFFFFF))
+    return total
+
+
+def deep_args_trace(depth: int) -> bytes:
+    """One valid step and one event whose args nest `depth` lists deep."""
+    step = (b'{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, '
+            b'"tid": 1, "ts": 0, "dur": 100}')
+    deep = b'{"ph": "X", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"a": ' + \
+        b"[" * depth + b"]" * depth + b"}}"
+    return b'{"traceEvents": [' + step + b", " + deep + b"]}"
