@@ -114,3 +114,28 @@ def test_session_without_a_trace_says_so(tmp_path):
     out = _cli("analyze", tmp_path)
     assert out.returncode == 2
     assert "folder holds no trace" in out.stderr and str(tmp_path) in out.stderr
+
+
+def test_info_help_describes_the_command():
+    out = _cli("info", "--help")
+    assert out.returncode == 0
+    assert "Show what a trace holds" in out.stdout
+
+
+def test_a_command_imports_only_its_own_module(tmp_path, real_trace):
+    code = ("import sys; from stallscope.core import cli; rc = cli.main(sys.argv[1:]); "
+            "print('MODULES', *sorted(m for m in sys.modules if m.startswith('stallscope')))")
+    out = subprocess.run([sys.executable, "-c", code, "analyze", "--json",
+                          str(real_trace("hta_sampled_rank-0"))],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.strip().splitlines()[-1].split()[1:])
+    assert "stallscope.core.commands.analyze" in loaded
+    others = {f"stallscope.core.commands.{c}" for c in ("info", "run", "lineprof", "convert")}
+    assert not loaded & others
+    assert not {m for m in loaded if m.startswith(("stallscope.core.lmdb", "stallscope.gui"))}
+    # without a command (help, a typo) every command is there to list
+    top = _cli("--help")
+    assert all(c in top.stdout for c in ("analyze", "info", "run", "lineprof", "convert"))
+    typo = _cli("analyse", "x")
+    assert typo.returncode == 2 and "invalid choice: 'analyse'" in typo.stderr
