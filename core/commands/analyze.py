@@ -101,10 +101,12 @@ def _print_each(result) -> None:
     lines = list(result.plan.lines()) + [""]
     for f in result.failures:
         lines.append(f"skipped {f.path} (could not be analysed: {f.message})")
-    rows = [HEADERS[:4] + HEADERS[-1:]] + [r[:4] + r[-1:] for r in rank_rows(result)]
+    rows = [("trace", *HEADERS[1:4], HEADERS[-1])] + [r[:4] + r[-1:] for r in rank_rows(result)]
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for r in rows:
-        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1],
+                                                                     strict=True)]
+        lines.append("  " + "  ".join(cells) + "  " + r[-1])
     lines += ["", "Each in full: stallscope-cli analyze FILE"]
     sys.stdout.write("\n".join(lines) + "\n")
 
