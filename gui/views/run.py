@@ -41,6 +41,15 @@ from PySide6.QtWidgets import (
 from shiboken6 import isValid
 
 from stallscope.core.errors import StallscopeError
+from stallscope.core.session.events import (
+    Finished,
+    LineprofReady,
+    Message,
+    Started,
+    StepColumns,
+    StepEvent,
+    TraceReady,
+)
 from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
 from stallscope.gui.colors import ALLOCATED_COLOR, CAUSE_COLORS, MUTED_TEXT, RESERVED_COLOR
 from stallscope.gui.dialogs.run import RunRequest, demo_request
@@ -58,7 +67,11 @@ MB = 1 << 20
 
 
 class StepAxis(pg.AxisItem):
-    """Ticks on whole steps only."""
+    """Ticks on whole steps only, never scaled (no "x0.001")."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.enableAutoSIPrefix(False)
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
         ticks = [(sp, vals) for sp, vals in super().tickValues(minVal, maxVal, size) if sp >= 1]
@@ -67,33 +80,6 @@ class StepAxis(pg.AxisItem):
 
 def swatch(color: str) -> str:
     return f"<span style='color:{color}'>&#9632;</span>"
-
-
-class StepSeries:
-    """Growing per-step columns (amortised appends; plots take slices)."""
-
-    FIELDS = ("wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.cols = {k: np.full(256, np.nan) for k in self.FIELDS}
-        self.active: list[int] = []
-        self.last_phase = ""
-
-    def add(self, event: dict) -> None:
-        if self.n == len(self.cols["wall_ms"]):
-            for k, col in self.cols.items():
-                self.cols[k] = np.concatenate([col, np.full(len(col), np.nan)])
-        for k in self.FIELDS:
-            v = event.get(k)
-            self.cols[k][self.n] = float(v) if isinstance(v, int | float) else np.nan
-        self.last_phase = str(event.get("phase", ""))
-        if self.last_phase == "active":
-            self.active.append(self.n)
-        self.n += 1
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        return self.cols[key][: self.n]
 
 
 class RunView(QWidget):
@@ -109,9 +95,9 @@ class RunView(QWidget):
         self.session: Path | None = None
         self.process: QProcess | None = None
         self.follower: EventFollower | None = None
-        self.series = StepSeries()
+        self.series = StepColumns()
         self.traces: list[str] = []
-        self.finished_record: dict | None = None
+        self.end: Finished | None = None  # the run's typed finished record
         self.exit_code: int | None = None
         self._stopping = False
         self._tree: list = []
@@ -191,6 +177,8 @@ class RunView(QWidget):
         self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS (MB)", size="10pt")
         self.mem_plot.showGrid(y=True, alpha=0.2)
         self.mem_plot.setLabel("bottom", "step")
+        for plot in (self.step_plot, self.mem_plot):
+            plot.getAxis("left").enableAutoSIPrefix(False)  # "ms", never "ms (x0.001)"
         self.mem_plot.setXLink(self.step_plot)
         self.rss_curve = self.mem_plot.plot([], [], pen=pg.mkPen(RSS_COLOR, width=1.5))
         self.alloc_curve = self.mem_plot.plot([], [], pen=pg.mkPen(ALLOCATED_COLOR, width=1.5))
@@ -198,6 +186,7 @@ class RunView(QWidget):
         for curve in (self.step_curve, self.wait_curve, self.rss_curve, self.alloc_curve,
                       self.reserved_curve):
             curve.setClipToView(True)
+        self._empty_ranges()
         self.plots.ci.layout.setRowStretchFactor(0, 3)
         self.plots.ci.layout.setRowStretchFactor(1, 2)
 
@@ -218,6 +207,13 @@ class RunView(QWidget):
         layout.addLayout(head)
         layout.addWidget(self.session_label)
         layout.addWidget(split, 1)
+
+    @property
+    def finished_record(self) -> dict | None:
+        """The finished record's main fields as a dict (rc, reason, steps, warning)."""
+        e = self.end
+        return None if e is None else {"rc": e.rc, "reason": e.reason, "steps": e.steps,
+                                       "warning": e.warning}
 
     # ------------------------------------------------------------------ running
     @property
@@ -356,7 +352,7 @@ class RunView(QWidget):
             self.append_console(self._err_tail, STDERR_COLOR)
             self._err_tail = ""
         self.poll()
-        if self.finished_record is None:
+        if self.end is None:
             self._close_session(code, reason)
             self.poll()
         self._kill_timer.stop()
@@ -372,8 +368,8 @@ class RunView(QWidget):
         except OSError as exc:
             self.append_console(f"stallscope: could not write to {self.session}: {exc}\n",
                                 STDERR_COLOR)
-        if self.finished_record is None:
-            self.finished_record = {"rc": code, "reason": reason}
+        if self.end is None:
+            self.end = Finished(kind="finished", t=0.0, rank=None, rc=code, reason=reason)
             self._show_finished()
 
     def _end(self, code: int) -> None:
@@ -386,52 +382,52 @@ class RunView(QWidget):
     def poll(self) -> None:
         if self.follower is None:
             return
-        events = self.follower.poll()
         steps = False
-        for e in events:
-            kind = e.get("event")
-            if kind == "step" and e.get("rank", 0) in (0, None):
+        for e in self.follower.poll_typed():
+            if isinstance(e, StepEvent) and e.rank in (0, None):
                 self.series.add(e)
                 steps = True
-            elif kind == "started" and "rank" not in e:
+            elif isinstance(e, Started) and e.rank is None:
                 self._on_started(e)
-            elif kind == "trace_ready" and e.get("path"):
-                path = str(resolve_path(self.session, e["path"]))
+            elif isinstance(e, TraceReady) and e.path:
+                path = str(resolve_path(self.session, e.path))
                 self.traces.append(path)
                 self.open_button.setEnabled(True)
                 self._set_status(f"Trace written: {Path(path).name}"
-                                 + ("" if e.get("complete", True) else " (partial window)"))
+                                 + ("" if e.complete else " (partial window)"))
                 self.sig_trace_ready.emit(path)
-            elif kind == "lineprof_ready" and e.get("path"):
-                self.sig_lineprof_ready.emit(str(resolve_path(self.session, e["path"])))
-            elif kind in ("warning", "error"):
-                self.append_console(f"stallscope: {e.get('message', '')}\n", NOTE_COLOR)
-                if e.get("code") == "line_profiler_missing":
-                    self.sig_lineprof_missing.emit(str(e.get("python") or ""))
-            elif kind == "finished" and ("rank" not in e or self.finished_record is None):
-                self.finished_record = e
+            elif isinstance(e, LineprofReady) and e.path:
+                self.sig_lineprof_ready.emit(str(resolve_path(self.session, e.path)))
+            elif isinstance(e, Message):
+                self.append_console(f"stallscope: {e.message}\n", NOTE_COLOR)
+                if e.code == "line_profiler_missing":
+                    self.sig_lineprof_missing.emit(e.python)
+            elif isinstance(e, Finished) and (e.rank is None or self.end is None):
+                self.end = e
                 self._show_finished()
         if steps:
             self._redraw()
 
-    def _on_started(self, e: dict) -> None:
-        device = ", ".join(e.get("devices") or []) or "CPU only"
-        self._set_status(f"Running · torch {e.get('torch', '?')} · {device} · "
-                         f"{e.get('python', 'python')}")
+    def _on_started(self, e: Started) -> None:
+        device = ", ".join(e.devices) or "CPU only"
+        text = f"Running · torch {e.torch or '?'} · {device} · {e.python or 'python'}"
+        if e.overrides:
+            text += " · DataLoader: " + ", ".join(e.overrides)
+        self._set_status(text)
 
     def _show_finished(self) -> None:
-        e = self.finished_record or {}
-        rc, reason = e.get("rc"), e.get("reason", "")
-        steps = e.get("steps")
-        text = f"Finished: {reason}" + (f" · {steps} steps" if steps is not None else "")
-        text += f" · exit code {rc}"
-        exc = e.get("exception")
-        if exc:
-            text += f"\n{exc.get('type')}: {exc.get('message')}"
-        if e.get("warning"):
-            text += f"\n{e['warning']}"
-        ok = rc == 0 and not e.get("warning")
-        self._set_status(text, None if ok else STDERR_COLOR if rc not in (0, None) else NOTE_COLOR)
+        e = self.end
+        if e is None:
+            return
+        text = f"Finished: {e.reason}" + (f" · {e.steps} steps" if e.steps is not None else "")
+        text += f" · exit code {e.rc}"
+        if e.exception is not None:
+            text += f"\n{e.exception.text}"
+        if e.warning:
+            text += f"\n{e.warning}"
+        ok = e.rc == 0 and not e.warning
+        self._set_status(text, None if ok else STDERR_COLOR if e.rc not in (0, None)
+                         else NOTE_COLOR)
 
     def _set_status(self, text: str, color: str | None = None) -> None:
         self.status.setStyleSheet(f"color: {color};" if color else "")
@@ -443,6 +439,12 @@ class RunView(QWidget):
         n = s.n
         if n == 0:
             return
+        if not self._following:  # the first steps: the plots follow the data from now on
+            self._following = True
+            self.step_curve.setVisible(True)
+            self.wait_curve.setVisible(True)
+            self.step_plot.enableAutoRange()
+            self.mem_plot.enableAutoRange()
         edges = np.arange(n + 1, dtype=np.float64) - 0.5  # step k is drawn centred on k
         wall, wait = s["wall_ms"], s["data_wait_ms"]
         self.step_curve.setData(edges, np.nan_to_num(wall))
@@ -488,14 +490,14 @@ class RunView(QWidget):
         self.append_console(s.stdout())
         self.follower = EventFollower(s.path)
         self.poll()
-        if self.finished_record is None:
+        if self.end is None:
             self._set_status("No finished record yet: the run may still be going on, or was "
                              "killed", NOTE_COLOR)
 
     def _reset(self) -> None:
-        self.series = StepSeries()
+        self.series = StepColumns()
         self.traces = []
-        self.finished_record = None
+        self.end = None
         self.exit_code = None
         self._stopping = False
         self._tree = []
@@ -510,6 +512,19 @@ class RunView(QWidget):
             curve.setData([], [])
         self.step_curve.setData([-0.5, 0.5], [0])
         self.wait_curve.setData([-0.5, 0.5], [0])
+        self._empty_ranges()
+
+    def _empty_ranges(self) -> None:
+        """Before the first step: a plain frame (steps 0..10, 0..100 ms, 0..1000 MB), not an
+        auto range around nothing."""
+        self._following = False
+        self.step_curve.setVisible(False)  # nothing to draw yet
+        self.wait_curve.setVisible(False)
+        self.step_plot.disableAutoRange()
+        self.mem_plot.disableAutoRange()
+        self.step_plot.setXRange(-0.5, 10.5, padding=0)
+        self.step_plot.setYRange(0, 100, padding=0)
+        self.mem_plot.setYRange(0, 1000, padding=0)
 
     def shutdown(self) -> None:
         """Stop a live run and wait for it (the view is closing or the app is quitting), so

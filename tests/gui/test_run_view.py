@@ -110,12 +110,31 @@ def test_interpreter_that_cannot_start(qtbot, tmp_path):
     assert "cannot start the interpreter" in open_session(view.session).finished["reason"]
 
 
+def test_chart_before_the_first_step_is_a_plain_frame(qtbot):
+    """No "ms (x0.001)" from -400 to 400, no "-0" step tick: steps 0..10, 0..100 ms."""
+    view = RunView()
+    qtbot.addWidget(view)
+    view.resize(900, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    (x0, x1), (y0, y1) = view.step_plot.viewRange()
+    assert (x0, x1, y0, y1) == (-0.5, 10.5, 0.0, 100.0)
+    assert ">ms </span>" in view.step_plot.getAxis("left").labelString()  # no "(x0.001)"
+    assert "x0.001" not in view.step_plot.getAxis("bottom").labelString()
+    ticks = [v for _, values in view.step_plot.getAxis("bottom").tickValues(x0, x1, 800)
+             for v in values]
+    assert ticks and min(ticks) >= 0 and all(float(v).is_integer() for v in ticks)
+    assert not view.step_curve.isVisible()
+    view.grab().save(str(SHOTS / "run_view_empty.png")) if SHOTS.is_dir() else None
+
+
 def test_replay_a_session_folder(qtbot, tmp_path):
     session = tmp_path / "s"
     (session / "traces").mkdir(parents=True)
     (session / "traces" / "t.pt.trace.json.gz").write_bytes(b"")
     (session / "run.json").write_text(json.dumps({"script": "/x/train.py", "args": ["--a"]}))
-    lines = [{"event": "started", "t": 1, "torch": "2.3", "devices": ["H100"]}]
+    lines = [{"event": "started", "t": 1, "torch": "2.3", "devices": ["H100"],
+              "overrides": ["num_workers=4"]}]
     for n in range(8):
         lines.append({"event": "step", "t": 2 + n, "n": n, "wall_ms": 100.0 + n,
                       "data_wait_ms": 60.0, "rss": 200 * 2**20, "cuda_allocated": 2**30,
@@ -137,6 +156,7 @@ def test_replay_a_session_folder(qtbot, tmp_path):
     assert "Finished: stopped after profiling window · 8 steps" in view.status.text()
     assert "median step 104.0 ms" in view.figures.text()  # steps 1..7, step 0 left out
     assert "CUDA allocated" in view.mem_plot.titleLabel.text
+    assert view.step_curve.isVisible() and all(view.step_plot.vb.state["autoRange"])
     assert view.console.toPlainText() == "epoch 0 step 0\n"
     x, y = view.alloc_curve.getData()
     assert np.allclose(y, 1024.0)
