@@ -224,35 +224,49 @@ def rank_rows(reports: list[Report], labels: list[str]) -> list[RankRow]:
 
 # ----------------------------------------------------------------------------- steps
 
-STEP_PARTS = ("compute", "data_loading", "optimizer", "idle")
+STEP_PARTS = ("compute", *CAUSES)
 
 
 def step_breakdown(report: Report, device: str | None = None) -> dict[str, np.ndarray]:
-    """Per step, µs of the GPU's time split into compute (busy), idle while the main thread
-    loaded data, idle during the optimizer, and other idle (sync, CPU ops, uncovered).
-
-    The four add up to the step's duration, so they stack into one bar per step.
+    """Per step, µs of the step split into parts that stack into one bar: with a GPU, its busy
+    time ("compute") and its idle time by cause; without one, the main thread's step time by
+    cause. The parts add up to each step's duration; every cause has its own part.
     """
     n = len(report.steps)
-    dev = device if device is not None else primary_device(report)
     out = {part: np.zeros(n) for part in STEP_PARTS}
     if n == 0:
         return out
-    lo = np.array([s.start_us for s in report.steps])
-    hi = lo + np.array([s.dur_us for s in report.steps])
+    dur = np.array([s.dur_us for s in report.steps])
+    dev = device if device is not None else primary_device(report)
     stats = report.devices.get(dev) if dev is not None else None
-    if stats is None:  # no GPU: the whole step counts as idle, split by the CPU phases
-        out["data_loading"] = np.array([s.data_loading_us for s in report.steps])
-        out["optimizer"] = np.array([s.optimizer_us for s in report.steps])
-        out["idle"] = np.maximum(hi - lo - out["data_loading"] - out["optimizer"], 0.0)
-        return out
+    if stats is None:  # no GPU: the main thread's step time, by what it was in
+        host = [getattr(s, "host_by_cause", None) or {} for s in report.steps]
+        if any(host):
+            for cause in CAUSES:
+                out[cause] = np.array([h.get(cause, 0.0) for h in host])
+        else:
+            out["data_loading"] = np.array([s.data_loading_us for s in report.steps])
+            out["optimizer"] = np.array([s.optimizer_us for s in report.steps])
+        return _rest_uncovered(out, dur)
     out["compute"] = np.array([s.gpu_busy_us.get(dev, 0.0) for s in report.steps])
-    spans, codes = stats.cause_spans, stats.cause_codes
-    for cause, part in (("data_loading", "data_loading"), ("optimizer", "optimizer")):
-        out[part] = covered_in(spans[codes == CAUSES.index(cause)], lo, hi)
-    out["idle"] = np.maximum(hi - lo - out["compute"] - out["data_loading"] - out["optimizer"],
-                             0.0)
-    return out
+    per_step = [(getattr(s, "idle_by_cause", None) or {}).get(dev) for s in report.steps]
+    if all(p is not None for p in per_step):
+        for cause in CAUSES:
+            out[cause] = np.array([p.get(cause, 0.0) for p in per_step])
+    else:  # the analysis gives no per-step causes: clip the device's painted spans to each step
+        lo = np.array([s.start_us for s in report.steps])
+        for code, cause in enumerate(CAUSES):
+            if cause != "uncovered":
+                spans = stats.cause_spans[stats.cause_codes == code]
+                out[cause] = covered_in(spans, lo, lo + dur)
+    return _rest_uncovered(out, dur)
+
+
+def _rest_uncovered(parts: dict[str, np.ndarray], dur: np.ndarray) -> dict[str, np.ndarray]:
+    """Whatever of the step no part explains is `uncovered`, so the parts add up to it."""
+    known = sum(v for k, v in parts.items() if k != "uncovered")
+    parts["uncovered"] = np.maximum(parts["uncovered"], np.maximum(dur - known, 0.0))
+    return parts
 
 
 def covered_in(spans: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -2,16 +2,24 @@
 
 With --screenshot the window is rendered offscreen to OUT.png once PATH (and PATH2) are
 loaded, and the program exits: 0 on success, 2 with one line on stderr on bad input.
+
+Without a display (`make run` over ssh, in CI): --demo runs the demo headless and writes a
+screenshot of its analysis (the path is printed); anything else says there is no display and
+exits 2. With a display, missing system libraries of Qt's xcb plugin are named in one line
+instead of Qt's abort. Qt's "propagateSizeHints" warning is filtered out of stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from stallscope.core import __version__
+from stallscope.gui.platform_check import is_headless, xcb_problem
 
 DEFAULT_SIZE = (1400, 900)
 
@@ -44,8 +52,23 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
+QUIET_QT_MESSAGES = ("propagateSizeHints",)  # the offscreen plugin's note on every window
+
+
+def _qt_message(_mode, _context, message: str) -> None:
+    if not any(quiet in message for quiet in QUIET_QT_MESSAGES):
+        print(message, file=sys.stderr)
+
+
+def install_message_filter() -> None:
+    from PySide6.QtCore import qInstallMessageHandler
+
+    qInstallMessageHandler(_qt_message)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    headless_demo = False
     if args.screenshot:
         if not args.path:
             return _fail("--screenshot needs a PATH to open")
@@ -53,7 +76,19 @@ def main(argv: list[str] | None = None) -> int:
             if p and not Path(p).exists():
                 return _fail(f"{p}: no such file or folder")
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif is_headless(os.environ):
+        if not args.demo:
+            return _fail("no display (DISPLAY and WAYLAND_DISPLAY are unset): nothing can "
+                         "show; use --screenshot OUT.png PATH, or --demo for a screenshot of "
+                         "the demo's analysis")
+        headless_demo = True
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    else:
+        problem = xcb_problem(os.environ)
+        if problem:
+            return _fail(problem)
 
+    install_message_filter()
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -62,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from stallscope.gui import theme
 
-        theme.apply_theme(app, "light" if args.screenshot else theme.saved_mode())
+        theme.apply_theme(app, "light" if args.screenshot or headless_demo
+                          else theme.saved_mode())
         app.setWindowIcon(theme.app_icon())
     except (ImportError, AttributeError):
         pass
@@ -70,9 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     from stallscope.gui.main_window import MainWindow
 
     # a screenshot leaves no trace in the user's settings: no layout, no recent items
-    window = MainWindow(persist=not args.screenshot)
+    window = MainWindow(persist=not (args.screenshot or headless_demo))
     if args.screenshot:
         return screenshot(window, args.path, args.compare, args.screenshot, _size(args.size))
+    if headless_demo:
+        return run_demo_headless(window, _size(args.size))
     window.show()
     if args.path:
         window.open_path(args.path)
@@ -108,6 +146,26 @@ def screenshot(window, path: str, compare: str | None, out: str,
     window.deleteLater()  # tear down the scene now, not during interpreter shutdown
     QApplication.processEvents()
     return 0 if saved else _fail(f"{out}: cannot write the PNG")
+
+
+def run_demo_headless(window, size: tuple[int, int] = DEFAULT_SIZE) -> int:
+    """No display: run the bundled demo under the profiler (the CLI runner, its output on this
+    terminal), then write a screenshot of its analysis and print where it is."""
+    from stallscope.gui.dialogs.run import DEMO_SCRIPT, demo_request
+
+    request = demo_request()
+    session = Path(request.session_root) / time.strftime("demo-%Y%m%d-%H%M%S")
+    print(f"stallscope: no display: running the demo headless into {session}", flush=True)
+    cmd = [sys.executable, "-m", "stallscope.core.cli", "run", "--session", str(session),
+           "--no-analyze", "--cwd", str(DEMO_SCRIPT.parent), "--", str(DEMO_SCRIPT)]
+    if subprocess.run(cmd).returncode != 0:
+        return _fail(f"the demo run failed (its session: {session})")
+    out = session / "stallscope-demo.png"
+    rc = screenshot(window, str(session), None, str(out), size)
+    if rc == 0:
+        print(f"stallscope: the demo's analysis: {out}")
+        print(f"stallscope: on a desktop, open it with: stallscope {session}")
+    return rc
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""Colours shared by the timeline, summary, compare and rank views (one place, one meaning)."""
+"""Every colour of the app, in one place, one meaning: causes, busy, streams, threads, verdicts,
+message strips. Views and dialogs import from here; none writes a hex value of its own.
+
+Adding an idle cause: its colour in CAUSE_COLORS (a test checks that every cause has one).
+"""
 
 from __future__ import annotations
 
@@ -20,8 +24,17 @@ CAUSE_COLORS = {
     "uncovered": "#98a2ad",
 }
 
+# Shown apart in legends: not a state of the CPU (the GPU had work queued; nothing explains it).
+# Every other cause reads "idle while the CPU was in ...".
+NOT_CPU_STATES = ("gpu_wait", "uncovered")
+
 BUSY_COLOR = "#1f5fa8"
+STREAM_COLORS = {"compute": BUSY_COLOR, "nccl": "#6741d9", "copy": "#a0522d"}
+LAUNCH_THREAD_COLOR = CAUSE_COLORS["backward"]  # the autograd threads: "CPU backward"
+OTHER_THREAD_COLOR = "#495057"                  # other threads' ops in a trace without a GPU
 STEP_COLORS = ("#eef2f7", "#dfe6ef")
+STEP_EDGE_COLOR = "#7a8794"
+TEXT_ON_COLOR = "#ffffff"  # names drawn on a saturated bar
 ALLOCATED_COLOR = "#1f5fa8"
 RESERVED_COLOR = "#c92a2a"
 BETTER_COLOR = "#2b8a3e"
@@ -72,11 +85,27 @@ def plot_theme() -> dict:
 
 WARNING_COLORS = {False: {"bg": "#fff4e6", "fg": "#862e0b", "border": "#ffc078"},
                   True: {"bg": "#3a2a14", "fg": "#ffc078", "border": "#8a5a1e"}}
+# The main window's message strip: (background, text and border) per theme and level.
+MESSAGE_COLORS = {
+    False: {"error": ("#fff5f5", "#c92a2a"), "info": ("#f1f8ff", "#1f5fa8")},
+    True: {"error": ("#3a1f22", "#ff8a8a"), "info": ("#1a2a40", "#8ab8ff")},
+}
+ERROR_TEXT = {False: "#c92a2a", True: "#ff8a8a"}
 
 
 def warning_colors() -> dict:
     """Background, text and border of a warning strip under the current theme."""
     return WARNING_COLORS[bool(plot_theme()["dark"])]
+
+
+def message_colors(level: str) -> tuple[str, str]:
+    """(background, text/border) of a message strip of `level` ("error" or "info")."""
+    styles = MESSAGE_COLORS[bool(plot_theme()["dark"])]
+    return styles.get(level, styles["info"])
+
+
+def error_text() -> str:
+    return ERROR_TEXT[bool(plot_theme()["dark"])]
 
 
 def follow_theme(slot) -> None:

@@ -13,8 +13,6 @@ from PySide6.QtCore import QObject, Signal
 from stallscope.core.document import Document, load_document_job
 from stallscope.gui.workers import JobRunner, JobWorker
 
-ROLES = ("main", "compare")
-
 
 def name_the_file(message: str, path: str) -> str:
     """Core errors name their file; make sure a message always does."""

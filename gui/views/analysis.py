@@ -5,22 +5,27 @@ Holds layout; the logic (which report, where to zoom) is small and lives here as
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
+from stallscope.core import units
+from stallscope.core.causes import CAUSES
 from stallscope.core.document import Document
-from stallscope.gui.colors import follow_theme, plot_theme
+from stallscope.gui.colors import cause_label, follow_theme, plot_theme
 from stallscope.gui.views.ranks import RankTable
 from stallscope.gui.views.summary import SummaryPanel
 from stallscope.gui.views.timeline import TimelineView
+from stallscope.gui.widgets import ElidedLabel
 
 ALL_STEPS = "All steps"
 
@@ -48,7 +53,8 @@ class AnalysisView(QWidget):
         self.prev_button.clicked.connect(lambda: self.step_by(-1))
         self.next_button.clicked.connect(lambda: self.step_by(+1))
         self.fit_button.clicked.connect(self.fit)
-        hint = QLabel("wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit")
+        hint = ElidedLabel("wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit")
+        hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.hint = hint
         self._style_hint()
         follow_theme(self._style_hint)
@@ -63,14 +69,13 @@ class AnalysisView(QWidget):
         bar.addWidget(self.prev_button)
         bar.addWidget(self.next_button)
         bar.addWidget(self.fit_button)
-        bar.addStretch(1)
-        bar.addWidget(hint)
+        bar.addWidget(hint, 1)
 
         self.rank_table = RankTable()
         self.rank_table.sig_rank_selected.connect(self.set_rank)
         self.timeline = TimelineView()
         self.summary = SummaryPanel()
-        self.summary.setMinimumWidth(380)
+        self.summary.setMinimumWidth(260)
         self.summary.sig_cause_activated.connect(self.show_worst_gap)
         self.summary.sig_advice_activated.connect(self.show_advice)
 
@@ -79,6 +84,9 @@ class AnalysisView(QWidget):
         left_box.setContentsMargins(0, 0, 0, 0)
         self.ranks_heading = QLabel("<b>Ranks</b> · GPU idle per step (ms) by cause · the "
                                     "slowest rank sets everyone's pace; click a row to view it")
+        self.ranks_heading.setWordWrap(True)
+        self.ranks_heading.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                         QSizePolicy.Policy.Preferred)
         left_box.addWidget(self.ranks_heading)
         left_box.addWidget(self.rank_table)
         left_box.addWidget(self.timeline, 1)
@@ -170,17 +178,25 @@ class AnalysisView(QWidget):
         self.step_combo.setCurrentIndex(min(max(nxt, 1), n - 1))
 
     def show_worst_gap(self, cause: str) -> bool:
+        """Zoom to the longest span charged to `cause`: GPU idle time on a GPU trace, the main
+        thread's step time without a GPU. The status line names the same span as the hover."""
         report = self.report
-        if report is None or not report.devices:
-            self.sig_status.emit("No GPU in this trace: there are no idle gaps to show.")
+        if report is None:
             return False
-        gap = report.worst_gap(cause)
-        if gap is None:
-            self.sig_status.emit(f"No GPU idle time was charged to {cause.replace('_', ' ')}.")
+        label = cause_label(cause)
+        if report.devices:
+            span = report.worst_gap(cause)
+            where = "GPU idle"
+        else:
+            span = longest_host_span(report, cause)
+            where = "main-thread time"
+        if span is None:
+            self.sig_status.emit(f"No {where} was charged to {label}.")
             return False
-        self.timeline.zoom_to(*gap)
-        self.sig_status.emit(f"Longest {cause.replace('_', ' ')} gap: "
-                             f"{(gap[1] - gap[0]) / 1000:,.2f} ms")
+        self.timeline.zoom_to(*span)
+        start = span[0] - report.window[0]
+        self.sig_status.emit(f"Longest {label} span ({where}): {units.duration(span[1] - span[0])}"
+                             f" from {units.duration(start)}")
         return True
 
     def show_advice(self, index: int) -> bool:
@@ -196,3 +212,16 @@ class AnalysisView(QWidget):
             return self.show_worst_gap(advice.cause)
         self.sig_status.emit(f"{advice.title}: nothing specific to show on the timeline.")
         return False
+
+
+def longest_host_span(report, cause: str) -> tuple[float, float] | None:
+    """The longest piece of the main thread's time charged to `cause` (absolute µs)."""
+    spans = getattr(report, "host_spans", None)
+    codes = getattr(report, "host_codes", None)
+    if spans is None or codes is None or not len(spans):
+        return None
+    picked = spans[codes == CAUSES.index(cause)]
+    if not len(picked):
+        return None
+    k = int(np.argmax(picked[:, 1] - picked[:, 0]))
+    return float(picked[k, 0]), float(picked[k, 1])

@@ -11,9 +11,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QSizePolicy,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from stallscope.core.compare import Metric, compare_reports
+from stallscope.core.compare import Metric, compare_reports, mismatch_warnings
 from stallscope.gui.colors import (
     BETTER_COLOR,
     CAUSE_COLORS,
@@ -29,47 +29,42 @@ from stallscope.gui.colors import (
     MUTED_TEXT,
     WORSE_COLOR,
     cause_label,
+    follow_theme,
     plot_theme,
     tint,
+    warning_colors,
 )
 from stallscope.gui.views.summary import SummaryPanel
+from stallscope.gui.widgets import ElidedLabel
 
-VERDICT_TEXT = {"better": "✓ better", "worse": "✗ worse", "same": "≈ same", "n/a": ""}
-
-
-def _fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "":
-        return f"{value:,.0f}"
-    if unit == "%":
-        return f"{value:.1f}%"
-    return f"{value:,.1f} {unit}"
+VERDICT_MARK = {"better": "✓ ", "worse": "✗ ", "same": "", "n/a": ""}
 
 
-def _fmt_change(m: Metric) -> str:
-    if m.delta is None:
-        return "-"
-    if m.unit == "":
-        text = f"{m.delta:+,.0f}"
-    elif m.unit == "%":
-        text = f"{m.delta:+.1f} pts"  # percentage points, not percent of percent
-    else:
-        text = f"{m.delta:+,.1f} {m.unit}"
-    if m.rel is not None and m.unit != "%":
-        text += f"  ({100 * m.rel:+.0f}%)"
-    return text
+def change_cell(m: Metric) -> str:
+    """The change with its verdict's mark: "✓ -35.14 ms (-20%)", "≈" below the noise."""
+    return VERDICT_MARK[m.verdict] + m.change_text()
+
+
+def metric_label(m: Metric) -> str:
+    """The row's name: per-cause idle rows sit under "GPU idle/step" (from Metric.cause, never
+    by parsing the label)."""
+    return f"   ↳ {cause_label(m.cause)}" if m.cause is not None else m.label
 
 
 class DeltaTable(QTableWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setColumnCount(5)
-        self.setHorizontalHeaderLabels(["metric", "before", "after", "change", ""])
+        self.setColumnCount(4)
+        self.setHorizontalHeaderLabels(["metric", "before", "after", "change"])
         self.verticalHeader().setVisible(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.setWordWrap(False)
+        self.setToolTip("")
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         header = self.horizontalHeader()
+        header.setMinimumSectionSize(30)
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.metrics: list[Metric] = []
@@ -80,12 +75,12 @@ class DeltaTable(QTableWidget):
         bold = QFont(self.font())
         bold.setBold(True)
         for r, m in enumerate(metrics):
-            label = m.label.replace("GPU idle/step: ", "   ↳ ")  # children of "GPU idle/step"
-            cells = [label, _fmt(m.before, m.unit), _fmt(m.after, m.unit), _fmt_change(m),
-                     VERDICT_TEXT[m.verdict]]
+            cells = [metric_label(m), m.value_text(m.before), m.value_text(m.after),
+                     change_cell(m)]
             color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(m.verdict, MUTED_TEXT)
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
+                item.setToolTip(m.label if c == 0 else f"{text} ({m.verdict})" if c == 3 else text)
                 if c:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight
                                           | Qt.AlignmentFlag.AlignVCenter)
@@ -94,20 +89,32 @@ class DeltaTable(QTableWidget):
                     if m.verdict in ("better", "worse"):
                         item.setFont(bold)
                 self.setItem(r, c, item)
+        self.resizeRowsToContents()
 
     def metric_by_key(self, key: str) -> Metric:
         return next(m for m in self.metrics if m.key == key)
 
+    def natural_width(self) -> int:
+        """Width that shows every cell whole (the splitter gives the table at least this)."""
+        header = self.horizontalHeader()
+        widths = [max(self.sizeHintForColumn(c), header.sectionSizeHint(c))
+                  for c in range(self.columnCount())]
+        return sum(widths) + 2 * self.frameWidth() + 24
+
 
 class CauseDeltaChart(pg.PlotWidget):
-    """GPU idle per step by cause, before (pale) beside after (solid): did the fix work?"""
+    """GPU idle per step by cause, before (pale) above after (solid), one row per cause that
+    holds time on either side: horizontal bars, so the cause names never collide."""
+
+    SHOWN_FROM = 0.02  # causes under 2% of the largest bar are left out
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setMenuEnabled(False)
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()
-        self.getAxis("left").setLabel("GPU idle per step (ms)")
+        self.getAxis("bottom").setLabel("GPU idle per step (ms)")
+        self.getViewBox().invertY(True)
         self.bars: list[pg.BarGraphItem] = []
         self.values: dict[str, tuple[float, float]] = {}
 
@@ -120,79 +127,114 @@ class CauseDeltaChart(pg.PlotWidget):
         for bar in self.bars:
             self.removeItem(bar)
         self.bars = []
-        by_key = {m.key: m for m in metrics}
-        self.values = {c: (by_key[f"idle_{c}_ms"].before or 0.0, by_key[f"idle_{c}_ms"].after
-                           or 0.0) for c in CAUSE_ORDER if f"idle_{c}_ms" in by_key}
+        by_cause = {m.cause: (m.before or 0.0, m.after or 0.0)
+                    for m in metrics if m.cause is not None}
+        top = max((max(v) for v in by_cause.values()), default=0.0)
+        self.values = {c: by_cause[c] for c in CAUSE_ORDER
+                       if c in by_cause and max(by_cause[c]) > self.SHOWN_FROM * top}
         ticks = []
         for i, (cause, (before, after)) in enumerate(self.values.items()):
             color = CAUSE_COLORS[cause]
-            self.bars.append(pg.BarGraphItem(x=[i - 0.18], height=[before], width=0.34,
+            self.bars.append(pg.BarGraphItem(x0=[0], y=[i - 0.18], width=[before], height=0.34,
                                              brush=tint(color, 0.55), pen=pg.mkPen(None)))
-            self.bars.append(pg.BarGraphItem(x=[i + 0.18], height=[after], width=0.34,
+            self.bars.append(pg.BarGraphItem(x0=[0], y=[i + 0.18], width=[after], height=0.34,
                                              brush=color, pen=pg.mkPen(None)))
             ticks.append((i, cause_label(cause)))
         for bar in self.bars:
             self.addItem(bar)
-        self.getAxis("bottom").setTicks([ticks, []])
-        top = max((max(v) for v in self.values.values()), default=1.0)
-        self.setXRange(-0.6, len(self.values) - 0.4, padding=0)
-        self.setYRange(0, top * 1.1 or 1.0, padding=0)
+        self.getAxis("left").setTicks([ticks, []])
+        self.setYRange(-0.6, max(len(self.values) - 0.4, 0.6), padding=0)
+        self.setXRange(0, top * 1.08 or 1.0, padding=0)
 
 
 class CompareView(QWidget):
-    """Before/after: deltas on top, both summaries below."""
+    """Before/after: what differs between the inputs, the deltas, both summaries beside them."""
 
     sig_cause_activated = Signal(str, str)  # side ("before"/"after"), cause
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.heading = QLabel()
+        self.heading = ElidedLabel(mode=Qt.TextElideMode.ElideMiddle)
         self.heading.setStyleSheet("font-size: 15px; font-weight: 700;")
-        self.heading.setWordWrap(True)
         self.verdict_label = QLabel()
         self.verdict_label.setWordWrap(True)
+        self.verdict_label.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                         QSizePolicy.Policy.Preferred)
+        self.warnings = QLabel()
+        self.warnings.setWordWrap(True)
+        self.warnings.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.warnings.hide()
+        follow_theme(self._style_warnings)
         self.table = DeltaTable()
         self.before = SummaryPanel(compact=True)
         self.after = SummaryPanel(compact=True)
         for side, panel in (("before", self.before), ("after", self.after)):
             panel.sig_cause_activated.connect(
                 lambda c, side=side: self.sig_cause_activated.emit(side, c))
-        sides = QSplitter(Qt.Orientation.Horizontal)
+        self.sides = sides = QSplitter(Qt.Orientation.Horizontal)
         for title, panel in (("BEFORE", self.before), ("AFTER", self.after)):
             box = QWidget()
             lay = QVBoxLayout(box)
             lay.setContentsMargins(0, 0, 0, 0)
             tag = QLabel(title)
-            tag.setStyleSheet("font-weight: 700; letter-spacing: 2px;"
-                              " padding-left: 10px;")
+            tag.setStyleSheet("font-weight: 700; letter-spacing: 2px; padding-left: 10px;")
             lay.addWidget(tag)
             lay.addWidget(panel, 1)
             sides.addWidget(box)
-        top = QHBoxLayout()
-        top.addWidget(self.heading, 1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.addLayout(top)
-        layout.addWidget(self.verdict_label)
         self.chart = CauseDeltaChart()
+        self.chart.setMinimumHeight(120)
         left = QWidget()
         left_box = QVBoxLayout(left)
         left_box.setContentsMargins(0, 0, 0, 0)
-        left_box.addWidget(self.table, 3)
-        left_box.addWidget(QLabel("<b>GPU idle per step by cause</b>: faded = before, "
-                                  "solid = after"))
-        left_box.addWidget(self.chart, 2)
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
-        split.addWidget(sides)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 5)
-        split.setSizes([470, 930])
-        layout.addWidget(split, 1)
+        self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
+        self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+        left_box.addWidget(self.table)
+        chart_title = QLabel("<b>GPU idle per step by cause</b>: faded = before, solid = after")
+        chart_title.setWordWrap(True)
+        chart_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        left_box.addWidget(chart_title)
+        left_box.addWidget(self.chart, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(sides)
+        self.splitter.setStretchFactor(0, 4)
+        self.splitter.setStretchFactor(1, 5)
+        self.splitter.setSizes([620, 780])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.addWidget(self.heading)
+        layout.addWidget(self.verdict_label)
+        layout.addWidget(self.warnings)
+        layout.addWidget(self.splitter, 1)
         self.metrics: list[Metric] = []
+        self.mismatches: list[str] = []
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._fit_table()
+
+    def _fit_table(self) -> None:
+        """The delta table keeps its cells whole; the summaries share the rest."""
+        # from this widget's own width: in its resizeEvent the splitter still has the old one
+        margins = self.layout().contentsMargins()
+        total = (self.width() - margins.left() - margins.right()
+                 - self.splitter.handleWidth())
+        if total <= 0:
+            return
+        left = min(max(self.table.natural_width(), int(0.4 * total)), int(0.62 * total))
+        self.splitter.setSizes([left, total - left])
+        # the two summaries side by side when each gets room enough, else one above the other
+        wide = total - left >= 640
+        self.sides.setOrientation(Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical)
+
+    def _style_warnings(self, _theme: str = "") -> None:
+        c = warning_colors()
+        self.warnings.setStyleSheet(f"background: {c['bg']}; color: {c['fg']}; border: 1px solid "
+                                    f"{c['border']}; border-radius: 4px; padding: 4px 8px;")
 
     def set_reports(self, before, after, before_title: str = "", after_title: str = "") -> None:
         self.metrics = compare_reports(before, after)
+        self.mismatches = mismatch_warnings(before, after)
         b_name = before_title or before.trace.path.name
         a_name = after_title or after.trace.path.name
         self.heading.setText(f"{b_name}  →  {a_name}")
@@ -201,23 +243,32 @@ class CompareView(QWidget):
         self.before.set_report(before, b_name)
         self.after.set_report(after, a_name)
         self.verdict_label.setText(self._verdict_text())
+        self._fit_table()
+        self._style_warnings()
+        self.warnings.setText("<b>Not like for like:</b> " + "; ".join(self.mismatches)
+                              if self.mismatches else "")
+        self.warnings.setVisible(bool(self.mismatches))
 
     def _verdict_text(self) -> str:
         by_key = {m.key: m for m in self.metrics}
         step = by_key.get("step_ms")
         parts = []
-        if step is not None and step.rel is not None:
+        if step is not None and step.delta is not None:
             word = {"better": "faster", "worse": "slower", "same": "about as fast"}[step.verdict]
             color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(step.verdict, MUTED_TEXT)
+            change = "" if step.noise else f" ({step.change_text()})"
             parts.append(f'<span style="color:{color}; font-weight:600">Steps are {word}: '
-                         f'{step.before:,.1f} → {step.after:,.1f} ms ({100 * step.rel:+.0f}%)'
-                         f'</span>')
+                         f"{step.value_text(step.before)} → {step.value_text(step.after)}"
+                         f"{change}</span>")
         util = by_key.get("utilization")
         if util is not None and util.delta is not None:
-            parts.append(f"GPU utilization {util.before:.1f}% → {util.after:.1f}%")
-        dl = by_key.get("idle_data_loading_ms")
-        if dl is not None and dl.delta is not None:
-            parts.append(f"idle on data loading {dl.before:,.1f} → {dl.after:,.1f} ms per step")
+            parts.append(f"GPU utilization {util.value_text(util.before)} → "
+                         f"{util.value_text(util.after)}")
+        top = max((m for m in self.metrics if m.cause is not None and m.delta is not None
+                   and not m.noise), key=lambda m: abs(m.delta), default=None)
+        if top is not None:
+            parts.append(f"idle on {cause_label(top.cause)} {top.value_text(top.before)} → "
+                         f"{top.value_text(top.after)} per step")
         return " · ".join(parts)
 
 

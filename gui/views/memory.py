@@ -13,16 +13,17 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from stallscope.gui.colors import ALLOCATED_COLOR, LIGHT_PLOT, RESERVED_COLOR
+from stallscope.gui.colors import ALLOCATED_COLOR, LIGHT_PLOT, RESERVED_COLOR, plot_theme
 
 _DEVICE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
 
 
 def byte_scale(peak: float) -> tuple[float, str]:
-    """Divisor and unit so the y axis reads in MB or GB, not in raw bytes."""
+    """Divisor and unit so the y axis reads in MiB or GiB (binary, like the summary's text),
+    not in raw bytes."""
     if peak >= 2 * 1024**3:
-        return float(1024**3), "GB"
-    return float(1024**2), "MB"
+        return float(1024**3), "GiB"
+    return float(1024**2), "MiB"
 
 
 class MemoryPlot(pg.PlotItem):
@@ -42,7 +43,7 @@ class MemoryPlot(pg.PlotItem):
         self.drops: dict[str, pg.ScatterPlotItem] = {}
         self._empty_text: pg.TextItem | None = None
         self._series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.scale, self.unit = float(1024**2), "MB"
+        self.scale, self.unit = float(1024**2), "MiB"
 
     def clear_memory(self) -> None:
         for alloc, reserved in self.lines.values():
@@ -100,7 +101,7 @@ class MemoryPlot(pg.PlotItem):
         self.setYRange(0, peak / self.scale * 1.4, padding=0)
 
     def _line(self, x, y, color, style, name) -> pg.PlotDataItem:
-        item = pg.PlotDataItem(x, y, pen=pg.mkPen(color, width=1.6, style=style), name=name)
+        item = pg.PlotDataItem(x, y, pen=pg.mkPen(color, width=1, style=style), name=name)
         self.addItem(item)  # clipping needs the ViewBox, so only once the item is in it
         item.setClipToView(True)
         item.setDownsampling(auto=True, method="peak")
@@ -134,9 +135,22 @@ class MemoryPlot(pg.PlotItem):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stallscope.gui.views.timeline import run_standalone
+    from stallscope.gui.standalone import show_view
 
-    return run_standalone(argv, memory_only=True)
+    def build(reports):
+        report = reports[0]
+        view = pg.GraphicsLayoutWidget()
+        plot = MemoryPlot()
+        view.addItem(plot)
+        colors = plot_theme()
+        view.setBackground(colors["bg"])
+        lo, hi = report.window
+        plot.set_memory(report.memory, lo, max((hi - lo) / 1000.0, 1e-3), colors)
+        plot.setXRange(0, (hi - lo) / 1000.0)
+        view.plot = plot
+        return view
+
+    return show_view(build, "Show the memory plot of one trace.", size=(1400, 400), argv=argv)
 
 
 if __name__ == "__main__":

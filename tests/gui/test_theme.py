@@ -11,7 +11,16 @@ import re
 import pytest
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QSplitter
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from stallscope.gui import layout_state, theme
 from stallscope.gui.dialogs import about
@@ -26,17 +35,51 @@ def config_dir(tmp_path, monkeypatch):
     theme.apply_theme(QApplication.instance(), "system")
 
 
+def _near(color: QColor, want: str, tol: int = 12) -> bool:
+    w = QColor(want)
+    return max(abs(color.red() - w.red()), abs(color.green() - w.green()),
+               abs(color.blue() - w.blue())) <= tol
+
+
 @pytest.mark.parametrize("mode", ["light", "dark"])
-def test_apply_theme_sets_palette_and_style_sheet(qapp, mode):
+def test_a_themed_page_renders_in_its_palette_and_disabled_default_buttons_look_off(
+        qapp, qtbot, mode):
+    """What the theme does, seen on rendered pixels: the page background, text, a default
+    button in the accent colour, and the same button disabled (the LMDB wizard's Next before
+    a source is chosen) no longer in the accent colour."""
     assert theme.apply_theme(qapp, mode) == mode
     pal = theme.PALETTES[mode]
-    assert qapp.palette().color(QPalette.ColorRole.Window) == QColor(pal.window)
-    assert qapp.palette().color(QPalette.ColorRole.Text) == QColor(pal.text)
-    assert qapp.palette().color(QPalette.ColorRole.Highlight) == QColor(pal.accent)
-    sheet = qapp.styleSheet()
-    assert "$" not in sheet, "every placeholder in app.qss must be filled"
-    assert f"QToolButton#StartPrimary {{\n    background: {pal.accent};" in sheet
-    assert theme.palette() is pal
+    page = QWidget()
+    qtbot.addWidget(page)
+    box = QVBoxLayout(page)
+    label = QLabel("Why is my GPU waiting?")
+    on, off = QPushButton("Next"), QPushButton("Next")
+    for button in (on, off):
+        button.setDefault(True)
+        button.setMinimumWidth(120)
+    off.setEnabled(False)
+    for w in (label, on, off):
+        box.addWidget(w)
+    page.resize(320, 160)
+    page.show()
+    qtbot.waitExposed(page)
+    image = page.grab().toImage()
+    assert _near(image.pixelColor(2, 2), pal.window)
+
+    def body(button) -> QColor:  # a pixel of the button's face, left of its text
+        at = button.geometry()
+        return image.pixelColor(at.left() + 8, at.center().y())
+
+    assert _near(body(on), pal.accent), body(on).name()
+    assert not _near(body(off), pal.accent, 40), body(off).name()
+    assert _near(body(off), pal.window), body(off).name()
+    # the label's ink is the palette's text colour: the pixel farthest from the background
+    at = label.geometry()
+    ink = min((image.pixelColor(x, y) for x in range(at.left(), at.right(), 2)
+               for y in range(at.top(), at.bottom())),
+              key=lambda c: -abs(c.lightness() - QColor(pal.window).lightness()))
+    assert _near(ink, pal.text, 40), ink.name()
+    assert "$" not in qapp.styleSheet(), "every placeholder in app.qss must be filled"
 
 
 def test_every_placeholder_in_the_sheet_is_a_palette_field():

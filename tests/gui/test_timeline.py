@@ -1,4 +1,5 @@
-"""Timeline: interval merging/LOD against brute force, and what the lanes draw on real traces."""
+"""Timeline: interval merging/LOD and the per-pixel cause band against brute force, and what the
+lanes draw on real traces (busy on top, idle by cause below, streams, threads, CPU-only)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,18 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 
 from stallscope.core import intervals as iv
+from stallscope.core import units
 from stallscope.core.analysis import CAUSES, analyze
 from stallscope.core.trace import load
-from stallscope.gui.colors import CAUSE_COLORS, tint
-from stallscope.gui.views.timeline import (
-    PHASE_ORDER,
+from stallscope.gui import lanes as lane_model
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, OTHER_THREAD_COLOR, cause_label
+from stallscope.gui.views.lane_item import (
+    DENSITY_LEVELS,
     IntervalPyramid,
-    TimelineView,
+    dominant_runs,
     merge_close,
 )
+from stallscope.gui.views.timeline import TimelineView, legend_html
 
 
 def brute_union(starts, ends):
@@ -45,6 +49,10 @@ def brute_merge(iv, gap):
         else:
             out.append([s, e])
     return np.array(out).reshape(-1, 2)
+
+
+def _covered(full, a, b):
+    return float(np.clip(np.minimum(full[:, 1], b) - np.maximum(full[:, 0], a), 0, None).sum())
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -91,8 +99,30 @@ def test_pyramid_visible_equals_merging_the_clipped_full_set(seed):
                                    rtol=1e-9, atol=1e-6)
 
 
-def _covered(full, a, b):
-    return float(np.clip(np.minimum(full[:, 1], b) - np.maximum(full[:, 0], a), 0, None).sum())
+@pytest.mark.parametrize("seed", range(3))
+def test_each_pixel_of_the_cause_band_shows_the_cause_covering_most_of_it(seed):
+    """dominant_runs against a pixel-by-pixel brute force over three disjoint layers."""
+    rng = np.random.default_rng(7 + seed)
+    cuts = np.sort(rng.uniform(0, 500, 1200))
+    pieces = np.column_stack([cuts[:-1], cuts[1:]])[::2]  # disjoint, with holes between
+    owner = rng.integers(0, 3, len(pieces))
+    layers = [pieces[owner == k] for k in range(3)]
+    pyramids = [IntervalPyramid(p[:, 0], p[:, 1]) for p in layers]
+    lo, hi, px = 40.0, 460.0, 0.7
+    starts, ends, which, level = dominant_runs(pyramids, lo, hi, px)
+    assert len(starts) and (np.diff(starts) > 0).all()
+    edges = lo - px + np.arange(int(np.ceil((hi - lo) / px)) + 3) * px
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        cover = [_covered(p, a, b) for p in layers]
+        run = np.searchsorted(starts, (a + b) / 2, "right") - 1
+        inside = run >= 0 and (a + b) / 2 < ends[run]
+        if sum(cover) <= 1e-12:
+            assert not inside
+            continue
+        assert inside
+        assert cover[which[run]] == pytest.approx(max(cover))
+        frac = min(sum(cover) / px, 1.0)
+        assert level[run] == max(1, int(np.ceil(frac * DENSITY_LEVELS - 1e-9)))
 
 
 @pytest.fixture(scope="module")
@@ -111,61 +141,172 @@ def view(qtbot, nw0_report):
     return v
 
 
+def _pixel(view, x_ms: float, y: float) -> QColor:
+    image = view.graphics.grab().toImage()
+    at = view.view_box.mapViewToScene(QPointF(x_ms, y))
+    return image.pixelColor(int(at.x()), int(at.y()))
+
+
+def _close(pixel: QColor, want: str, tol: int = 10) -> bool:
+    w = QColor(want)
+    return all(abs(a - b) <= tol for a, b in ((pixel.red(), w.red()), (pixel.green(), w.green()),
+                                               (pixel.blue(), w.blue())))
+
+
 def test_lanes_of_a_real_trace(view, nw0_report):
     report = nw0_report
-    labels = [lane.label for lane in view.lanes]
-    assert len(view.lanes) == 1 + len(report.devices) + len(PHASE_ORDER)
-    assert labels[0] == "steps"
-    assert labels[1] == "GPU 0"
-    gpu = view.lanes[1]
     stats = report.devices["0"]
-    # Every idle gap of the analysis is a shaded gap of the lane, at the same place.
-    assert len(gpu.gaps) == stats.idle_gaps == 8375
+    assert [lane.label for lane in view.lanes] == [
+        "steps", "GPU 0", "CPU main thread", "CPU backward"]
+    gpu = view.lane("gpu:0")
+    # Every idle gap of the analysis is a gap of the lane, at the same place.
+    assert len(gpu.gaps) == stats.idle_gaps
     assert np.isclose((gpu.gaps[:, 1] - gpu.gaps[:, 0]).sum() * 1000, stats.idle_us)
-    shaded = sum(len(gpu.layer(c).pyramid) for c in CAUSES)
-    assert shaded == len(stats.cause_spans)
-    # A full-window paint draws far fewer rectangles than events (merging), but draws.
-    view.grab()
+    assert sum(len(gpu.layer(c).pyramid) for c in CAUSES) == len(stats.cause_spans)
+    # busy on top, the causes below it: two bands that do not overlap
+    busy = gpu.layer("busy")
+    cause = gpu.layer("data_loading")
+    assert busy.top + busy.height < cause.top
+    # the backward lane is the launching thread that is not the main one
+    backward = view.lane(f"thread:{[t for t in stats.launch_tracks if t != report.main_track][0]}")
+    assert backward is not None and backward.kind == "thread"
+    view.grab()  # a full-window paint draws far fewer rectangles than events, but draws
     assert 0 < gpu.last_drawn["busy"] <= view.width()
     assert gpu.last_drawn["data_loading"] > 0
 
 
-def test_step_lane_labels_and_zoom_to_step(view, nw0_report):
-    steps = nw0_report.steps
-    assert view.lanes[0].texts[2] == [s.name for s in steps]
-    view.zoom_to_step(2)
-    lo, hi = view.x_range_us()
-    step = steps[2]
-    width = step.dur_us
-    assert lo == pytest.approx(step.start_us - 0.02 * width, abs=1)
-    assert hi == pytest.approx(step.start_us + 1.02 * width, abs=1)
-    view.fit()
-    lo, hi = view.x_range_us()
-    assert lo <= nw0_report.window[0] and hi >= nw0_report.window[1]
+def test_worst_data_loading_gap_is_solid_in_its_cause_colour_under_an_empty_busy_band(
+        view, nw0_report):
+    lo, hi = nw0_report.worst_gap("data_loading")
+    view.zoom_to(lo, hi, pad=0.1)
+    gpu = view.lane("gpu:0")
+    x = ((lo + hi) / 2 - view.t0_us) / 1000
+    cause, busy = gpu.layer("data_loading"), gpu.layer("busy")
+    assert _close(_pixel(view, x, gpu.y + (cause.top + cause.height / 2) * gpu.h),
+                  CAUSE_COLORS["data_loading"])
+    assert _close(_pixel(view, x, gpu.y + (busy.top + busy.height / 2) * gpu.h),
+                  view.colors["bg"])
 
 
-def test_worst_data_loading_gap_is_painted_in_its_cause_colour(view, nw0_report):
-    gap = nw0_report.worst_gap("data_loading")
-    view.zoom_to(*gap, pad=0.1)
-    image = view.graphics.grab().toImage()
-    gpu = view.lanes[1]
-    mid_x = (gap[0] + gap[1]) / 2
-    center = view.view_box.mapViewToScene(QPointF((mid_x - view.t0_us) / 1000, gpu.row + 0.5))
-    pixel = image.pixelColor(int(center.x()), int(center.y()))
-    want = QColor(tint(CAUSE_COLORS["data_loading"], 0.35))  # lighten() in the light theme
-    assert abs(pixel.red() - want.red()) < 12 and abs(pixel.green() - want.green()) < 12, \
-        (pixel.name(), want.name())
+def test_a_busy_kernel_is_solid_busy_blue_on_top(view, nw0_report):
+    stats = nw0_report.devices["0"]
+    k = int(np.argmax(stats.busy[:, 1] - stats.busy[:, 0]))
+    lo, hi = stats.busy[k]
+    view.zoom_to(lo, hi, pad=0.1)
+    gpu = view.lane("gpu:0")
+    busy = gpu.layer("busy")
+    x = ((lo + hi) / 2 - view.t0_us) / 1000
+    assert _close(_pixel(view, x, gpu.y + (busy.top + busy.height / 2) * gpu.h), BUSY_COLOR)
 
 
-def test_hover_names_the_gap_and_the_kernel(view, nw0_report):
-    gap = nw0_report.worst_gap("data_loading")
-    x = ((gap[0] + gap[1]) / 2 - view.t0_us) / 1000
-    text = view.describe_at(x, 1.5)
-    assert "idle gap" in text and "data loading" in text
+def test_hover_and_status_line_name_the_same_span_with_one_formatter(qtbot, nw0_report):
+    from stallscope.core.document import Document
+    from stallscope.gui.views.analysis import AnalysisView
+
+    page = AnalysisView()
+    qtbot.addWidget(page)
+    page.set_document(Document(path=nw0_report.trace.path, reports=[nw0_report],
+                               labels=[""]))
+    with qtbot.waitSignal(page.sig_status) as status:
+        assert page.show_worst_gap("data_loading")
+    lo, hi = nw0_report.worst_gap("data_loading")
+    duration = units.duration(hi - lo)
+    assert duration in status.args[0]
+    gpu = page.timeline.lane("gpu:0")
+    x = ((lo + hi) / 2 - page.timeline.t0_us) / 1000
+    text = page.timeline.describe_at(x, gpu.y + 0.8 * gpu.h)
+    assert f"GPU 0 idle {duration} (data loading)" in text
+    assert units.duration(lo - nw0_report.window[0]) in text  # from the same start
+
+
+def test_hover_names_the_kernel(view, nw0_report):
     trace = nw0_report.trace
+    gpu = view.lane("gpu:0")
     k = int(np.flatnonzero(trace.device == 0)[100])
     x = ((trace.start[k] + trace.end[k]) / 2 - view.t0_us) / 1000
-    assert trace.names[trace.name[k]] in view.describe_at(x, 1.5)
+    assert trace.names[trace.name[k]] in view.describe_at(x, gpu.y + 0.3 * gpu.h)
+
+
+def test_stream_sub_lanes_on_demand(view, nw0_report):
+    trace = nw0_report.trace
+    gpu_ops = np.isin(trace.cat, np.array(lane_model.GPU_CATS, dtype=np.int8)) & \
+        (trace.device == 0)
+    streams = set(np.unique(trace.stream[gpu_ops]).tolist())
+    assert not any(lane.kind == "stream" for lane in view.lanes)
+    view.streams_button.setChecked(True)
+    subs = [lane for lane in view.lanes if lane.kind == "stream"]
+    assert {lane.spec.extra["stream"] for lane in subs} == streams
+    assert view.lanes.index(subs[0]) == view.lanes.index(view.lane("gpu:0")) + 1
+    # together the streams are busy exactly when the device is
+    union = iv.union(np.concatenate([lane.spec.layers[0].intervals for lane in subs]))
+    np.testing.assert_allclose(iv.length(union), iv.length(view.lane("gpu:0").spec.layers[-1]
+                                                           .intervals), rtol=1e-9)
+    kinds = {lane.spec.extra["kind"] for lane in subs}
+    assert "compute" in kinds and kinds <= {"compute", "copy", "nccl"}
+    view.streams_button.setChecked(False)
+    assert not any(lane.kind == "stream" for lane in view.lanes)
+
+
+def _two_gpu_trace(path):
+    """Two GPUs, each with a compute stream and an NCCL stream, one step."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+               "tid": 1, "ts": 0, "dur": 1000}]
+    for dev in (0, 1):
+        for i in range(4):
+            events.append({"ph": "X", "cat": "kernel", "name": f"gemm_{i}", "pid": dev,
+                           "tid": 7, "ts": 100 + 200 * i, "dur": 80,
+                           "args": {"device": dev, "stream": 7}})
+        events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce",
+                       "pid": dev, "tid": 13, "ts": 500, "dur": 300,
+                       "args": {"device": dev, "stream": 13}})
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+
+
+def test_every_device_of_a_trace_is_shown_with_its_nccl_stream(qtbot, tmp_path):
+    p = tmp_path / "two_gpus.pt.trace.json.gz"
+    _two_gpu_trace(p)
+    report = analyze(load(p))
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.streams_button.setChecked(True)
+    v.set_report(report)
+    labels = [lane.label.strip() for lane in v.lanes]
+    assert labels[:1] == ["steps"] and "GPU 0" in labels and "GPU 1" in labels
+    for dev in ("0", "1"):
+        kinds = {lane.spec.extra["stream"]: lane.spec.extra["kind"] for lane in v.lanes
+                 if lane.kind == "stream" and lane.device == dev}
+        assert kinds == {7: "compute", 13: "nccl"}
+    v.grab()
+
+
+def test_legend_names_every_cause_and_keeps_queued_work_apart():
+    text = legend_html(gpu=True)
+    for cause in CAUSES:
+        assert cause_label(cause) in text
+    assert text.index(cause_label("gpu_wait")) < text.index("while the CPU was in")
+    cpu = legend_html(gpu=False)
+    assert "Main thread in" in cpu and "GPU" not in cpu and "other threads" in cpu
+
+
+def test_cpu_only_trace_shows_the_threads_that_took_the_step(qtbot):
+    report = analyze(load(fixture_path("hta_cpu_only")))
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.resize(1200, 600)
+    v.set_report(report)
+    assert [lane.kind for lane in v.lanes] == ["steps", "cpu", "thread", "thread"]
+    assert "Main thread in" in v.legend.text() and not v.streams_button.isVisibleTo(v)
+    threads = [lane for lane in v.lanes if lane.kind == "thread"]
+    for lane in threads:
+        starts, ends, names = lane.texts
+        longest = int(np.argmax(ends - starts))
+        assert names[longest] == "gloo:all_reduce" and ends[longest] - starts[longest] > 150
+        assert lane.layers[0].color == OTHER_THREAD_COLOR
+    # no memory events: no empty memory panel, the lanes carry the time axis
+    assert v.memory not in v.graphics.ci.items
+    x = (threads[0].texts[0][0] + threads[0].texts[1][0]) / 2
+    assert "gloo:all_reduce" in v.describe_at(x, threads[0].y + threads[0].h / 2)
 
 
 def test_memory_curve_holds_every_sample(view, nw0_report):
@@ -174,6 +315,7 @@ def test_memory_curve_holds_every_sample(view, nw0_report):
     assert len(alloc.xData) == len(mem.ts) == 8220
     np.testing.assert_allclose(alloc.yData * view.memory.scale, mem.allocated)
     assert reserved is None  # the 2021 trace records no totals
+    assert view.memory.unit == "GiB"  # binary units, like the summary's MiB
 
 
 def _memory_trace(path):
@@ -208,13 +350,13 @@ def test_reserved_drops_are_marked(qtbot, tmp_path):
 def test_mouse_hover_and_double_click_fit(qtbot, view, nw0_report):
     gap = nw0_report.worst_gap("data_loading")
     view.zoom_to(*gap, pad=0.1)
-    gpu = view.lanes[1]
-    mid = QPointF(((gap[0] + gap[1]) / 2 - view.t0_us) / 1000, gpu.row + 0.5)
+    gpu = view.lane("gpu:0")
+    mid = QPointF(((gap[0] + gap[1]) / 2 - view.t0_us) / 1000, gpu.y + 0.8 * gpu.h)
     pos = view.graphics.mapFromScene(view.view_box.mapViewToScene(mid))
     with qtbot.waitSignal(view.sig_hover_changed, timeout=5_000) as blocker:
         qtbot.mouseMove(view.graphics.viewport(), pos)
-    assert "idle gap" in blocker.args[0] and "data loading" in blocker.args[0]
-    assert view.hover_label.text() == blocker.args[0]
+    assert "idle" in blocker.args[0] and "data loading" in blocker.args[0]
+    assert view.hover_label.full_text() == blocker.args[0]
     # What a real double-click delivers: click, double-click, release.
     viewport = view.graphics.viewport()
     qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=pos)

@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from fixture_traces import fixture_path
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QColor, QImage
 
+from stallscope.core.analysis import CAUSES
 from stallscope.core.compare import step_ms
 from stallscope.gui import app as app_module
-from stallscope.gui.views.timeline import PHASE_ORDER
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS
+from stallscope.gui.views.summary_parts import shown_parts
 
 
 def gpu_lanes(window):
@@ -31,7 +33,8 @@ def test_open_kineto_nw0_draws_lanes_gaps_memory_and_advice(qtbot, window, open_
     report = doc.reports[0]
     view = window.analysis
     assert window.stack.currentWidget() is window.tabs
-    assert len(view.timeline.lanes) == 1 + 1 + len(PHASE_ORDER)
+    assert [lane.label for lane in view.timeline.lanes] == [
+        "steps", "GPU 0", "CPU main thread", "CPU backward"]
     (gpu,) = gpu_lanes(window)
     assert len(gpu.gaps) == report.devices["0"].idle_gaps
     alloc, _ = view.timeline.memory.lines["0"]
@@ -42,10 +45,17 @@ def test_open_kineto_nw0_draws_lanes_gaps_memory_and_advice(qtbot, window, open_
     first = view.summary.advice_cards[0].text
     assert report.advice[0].title in first and report.advice[0].fix in first
     assert view.step_combo.count() == 1 + len(report.steps)
-    # The per-step stacked bar holds the four parts of every step, adding up to its duration.
+    # The per-step stacked bar: GPU busy and every cause in its own colour, adding up to the
+    # step's duration; the cause the top card names is one of its parts (no lumped "other").
     parts = view.summary.step_parts
+    assert list(parts) == ["compute", *CAUSES]
     total = sum(parts[p] for p in parts)
     np.testing.assert_allclose(total, [s.dur_us for s in report.steps], rtol=1e-6)
+    chart = view.summary.step_plot
+    assert set(shown_parts(parts)) == set(chart.bars) >= {"compute", "data_loading"}
+    for cause in chart.bars.keys() - {"compute"}:
+        assert chart.bars[cause].opts["brush"] == CAUSE_COLORS[cause]
+    assert "cpu_ops" in chart.bars and "optimizer" in chart.bars
     assert window.windowTitle().endswith(Path(doc.path).name)
 
 
@@ -61,11 +71,7 @@ def test_advice_and_cause_clicks_zoom_to_the_worst_gap(qtbot, window, open_and_w
     assert vlo < lo and vhi > hi and (vhi - vlo) < 2 * (hi - lo)
     # A cause row does the same for its cause.
     window.analysis.fit()
-    sync_row = next(r for r in range(summary.cause_list.count())
-                    if summary.cause_list.item(r).data(Qt.ItemDataRole.UserRole) == "cpu_ops")
-    item = summary.cause_list.item(sync_row)
-    qtbot.mouseClick(summary.cause_list.viewport(), Qt.MouseButton.LeftButton,
-                     pos=summary.cause_list.visualItemRect(item).center())
+    qtbot.mouseClick(summary.cause_table.row("cpu_ops"), Qt.MouseButton.LeftButton)
     lo, hi = report.worst_gap("cpu_ops")
     vlo, vhi = window.analysis.timeline.x_range_us()
     assert vlo < lo and vhi > hi and (vhi - vlo) < 2 * (hi - lo)
@@ -118,25 +124,31 @@ def test_bad_input_keeps_the_open_document(qtbot, window, tmp_path, open_and_wai
     assert window.analysis.report is report
 
 
-def test_trace_without_gpu_shows_cpu_lanes_and_says_so(qtbot, window, open_and_wait):
+def test_trace_without_gpu_speaks_of_step_time_and_threads(qtbot, window, open_and_wait):
     doc = open_and_wait(fixture_path("hta_cpu_only"))
-    assert not doc.reports[0].devices
-    lanes = window.analysis.timeline.lanes
+    report = doc.reports[0]
+    assert not report.devices
+    timeline, summary = window.analysis.timeline, window.analysis.summary
     assert not gpu_lanes(window)
-    assert [lane.kind for lane in lanes].count("cpu") == len(PHASE_ORDER)
-    assert "no GPU activity" in window.messages.text
-    assert "No GPU activity" in window.analysis.timeline.note_text
-    assert window.analysis.summary.no_gpu_label.isVisibleTo(window)
-    summary = window.analysis.summary
-    assert not summary.cause_bar.isVisibleTo(window)
-    # the per-step bars still say how each step's time went on the main thread
+    assert [lane.kind for lane in timeline.lanes] == ["steps", "cpu", "thread", "thread"]
+    assert "Main thread in" in timeline.legend.text() and "GPU busy" not in timeline.legend.text()
+    # one short note, in the summary: no banner, no overlay on the lanes
+    assert not window.messages.isVisible()
+    assert summary.note.isVisibleTo(window) and "No GPU activity" in summary.note.text()
+    assert not summary.util_heading.isVisibleTo(window)
+    assert "main thread" in summary.cause_heading.text()
+    assert summary.cause_table.row("python") is not None  # the 210 ms step is Python ...
+    assert "gloo:all_reduce" in summary.threads_label.text()  # ... while threads all-reduce
+    assert summary.threads_label.isVisibleTo(window)
+    # the per-step bars split the main thread's step time by cause
     assert summary.step_plot.isVisibleTo(window)
     assert "main thread" in summary.step_heading.text()
-    steps = doc.reports[0].steps
-    assert summary.step_parts["data_loading"].tolist() == [s.data_loading_us for s in steps]
     total = sum(summary.step_parts[p] for p in summary.step_parts)
-    assert total == pytest.approx([s.dur_us for s in steps])
+    assert total == pytest.approx([s.dur_us for s in report.steps])
     assert "no GPU in this trace" in summary.memory_label.text()
+    # the start screen does not keep a note about the document
+    window.show_start()
+    assert not window.messages.isVisible()
     window.grab()  # paints without errors
 
 
@@ -176,12 +188,26 @@ def test_compare_shows_deltas(qtbot, window, open_and_wait):
     dl = table.metric_by_key("idle_data_loading_ms")
     assert dl.after < dl.before and dl.verdict == "better"
     assert window.compare.chart.values["data_loading"] == (dl.before, dl.after)
-    assert len(window.compare.chart.bars) == 2 * 5
+    assert len(window.compare.chart.bars) == 2 * len(window.compare.chart.values)
     row = [m.key for m in table.metrics].index("step_ms")
-    assert "better" in table.item(row, 4).text()
-    assert "-20%" in table.item(row, 3).text()
+    assert table.item(row, 3).text() == "✓ -35.14 ms (-20%)"
+    cause_rows = [r for r, m in enumerate(table.metrics) if m.cause is not None]
+    assert [table.item(r, 0).text().strip() for r in cause_rows] == [
+        f"↳ {c}" for c in ("queued work", "data loading", "sync", "optimizer", "CPU ops",
+                           "backward", "Python", "uncovered")]
+    assert not window.compare.warnings.isVisible()  # same GPU, same step count
     assert [c.text.split("\n")[0] for c in window.compare.after.advice_cards] == [
         a.title for a in after.advice]
+
+
+def test_compare_warns_when_the_inputs_differ(qtbot, window, open_and_wait):
+    open_and_wait(fixture_path("kineto_nw0"))
+    with qtbot.waitSignal(window.sig_compare_shown, timeout=60_000):
+        window.open_compare(str(fixture_path("hta_cpu_only")))
+    warnings = window.compare.warnings
+    assert warnings.isVisible()
+    assert "CPU-only" in warnings.text() and "6 steps vs 1 step" in warnings.text()
+    assert window.compare.mismatches[0].startswith("before ran on a GPU")
 
 
 def test_export_png_markdown_json(qtbot, window, tmp_path, open_and_wait):
@@ -200,12 +226,42 @@ def test_export_png_markdown_json(qtbot, window, tmp_path, open_and_wait):
     assert "r.txt" in window.messages.text
 
 
-def test_screenshot_entry_point(qtbot, tmp_path):
+def content_fraction(image: QImage, background: str) -> float:
+    """Share of pixels (on a grid) that are not the background colour."""
+    bg = QColor(background)
+    seen = drawn = 0
+    for x in range(0, image.width(), 7):
+        for y in range(0, image.height(), 7):
+            c = image.pixelColor(x, y)
+            seen += 1
+            drawn += max(abs(c.red() - bg.red()), abs(c.green() - bg.green()),
+                         abs(c.blue() - bg.blue())) > 24
+    return drawn / seen
+
+
+def has_color(image: QImage, color: str, tol: int = 8) -> bool:
+    want = QColor(color)
+    for x in range(0, image.width(), 3):
+        for y in range(0, image.height(), 3):
+            c = image.pixelColor(x, y)
+            if max(abs(c.red() - want.red()), abs(c.green() - want.green()),
+                   abs(c.blue() - want.blue())) <= tol:
+                return True
+    return False
+
+
+def test_screenshot_entry_point(qtbot, tmp_path, capfd):
     out = tmp_path / "shot.png"
     rc = app_module.main(["--screenshot", str(out), str(fixture_path("hta_sampled_rank-0"))])
     assert rc == 0
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1400, 900)
+    # a blank or half-drawn window fails: lanes, summary and charts put colour on the page
+    from stallscope.gui import theme
+
+    assert content_fraction(image, theme.PALETTES["light"].window) > 0.15  # blank: < 0.05
+    assert has_color(image, BUSY_COLOR) and has_color(image, CAUSE_COLORS["backward"])
+    assert "propagateSizeHints" not in capfd.readouterr().err  # no Qt noise on stderr
     assert app_module.main(["--screenshot", str(out), str(tmp_path / "missing.json")]) == 2
     bad = tmp_path / "bad.json"
     bad.write_text("not json")

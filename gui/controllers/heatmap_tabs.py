@@ -1,0 +1,137 @@
+"""The main window's "Line heatmap" tab: one tab, reused, and what fills it.
+
+- File > Open line profile: a session, a .json, or a .lprof (after asking: it is a pickle);
+- a run that wrote its line stats: shown without pulling the tab in front of the run's trace;
+- the open document's own session (and a compared one: after vs before), dropped again when a
+  document without line stats opens;
+- a run whose interpreter lacks line_profiler: the install banner, its button running pip.
+
+Line stats are read off the GUI thread by LineStatsController; this class only decides which
+tab shows what.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject
+
+from stallscope.gui.controllers.line_stats import LineStats, LineStatsController
+from stallscope.gui.views.heatmap import HeatmapView, ask_trust
+
+
+class HeatmapTabs(QObject):
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        self.view: HeatmapView | None = None
+        self.auto = False  # the tab shows the open document's own session (or a run's)
+        self.stats = LineStatsController(self)
+        self.stats.sig_stats_loaded.connect(self._loaded)
+        self.stats.sig_stats_failed.connect(self._failed)
+        self.stats.sig_install_finished.connect(self._installed)
+        self._titles: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ the tab
+
+    def tab(self, focus: bool = True) -> HeatmapView:
+        """The one "Line heatmap" tab, made on first use."""
+        tabs = self.window.tabs
+        if self.view is None or tabs.indexOf(self.view) < 0:
+            self.view = HeatmapView()
+            self.view.sig_install_requested.connect(self.stats.install_line_profiler)
+            tabs.addTab(self.view, "Line heatmap")
+        if focus:
+            self.window.stack.setCurrentWidget(tabs)
+            tabs.setCurrentWidget(self.view)
+        return self.view
+
+    def show(self, profiles, title: str = "Line heatmap", compare=None,
+             focus: bool = True) -> HeatmapView:
+        """One Profile or a list of them in the tab; `compare`: the "before" profiles."""
+        view = self.tab(focus)
+        view.set_profiles(profiles if isinstance(profiles, list) else [profiles], compare)
+        index = self.window.tabs.indexOf(view)
+        self.window.tabs.setTabText(index, title)
+        self.window.tabs.setTabToolTip(index, title)
+        return view
+
+    def closed(self, widget) -> None:
+        """The window closed a tab: forget ours if it was that one."""
+        if widget is self.view:
+            self.view = None
+            self.auto = False
+
+    def _drop_stale(self) -> None:
+        if self.auto and self.view is not None:
+            self.window.close_tab(self.window.tabs.indexOf(self.view))
+        self.auto = False
+
+    # ------------------------------------------------------------------ what fills it
+
+    def open_line_profile(self, path: str) -> None:
+        trust = ask_trust(path, self.window)
+        if trust is None:
+            return
+        self._titles["open"] = f"Line heatmap: {Path(path).name}"
+        self.stats.load(path, "open", trust_pickle=trust)
+
+    def show_run_line_stats(self, path: str) -> None:
+        """A run wrote its line stats (JSON, never a pickle)."""
+        self.stats.load(path, "run")
+
+    def show_session_line_stats(self, document, compared=None) -> None:
+        """The open document's session has line stats: show them without switching tabs; with
+        a compared session that has them too, as after-vs-before."""
+        paths = [str(d.path) for d in (document, compared) if d is not None]
+        self.stats.load(paths, "session", optional=True)
+
+    def show_line_profiler_missing(self, python: str) -> None:
+        """A run asked for line stats but its interpreter lacks line_profiler: say so in the
+        heatmap tab, with the install button."""
+        view = self.tab(focus=False)
+        if not view.profiles:
+            view.set_profiles([])  # hides the empty function chooser
+            view.empty.setText("No line stats for this run: its interpreter lacks "
+                               "line_profiler. Install it, then run again.")
+        view.show_missing_line_profiler(python or "python")
+        self.auto = False
+        self.window.status_bar.showMessage(
+            f"line_profiler is not installed in {python}: no line heatmap (see the Line "
+            "heatmap tab)", 8000)
+
+    # ------------------------------------------------------------------ results
+
+    def _loaded(self, key: str, results: list[LineStats]) -> None:
+        if key == "open":
+            self.auto = False
+            self.show(results[0].profiles, self._titles.pop("open", "Line heatmap"))
+        elif key == "run":
+            stats = results[0]
+            self.show(stats.profiles, f"Line heatmap: {stats.name}", focus=False)
+            self.auto = True
+        elif key == "session":
+            self._show_session(results)
+
+    def _show_session(self, results: list[LineStats]) -> None:
+        before = results[0] if results and results[0].profiles else None
+        after = results[1] if len(results) > 1 and results[1].profiles else None
+        if before is None and after is None:
+            self._drop_stale()
+            return
+        if before is not None and after is not None:
+            self.show(after.profiles, f"Line heatmap: {before.name} → {after.name}",
+                      compare=before.profiles, focus=False)
+        else:
+            stats = before or after
+            self.show(stats.profiles, f"Line heatmap: {stats.name}", focus=False)
+        self.auto = True
+
+    def _failed(self, key: str, message: str) -> None:
+        what = {"open": "The line profile", "run": "The run's line stats"}.get(
+            key, "The session's line stats")
+        self.window.show_message(f"{what} could not be read: {message}", "error")
+
+    def _installed(self, ok: bool, detail: str) -> None:
+        if self.view is not None:
+            self.view.show_install_result(ok, detail)

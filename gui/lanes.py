@@ -1,0 +1,263 @@
+"""What the timeline draws, as plain numpy: one LaneSpec per row, built from a Report.
+
+No Qt here: the view (gui/views/timeline.py) paints these specs and tests read them. Rows, top to
+bottom: the steps; per GPU device its lane (busy as a solid band on top, the idle causes as a band
+below it) and, on demand, one sub-lane per stream (compute, NCCL, copy); the CPU main thread (what
+it was in, by cause); the other CPU threads that matter: the threads that launch GPU work besides
+the main thread ("CPU backward": the autograd engine), or, in a trace without a GPU, the threads
+that were busy during the steps (e.g. gloo collectives).
+
+x is milliseconds since the window's start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stallscope.core import intervals as iv
+from stallscope.core.causes import CAUSES
+from stallscope.core.kineto import COMM_PREFIXES, GPU_CATS, RUNTIME_CATS, Cat
+from stallscope.gui.colors import (
+    BUSY_COLOR,
+    CAUSE_COLORS,
+    LAUNCH_THREAD_COLOR,
+    OTHER_THREAD_COLOR,
+    STREAM_COLORS,
+)
+
+# Where the bands sit inside a row (fractions of the row height, from the top).
+BUSY_BAND = (0.06, 0.50)     # GPU busy: solid, on top
+CAUSE_BAND = (0.60, 0.32)    # GPU idle by cause: below it
+FULL_BAND = (0.14, 0.72)     # CPU lanes and stream sub-lanes
+MAX_THREAD_LANES = 6
+ROW_HEIGHTS = {"steps": 0.55, "gpu": 1.3, "stream": 0.6, "cpu": 0.8, "thread": 0.7}
+THREAD_CATS = (Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER,
+               Cat.PYTHON_FUNCTION)
+
+
+@dataclass
+class LayerSpec:
+    key: str
+    intervals: np.ndarray     # (N, 2) ms, sorted
+    color: str
+    band: tuple[float, float]  # (top, height) as fractions of the row
+    dominant: bool = False     # shares its band with the lane's other dominant layers
+
+
+@dataclass
+class LaneSpec:
+    key: str                  # "steps", "gpu:0", "stream:0:7", "cpu:main", "thread:3"
+    label: str
+    kind: str                 # "steps" | "gpu" | "stream" | "cpu" | "thread"
+    layers: list[LayerSpec]
+    tooltip: str = ""
+    device: str | None = None
+    track: int | None = None  # the trace track of a CPU lane
+    texts: tuple[np.ndarray, np.ndarray, list[str]] | None = None  # names drawn where they fit
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def height(self) -> float:
+        """The row's height in lane units: GPU lanes get the most room, steps the least."""
+        return ROW_HEIGHTS.get(self.kind, 1.0)
+
+
+def device_sort_key(dev: str) -> tuple[int, str]:
+    return (int(dev), dev) if dev.isdigit() else (1 << 30, dev)
+
+
+def build_lanes(report, streams: bool = False) -> list[LaneSpec]:
+    """Every row of `report`'s timeline; `streams`: add each device's per-stream sub-lanes."""
+    t0 = float(report.window[0])
+    lanes: list[LaneSpec] = []
+    if report.steps:
+        lanes.append(steps_lane(report, t0))
+    for dev in sorted(report.devices, key=device_sort_key):
+        lanes.append(device_lane(dev, report.devices[dev], t0))
+        if streams:
+            lanes += stream_lanes(report, dev, t0)
+    if report.main_track is not None:
+        lanes.append(main_thread_lane(report, t0))
+    lanes += thread_lanes(report, t0)
+    return lanes
+
+
+def to_ms(intervals, t0: float) -> np.ndarray:
+    arr = np.asarray(intervals, dtype=np.float64).reshape(-1, 2)
+    return (arr - t0) / 1000.0
+
+
+def steps_lane(report, t0: float) -> LaneSpec:
+    starts = np.array([(s.start_us - t0) / 1000.0 for s in report.steps])
+    ends = starts + np.array([s.dur_us / 1000.0 for s in report.steps])
+    names = [s.name for s in report.steps]
+    # Neighbouring steps touch, so even and odd steps are separate layers (two tints); the
+    # view picks the tints from the theme.
+    layers = [LayerSpec("steps", np.column_stack([starts[0::2], ends[0::2]]), "steps:0",
+                        (0.05, 0.9)),
+              LayerSpec("odd_steps", np.column_stack([starts[1::2], ends[1::2]]), "steps:1",
+                        (0.05, 0.9))]
+    return LaneSpec("steps", "steps", "steps", layers, "ProfilerStep#N annotations",
+                    texts=(starts, ends, names))
+
+
+def device_lane(dev: str, stats, t0: float) -> LaneSpec:
+    spans = to_ms(stats.cause_spans, t0)
+    codes = np.asarray(stats.cause_codes, dtype=np.int64)
+    layers = []
+    # The cause band: each pixel shows the cause holding most of its idle time.
+    for code in range(len(CAUSES)):
+        cause = CAUSES[code]
+        pick = codes == code
+        layers.append(LayerSpec(cause, spans[pick], CAUSE_COLORS[cause], CAUSE_BAND,
+                                dominant=True))
+    layers.append(LayerSpec("busy", to_ms(stats.busy, t0), BUSY_COLOR, BUSY_BAND))
+    return LaneSpec(f"gpu:{dev}", f"GPU {dev}", "gpu", layers,
+                    f"GPU {dev}: busy on top (solid), idle below it coloured by cause",
+                    device=dev, extra={"gaps": to_ms(stats.gaps, t0), "spans": spans,
+                                       "codes": codes})
+
+
+def stream_kind(n_ops: int, n_comm: int, n_copies: int) -> str:
+    """'nccl' when at least half the stream's ops are collectives, 'copy' when at least half
+    are copies or memsets, else 'compute'."""
+    if n_ops and n_comm * 2 >= n_ops:
+        return "nccl"
+    if n_ops and n_copies * 2 >= n_ops:
+        return "copy"
+    return "compute"
+
+
+def stream_lanes(report, dev: str, t0: float) -> list[LaneSpec]:
+    """One sub-lane per stream of device `dev` (from args.stream), busiest first."""
+    trace = report.trace
+    if not dev.lstrip("-").isdigit():
+        return []
+    lo, hi = report.window
+    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.device == int(dev))
+    idx = np.flatnonzero(gpu)
+    if not len(idx):
+        return []
+    streams = np.asarray(trace.stream)[idx]
+    comm = trace.mask_names(lambda n: n.lower().startswith(COMM_PREFIXES))[idx]
+    copy = np.isin(trace.cat[idx], np.array([Cat.GPU_MEMCPY, Cat.GPU_MEMSET], dtype=np.int8))
+    out = []
+    for s in np.unique(streams).tolist():
+        on = streams == s
+        pick = idx[on]
+        busy = iv.union(iv.clip(iv.as_intervals(trace.start[pick], trace.end[pick]), lo, hi))
+        if not len(busy):
+            continue
+        kind = stream_kind(int(on.sum()), int(comm[on].sum()), int(copy[on].sum()))
+        label = f"stream {s}" if s >= 0 else "stream ?"
+        out.append((iv.length(busy), LaneSpec(
+            f"stream:{dev}:{s}", f"  {label} · {kind}", "stream",
+            [LayerSpec("busy", to_ms(busy, t0), STREAM_COLORS[kind], FULL_BAND)],
+            f"GPU {dev}, {label}: {kind} ops ({len(pick):,})", device=dev,
+            extra={"stream": s, "kind": kind})))
+    out.sort(key=lambda pair: -pair[0])
+    return [lane for _, lane in out]
+
+
+def main_thread_lane(report, t0: float) -> LaneSpec:
+    """What the main thread was in, by cause: the analysis' disjoint pieces (host_spans) when
+    it gives them, each pixel showing the cause that covers most of it; else its overlapping
+    phases, highest priority drawn on top."""
+    layers = []
+    spans = np.asarray(getattr(report, "host_spans", np.zeros((0, 2))), dtype=np.float64)
+    codes = np.asarray(getattr(report, "host_codes", np.zeros(0)), dtype=np.int64)
+    if len(spans):
+        spans = to_ms(spans, t0)
+        for code, cause in enumerate(CAUSES):
+            pick = codes == code
+            if pick.any() and cause != "uncovered":
+                layers.append(LayerSpec(cause, spans[pick], CAUSE_COLORS[cause], FULL_BAND,
+                                        dominant=True))
+    else:
+        for cause in reversed(CAUSES):
+            phase = report.phases.get(cause)
+            if phase is not None and len(phase):
+                layers.append(LayerSpec(cause, to_ms(phase, t0), CAUSE_COLORS[cause],
+                                        FULL_BAND))
+    pid, tid = report.trace.tracks[report.main_track]
+    return LaneSpec("cpu:main", "CPU main thread", "cpu", layers,
+                    f"the main thread (pid {pid}, tid {tid}), coloured by what it was in",
+                    track=report.main_track)
+
+
+def launch_tracks(report) -> list[int]:
+    """Tracks of the threads that launch GPU work (DESIGN: launching threads L(d)), all devices.
+
+    Read from the report when the analysis provides them; else joined here by correlation: the
+    runtime/driver events whose args.correlation matches a GPU op's."""
+    found: set[int] = set()
+    provided = False
+    for stats in report.devices.values():
+        tracks = getattr(stats, "launch_tracks", None)
+        if tracks is not None:
+            provided = True
+            found.update(int(t) for t in tracks)
+    if provided or not report.devices:
+        return sorted(found)
+    trace = report.trace
+    corr = getattr(trace, "corr", None)
+    if corr is None:
+        return []
+    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (corr >= 0)
+    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8)) & (corr >= 0)
+    hit = runtime & np.isin(corr, corr[gpu])
+    return sorted(int(t) for t in np.unique(trace.track[hit]))
+
+
+def thread_lanes(report, t0: float) -> list[LaneSpec]:
+    """The other CPU threads worth a row: launching threads besides the main one (GPU traces),
+    or the threads busy during the window (traces without a GPU), busiest first."""
+    trace = report.trace
+    lo, hi = report.window
+    if report.devices:
+        tracks = [t for t in launch_tracks(report) if t != report.main_track]
+        color, name = LAUNCH_THREAD_COLOR, "CPU backward"
+        why = "launches GPU work besides the main thread (the autograd engine's backward)"
+    else:
+        tracks = [t for t in range(len(trace.tracks)) if t != report.main_track]
+        color, name = OTHER_THREAD_COLOR, "CPU thread"
+        why = "busy during the steps besides the main thread"
+    cats = np.isin(trace.cat, np.array(THREAD_CATS, dtype=np.int8))
+    ranked = []
+    for track in tracks:
+        pick = np.flatnonzero(cats & (trace.track == track))
+        spans = iv.union(iv.clip(iv.as_intervals(trace.start[pick], trace.end[pick]), lo, hi))
+        busy = iv.length(spans)
+        if busy > 0:
+            ranked.append((busy, track, pick, spans))
+    ranked.sort(key=lambda r: -r[0])
+    out = []
+    single = len(ranked) == 1 and report.devices
+    for busy, track, pick, spans in ranked[:MAX_THREAD_LANES]:
+        pid, tid = trace.tracks[track]
+        label = name if single else f"{name} {tid}"
+        out.append(LaneSpec(f"thread:{track}", label, "thread",
+                            [LayerSpec("ops", to_ms(spans, t0), color, FULL_BAND)],
+                            f"thread {tid} (pid {pid}): {why}", track=track,
+                            texts=_top_level_names(trace, pick, lo, hi, t0),
+                            extra={"busy_us": busy}))
+    return out
+
+
+def _top_level_names(trace, pick: np.ndarray, lo: float, hi: float, t0: float):
+    """(starts, ends, names) in ms of the outermost events of a thread inside the window."""
+    starts, ends = trace.start[pick], trace.end[pick]
+    inside = (ends > lo) & (starts < hi)
+    pick, starts, ends = pick[inside], starts[inside], ends[inside]
+    if not len(pick):
+        return None
+    order = np.argsort(starts, kind="stable")
+    pick, starts, ends = pick[order], starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    top = np.ones(len(pick), dtype=bool)
+    top[1:] = starts[1:] >= reach[:-1]  # not inside an earlier event
+    pick, starts, ends = pick[top], starts[top], ends[top]
+    names = [trace.names[i] for i in trace.name[pick].tolist()]
+    return ((np.maximum(starts, lo) - t0) / 1000.0, (np.minimum(ends, hi) - t0) / 1000.0, names)

@@ -1,0 +1,262 @@
+"""The summary panel's pieces: a cause bar, a table of causes, an advice card, the per-step chart.
+
+Each takes plain numbers (dicts keyed by cause, arrays per step) and emits what was clicked;
+the colours are colors.py's, keyed by cause, the same as the timeline's lanes and legend.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QMouseEvent, QPainter, QPixmap
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from stallscope.core import units
+from stallscope.core.causes import BY_CODE, CAUSES
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, cause_label, qcolor
+from stallscope.gui.widgets import ElidedLabel
+
+PART_COLORS = {"compute": BUSY_COLOR, **CAUSE_COLORS}
+
+
+def shrinkable(label: QLabel) -> QLabel:
+    """Let a wrapping label take the width it gets instead of widening the panel."""
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    label.setMinimumWidth(0)
+    return label
+
+
+def chip_icon(color: str) -> QIcon:
+    pix = QPixmap(12, 12)
+    pix.fill(QColor(color))
+    return QIcon(pix)
+
+
+class CauseBar(QWidget):
+    """One horizontal bar split by cause; click a segment to jump to that cause."""
+
+    sig_cause_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.values: dict[str, float] = {}
+        self.empty_color = "#e9ecef"
+        self.setMinimumHeight(18)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
+        return QSize(200, 18)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt API
+        return QSize(40, 18)
+
+    def set_values(self, values: dict[str, float]) -> None:
+        self.values = {c: float(values.get(c, 0.0)) for c in CAUSES}
+        self.update()
+
+    def segments(self) -> list[tuple[str, QRectF]]:
+        total = sum(self.values.values())
+        if total <= 0:
+            return []
+        x, out = 0.0, []
+        for cause in CAUSES:
+            w = self.width() * self.values[cause] / total
+            if w > 0:
+                out.append((cause, QRectF(x, 0, w, self.height())))
+            x += w
+        return out
+
+    def paintEvent(self, _event) -> None:  # noqa: N802 - Qt API
+        painter = QPainter(self)
+        painter.setPen(Qt.PenStyle.NoPen)
+        segs = self.segments()
+        if not segs:
+            painter.setBrush(QColor(self.empty_color))
+            painter.drawRect(self.rect())
+        for cause, rect in segs:
+            painter.setBrush(qcolor(CAUSE_COLORS[cause]))
+            painter.drawRect(rect)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        for cause, rect in self.segments():
+            if rect.contains(event.position()):
+                self.sig_cause_clicked.emit(cause)
+                return
+
+
+class CauseRow(QWidget):
+    """chip | label | time | share: one clickable row of the cause table."""
+
+    sig_clicked = Signal(str)
+
+    def __init__(self, cause: str, us: float, share: float, tip: str, dim: str) -> None:
+        super().__init__()
+        self.cause = cause
+        row = QGridLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setHorizontalSpacing(6)
+        chip = QLabel()
+        chip.setPixmap(chip_icon(CAUSE_COLORS[cause]).pixmap(11, 11))
+        self.name = ElidedLabel(cause_label(cause))
+        self.name.setMinimumWidth(56)
+        self.time = QLabel(units.duration(us))
+        self.share = QLabel(units.pct(share))
+        for label in (self.time, self.share):
+            label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.share.setStyleSheet(f"color: {dim};")
+        row.addWidget(chip, 0, 0)
+        row.addWidget(self.name, 0, 1)
+        row.addWidget(self.time, 0, 2)
+        row.addWidget(self.share, 0, 3)
+        row.setColumnStretch(1, 1)
+        row.setColumnMinimumWidth(2, 74)
+        row.setColumnMinimumWidth(3, 46)
+        self.setToolTip(tip)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.sig_clicked.emit(self.cause)
+
+
+class CauseTable(QWidget):
+    """The causes that hold time, one row each (largest share first is the bar's job; the rows
+    keep the priority order); the causes with none in one dim line."""
+
+    sig_cause_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.box = QVBoxLayout(self)
+        self.box.setContentsMargins(0, 0, 0, 0)
+        self.box.setSpacing(1)
+        self.rows: list[CauseRow] = []
+        self.none_label = shrinkable(QLabel())
+        self.none_label.setWordWrap(True)
+
+    def set_values(self, values: dict[str, float], dim: str, what: str = "idle",
+                   tips: dict[str, str] | None = None, never: tuple[str, ...] = ()) -> None:
+        """`never`: causes that cannot hold time here (queued GPU work without a GPU)."""
+        while self.box.count():
+            w = self.box.takeAt(0).widget()
+            if w is not None and w is not self.none_label:
+                w.deleteLater()
+        self.rows = []
+        total = sum(values.values())
+        empty = []
+        for cause in CAUSES:
+            us = values.get(cause, 0.0)
+            if us <= 0:
+                if cause not in never:
+                    empty.append(cause_label(cause))
+                continue
+            tip = (tips or {}).get(cause) or BY_CODE[cause].description
+            row = CauseRow(cause, us, us / total if total else 0.0,
+                           f"{tip}. Click: the longest {cause_label(cause)} span", dim)
+            row.sig_clicked.connect(self.sig_cause_clicked)
+            self.box.addWidget(row)
+            self.rows.append(row)
+        self.none_label.setText(f"no {what} charged to: {', '.join(empty)}" if empty else "")
+        self.none_label.setStyleSheet(f"color: {dim};")
+        self.none_label.setVisible(bool(empty))
+        self.box.addWidget(self.none_label)
+
+    def row(self, cause: str) -> CauseRow | None:
+        return next((r for r in self.rows if r.cause == cause), None)
+
+
+class AdviceCard(QFrame):
+    """One piece of advice: title, the numbers behind it, the fix. Clicking it emits."""
+
+    sig_clicked = Signal()
+
+    def __init__(self, title: str, evidence: str, fix: str, colors: dict,
+                 clickable: bool = True, accent: str | None = None, minor: bool = False) -> None:
+        super().__init__()
+        self.setObjectName("AdviceCard")
+        border = accent if (clickable and accent) else colors["track_border"]
+        self.setStyleSheet(f"#AdviceCard {{ border: 1px solid {colors['track_border']}; "
+                           f"border-left: 4px solid {border}; border-radius: 4px; "
+                           f"background: {colors['bg']}; }}")
+        box = QVBoxLayout(self)
+        box.setContentsMargins(10, 5, 8, 5)
+        box.setSpacing(2)
+        prefix = "minor: " if minor else ""
+        self.title = QLabel(f"<b>{html.escape(prefix + title, quote=False)}</b>")
+        self.evidence = QLabel(html.escape(evidence, quote=False))
+        self.evidence.setStyleSheet(f"color: {colors['dim']};")
+        self.fix = QLabel(f"<b>Fix:</b> {html.escape(fix, quote=False)}") if fix else None
+        for label in (self.title, self.evidence, self.fix):
+            if label is not None:
+                label.setWordWrap(True)
+                shrinkable(label)
+                box.addWidget(label)
+        self.text = "\n".join([title, evidence] + ([f"Fix: {fix}"] if fix else []))
+        self.clickable = clickable
+        if clickable:
+            self.setCursor(Qt.CursorShape.PointingHandCursor)
+            self.setToolTip("Show this on the timeline")
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if self.clickable and event.button() == Qt.MouseButton.LeftButton:
+            self.sig_clicked.emit()
+
+
+class StepChart(pg.PlotWidget):
+    """One stacked bar per step: the parts (compute, then each cause) in their own colours."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(x=False, y=False)
+        self.hideButtons()
+        self.getAxis("left").setLabel("ms")
+        self.bars: dict[str, pg.BarGraphItem] = {}
+        self.parts: dict[str, np.ndarray] = {}
+
+    def style(self, colors: dict) -> None:
+        self.setBackground(colors["bg"])
+        for axis in ("left", "bottom"):
+            self.getAxis(axis).setTextPen(colors["text"])
+            self.getAxis(axis).setPen(colors["fg"])
+
+    def set_parts(self, parts: dict[str, np.ndarray], names: list[str]) -> None:
+        for item in self.bars.values():
+            self.removeItem(item)
+        self.bars = {}
+        self.parts = parts
+        n = len(names)
+        x = np.arange(n, dtype=float)
+        bottom = np.zeros(n)
+        for part in shown_parts(parts):
+            height = parts[part] / 1000.0
+            bars = pg.BarGraphItem(x=x, height=height, y0=bottom, width=0.7,
+                                   brush=PART_COLORS[part], pen=pg.mkPen(None))
+            self.addItem(bars)
+            self.bars[part] = bars
+            bottom = bottom + height
+        labels = [(i, name.replace("ProfilerStep", "")) for i, name in enumerate(names)]
+        stride = max(1, int(np.ceil(n / 12)))
+        self.getAxis("bottom").setTicks([labels[::stride], []])
+        self.setXRange(-0.6, max(n - 0.4, 0.6), padding=0)
+        self.setYRange(0, float(bottom.max()) * 1.05 if n and bottom.max() > 0 else 1.0,
+                       padding=0)
+
+
+def shown_parts(parts: dict[str, np.ndarray]) -> list[str]:
+    """The parts worth a bar and a legend chip: at least 0.05% of all steps' time (not the
+    rounding dust a remainder leaves)."""
+    total = sum(float(v.sum()) for v in parts.values())
+    return [p for p, v in parts.items() if total > 0 and v.sum() >= 5e-4 * total]
+
+
+def parts_legend(parts: dict[str, np.ndarray], labels: dict[str, str]) -> str:
+    """Chips for the parts that appear in the chart, in stacking order."""
+    return " &nbsp;".join(
+        f'<span style="white-space:nowrap"><span style="color:{PART_COLORS[p]}">&#9632;</span>'
+        f"&nbsp;{labels.get(p) or cause_label(p)}</span>"
+        for p in shown_parts(parts))
