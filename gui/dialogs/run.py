@@ -37,14 +37,15 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from stallscope.core.capture import runner
+from stallscope.core.capture import options as run_options
+from stallscope.core.capture.overrides import OverrideError, parse_sets
 from stallscope.resources import RESOURCES
 
-RUNNER_PATH = Path(runner.__file__).resolve()
+RUNNER_PATH = Path(run_options.__file__).resolve().with_name("runner.py")
 DEMO_SCRIPT = RESOURCES / "demo" / "train_demo.py"
 DEFAULT_OPTIONS = {"profile_memory": True, "record_shapes": False, "with_stack": False,
                    "stop_after_window": True, "nproc_per_node": 1, "lineprof": "off",
-                   "lineprof_depth": 0}
+                   "lineprof_depth": 0, "sets": []}
 TORCH_PROBE = ("import sys\ntry:\n    import torch\nexcept ImportError as e:\n"
                "    print('NO', e); sys.exit(0)\n"
                "print('OK', torch.__version__, int(torch.cuda.is_available()))")
@@ -64,7 +65,7 @@ class RunRequest:
     cwd: str = ""
     python: str = field(default_factory=default_python)
     env: dict[str, str] = field(default_factory=dict)
-    schedule: dict[str, int] = field(default_factory=lambda: dict(runner.DEFAULT_SCHEDULE))
+    schedule: dict[str, int] = field(default_factory=lambda: dict(run_options.DEFAULT_SCHEDULE))
     options: dict = field(default_factory=lambda: dict(DEFAULT_OPTIONS))
     session: str = ""       # the exact session folder; empty: a new one under session_root
     session_root: str = ""  # empty: <cwd>/stallscope-sessions
@@ -77,12 +78,12 @@ class RunRequest:
         if self.session:
             return Path(self.session).expanduser().resolve()
         root = Path(self.session_root or self.workdir / "stallscope-sessions")
-        return runner.default_session_dir(self.script, root)
+        return run_options.default_session_dir(self.script, root)
 
     def command(self, session: Path) -> tuple[str, list[str]]:
         """(program, arguments) that run this request through the runner, by file path."""
         options = {**DEFAULT_OPTIONS, **self.options, "process_group": True}
-        argv = runner.build_argv(session, str(Path(self.script).resolve()), self.args,
+        argv = run_options.build_argv(session, str(Path(self.script).resolve()), self.args,
                                  self.schedule, options)
         return self.python, [str(RUNNER_PATH), *argv]
 
@@ -93,15 +94,22 @@ class RunRequest:
     def from_dict(cls, data: dict) -> RunRequest:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         req = cls(**known)
-        req.schedule = {**runner.DEFAULT_SCHEDULE, **(req.schedule or {})}
+        req.schedule = {**run_options.DEFAULT_SCHEDULE, **(req.schedule or {})}
         req.options = {**DEFAULT_OPTIONS, **(req.options or {})}
         return req
 
 
+def sessions_root() -> Path:
+    """Where the app keeps the sessions it starts on its own (the demo's):
+    ~/.local/share/stallscope/sessions on Linux (one "stallscope", whatever the app's
+    organisation name)."""
+    data = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
+    return (Path(data) if data else Path.home() / ".local" / "share") / "stallscope" / "sessions"
+
+
 def demo_request() -> RunRequest:
     """The bundled demo, run by this app's own interpreter into the user's data folder."""
-    data = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
-    root = Path(data) / "sessions" if data else Path.home() / ".stallscope" / "sessions"
+    root = sessions_root()
     return RunRequest(script=str(DEMO_SCRIPT), cwd=str(DEMO_SCRIPT.parent),
                       python=default_python(), session_root=str(root))
 
@@ -205,7 +213,7 @@ class RunDialog(QDialog):
 
         sched = QHBoxLayout()
         self.spins: dict[str, QSpinBox] = {}
-        for key, value in runner.DEFAULT_SCHEDULE.items():
+        for key, value in run_options.DEFAULT_SCHEDULE.items():
             spin = QSpinBox(minimum=1 if key == "active" else 0, maximum=10_000, value=value)
             spin.setToolTip({"wait": "steps skipped before profiling",
                              "warmup": "steps with the profiler on but discarded",
@@ -250,6 +258,14 @@ class RunDialog(QDialog):
         more.addWidget(self.depth_spin)
         more.addStretch(1)
         form.addRow("", self._row(more))
+
+        self.sets_edit = QLineEdit(placeholderText="num_workers=4 pin_memory=true   (changes "
+                                                   "every DataLoader, without editing the script)")
+        self.sets_edit.setToolTip("DataLoader settings for this run: num_workers, pin_memory, "
+                                  "persistent_workers, prefetch_factor. KEY=VALUE for every "
+                                  "DataLoader, N:KEY=VALUE for the N-th one built, "
+                                  "FILE:LINE:KEY=VALUE for the one built at that line.")
+        form.addRow("DataLoader", self.sets_edit)
 
         self.session_edit = QLineEdit(placeholderText="<working folder>/stallscope-sessions/"
                                                       "<script>-<time>")
@@ -332,12 +348,13 @@ class RunDialog(QDialog):
         self.cwd_edit.setText(req.cwd)
         self.env_edit.setPlainText("\n".join(f"{k}={v}" for k, v in req.env.items()))
         for key, spin in self.spins.items():
-            spin.setValue(int(req.schedule.get(key, runner.DEFAULT_SCHEDULE[key])))
+            spin.setValue(int(req.schedule.get(key, run_options.DEFAULT_SCHEDULE[key])))
         for key, box in self.checks.items():
             box.setChecked(bool(req.options.get(key, DEFAULT_OPTIONS[key])))
         self.nproc_spin.setValue(int(req.options.get("nproc_per_node", 1)))
         self.lineprof_combo.setCurrentText(str(req.options.get("lineprof", "off")))
         self.depth_spin.setValue(int(req.options.get("lineprof_depth", 0)))
+        self.sets_edit.setText(" ".join(req.options.get("sets") or []))
         self.session_edit.setText(req.session)
 
     def set_request(self, req: RunRequest) -> None:
@@ -382,6 +399,11 @@ class RunDialog(QDialog):
             args = shlex.split(self.args_edit.text())
         except ValueError as exc:
             raise ValueError(f"arguments: {exc}") from None
+        sets = self.sets_edit.text().split()
+        try:
+            parse_sets(sets)
+        except OverrideError as exc:
+            raise ValueError(f"DataLoader: {exc}") from None
         return RunRequest(
             script=str(Path(script).resolve()), args=args, cwd=cwd, python=python,
             env=parse_env(self.env_edit.toPlainText()),
@@ -389,7 +411,7 @@ class RunDialog(QDialog):
             options={**{k: b.isChecked() for k, b in self.checks.items()},
                      "nproc_per_node": self.nproc_spin.value(),
                      "lineprof": self.lineprof_combo.currentText().strip() or "off",
-                     "lineprof_depth": self.depth_spin.value()},
+                     "lineprof_depth": self.depth_spin.value(), "sets": sets},
             session=self.session_edit.text().strip(),
         )
 

@@ -40,6 +40,7 @@ def test_request_from_fields_and_remembered_per_script(qtbot, tmp_path, settings
     dialog.checks["profile_memory"].setChecked(False)
     dialog.checks["stop_after_window"].setChecked(False)
     dialog.lineprof_combo.setCurrentText("auto")
+    dialog.sets_edit.setText("num_workers=4  a.py:7:pin_memory=true")
     qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
     req = dialog.request()
     assert dialog.result() == RunDialog.DialogCode.Accepted
@@ -53,12 +54,16 @@ def test_request_from_fields_and_remembered_per_script(qtbot, tmp_path, settings
     assert program == sys.executable and arguments[0].endswith("core/capture/runner.py")
     assert "--no-profile-memory" in arguments and "--no-stop-after-window" in arguments
     assert "--process-group" in arguments  # so Stop can end the whole tree
+    assert req.options["sets"] == ["num_workers=4", "a.py:7:pin_memory=true"]
+    i = arguments.index("--set")
+    assert arguments[i:i + 4] == ["--set", "num_workers=4", "--set", "a.py:7:pin_memory=true"]
     assert arguments[-5:] == [str(a.resolve()), "--lr", "0.1", "--name", "two words"]
 
     again = RunDialog(settings=settings)  # the last script comes back with its settings
     qtbot.addWidget(again)
     assert again.script_edit.text() == str(a.resolve())
     assert again.spins["active"].value() == 3 and not again.checks["profile_memory"].isChecked()
+    assert again.sets_edit.text() == "num_workers=4 a.py:7:pin_memory=true"
     assert "OMP_NUM_THREADS=2" in again.env_edit.toPlainText()
     again.script_edit.setText(str(b))
     again.script_edit.editingFinished.emit()
@@ -81,7 +86,24 @@ def test_bad_input_keeps_the_dialog_open(qtbot, tmp_path, settings):
     dialog.python_combo.setCurrentText(str(tmp_path / "nope" / "python"))
     dialog.accept()
     assert dialog.isVisible() and "no such Python interpreter" in dialog.error_label.text()
+    dialog.python_combo.setCurrentText(sys.executable)
+    dialog.sets_edit.setText("num_workers=0 prefetch_factor=4")
+    dialog.accept()
+    assert dialog.isVisible() and dialog.error_label.text() == (
+        "DataLoader: --set prefetch_factor=4: prefetch_factor needs worker processes, but "
+        "--set num_workers=0 asks for none")
     assert dialog.request() is None
+
+
+def test_demo_sessions_go_to_one_stallscope_folder():
+    from PySide6.QtCore import QStandardPaths
+
+    from stallscope.gui.dialogs.run import demo_request
+
+    root = Path(demo_request().session_root)
+    data = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
+    assert root == Path(data) / "stallscope" / "sessions"
+    assert "stallscope/stallscope" not in root.as_posix()
     with pytest.raises(ValueError):
         parse_env("A B=1")
 
@@ -126,6 +148,7 @@ def test_run_dialog_launches_demo_and_the_trace_opens(qtbot, tmp_path, settings,
     window.show_run(request)
     view = window.tabs.currentWidget()
     assert isinstance(view, run_view.RunView)
+    assert window.tabs.tabText(window.tabs.currentIndex()) == "Run: train_demo.py"
     with qtbot.waitSignal(view.sig_trace_ready, timeout=120_000) as ready:
         pass
     trace = Path(ready.args[0])
