@@ -18,7 +18,7 @@ from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QBrush, QFont, QFontMetrics, QPainter, QPen
 
 from stallscope.core import intervals as iv
-from stallscope.gui.colors import qcolor
+from stallscope.gui.colors import TEXT_COLOR, qcolor
 
 MERGE_PX = 3.0
 DENSITY_LEVELS = 5
@@ -142,7 +142,7 @@ class LaneItem(pg.GraphicsObject):
     def __init__(self, row: int, label: str, layers: Sequence[Layer], kind: str,
                  describe: Callable[[float], str | None] | None = None,
                  texts: tuple[np.ndarray, np.ndarray, Sequence[str]] | None = None,
-                 text_color: str = "#212529", key: str = "", y: float | None = None,
+                 text_color: str = TEXT_COLOR, key: str = "", y: float | None = None,
                  height: float = 1.0) -> None:
         super().__init__()
         self.row = row

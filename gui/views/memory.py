@@ -13,6 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from stallscope.core import units
 from stallscope.gui.colors import ALLOCATED_COLOR, LIGHT_PLOT, RESERVED_COLOR, plot_theme
 
 _DEVICE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
@@ -129,8 +130,10 @@ class MemoryPlot(pg.PlotItem):
         for dev, (x, alloc, reserved) in self._series.items():
             i = int(np.searchsorted(x, x_ms, "right")) - 1
             if 0 <= i < len(x):
-                parts.append(f"GPU {dev}: allocated {alloc[i]:,.1f} {self.unit}, "
-                             f"reserved {reserved[i]:,.1f} {self.unit}")
+                kept = "not recorded" if not np.isfinite(reserved[i]) else \
+                    units.mib(reserved[i] * self.scale)
+                parts.append(f"GPU {dev}: allocated {units.mib(alloc[i] * self.scale)}, "
+                             f"reserved {kept}")
         return " | ".join(parts) if parts else None
 
 

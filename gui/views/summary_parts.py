@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLay
 
 from stallscope.core import units
 from stallscope.core.causes import BY_CODE, CAUSES
-from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, cause_label, qcolor
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, LIGHT_PLOT, cause_label, qcolor
 from stallscope.gui.widgets import ElidedLabel
 
 PART_COLORS = {"compute": BUSY_COLOR, **CAUSE_COLORS}
@@ -43,7 +43,7 @@ class CauseBar(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.values: dict[str, float] = {}
-        self.empty_color = "#e9ecef"
+        self.empty_color = LIGHT_PLOT["track"]  # the panel sets the theme's
         self.setMinimumHeight(18)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setCursor(Qt.CursorShape.PointingHandCursor)

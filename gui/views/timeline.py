@@ -17,8 +17,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from stallscope.core import units
 from stallscope.core.causes import BY_CODE, CAUSES
+from stallscope.gui import hover
 from stallscope.gui import lanes as lane_model
 from stallscope.gui.colors import (
     BUSY_COLOR,
@@ -34,11 +34,6 @@ from stallscope.gui.colors import (
 from stallscope.gui.views.lane_item import LaneItem, Layer, StepEdges
 from stallscope.gui.views.memory import MemoryPlot
 from stallscope.gui.widgets import ElidedLabel
-
-
-def fmt_ms(ms: float) -> str:
-    """A time or a duration given in ms, with core.units' formatter (one formatter app-wide)."""
-    return units.duration(ms * 1000.0)
 
 
 def _chip(color: str, text: str, tip: str = "") -> str:
@@ -244,89 +239,7 @@ class TimelineView(QWidget):
     # ------------------------------------------------------------------ hover text
 
     def _describer(self, spec: lane_model.LaneSpec) -> Callable[[float], str | None]:
-        if spec.kind == "gpu":
-            return self._gpu_describer(spec)
-        if spec.kind == "cpu":
-            return self._phase_describer(spec)
-        if spec.kind in ("steps", "thread") and spec.texts is not None:
-            return _named_describer(spec.label, *spec.texts)
-        if spec.kind == "stream":
-            return self._stream_describer(spec)
-        return lambda x: None
-
-    def _gpu_describer(self, spec) -> Callable[[float], str | None]:
-        dev, gaps = spec.device, spec.extra["gaps"]
-        spans, codes = spec.extra["spans"], spec.extra["codes"]
-        busy = spec.layers[-1].intervals
-        events = self._gpu_events(np.asarray(self.report.trace.device) == _dev_id(dev))
-
-        def describe(x: float) -> str | None:
-            g = _index_at(gaps, x)
-            if g is not None:
-                k = _index_at(spans, x)
-                if k is not None:
-                    a, b = spans[k]
-                    cause = CAUSES[codes[k]]
-                else:
-                    a, b = gaps[g]
-                    cause = "uncovered"
-                text = (f"GPU {dev} idle {fmt_ms(b - a)} ({cause_label(cause)}) from "
-                        f"{fmt_ms(a)}")
-                if (a, b) != tuple(gaps[g]):
-                    text += f", in an idle gap of {fmt_ms(gaps[g, 1] - gaps[g, 0])}"
-                return text
-            name = events(x)
-            if name is not None:
-                return f"GPU {dev}: {name}"
-            b = _index_at(busy, x)
-            if b is not None:
-                return f"GPU {dev} busy {fmt_ms(busy[b, 1] - busy[b, 0])} from {fmt_ms(busy[b, 0])}"
-            return None
-
-        return describe
-
-    def _stream_describer(self, spec) -> Callable[[float], str | None]:
-        trace = self.report.trace
-        mask = (np.asarray(trace.device) == _dev_id(spec.device)) & \
-            (np.asarray(trace.stream) == spec.extra["stream"])
-        events = self._gpu_events(mask)
-        return lambda x: (lambda n: None if n is None else f"{spec.label.strip()}: {n}")(events(x))
-
-    def _gpu_events(self, mask: np.ndarray) -> Callable[[float], str | None]:
-        """Name, start and duration of the GPU event under x among the events in `mask`."""
-        trace = self.report.trace
-        gpu = np.isin(trace.cat, np.array(lane_model.GPU_CATS, dtype=np.int8))
-        pick = np.flatnonzero(mask & gpu)
-        starts = (np.asarray(trace.start)[pick] - self.t0_us) / 1000.0
-        ends = (np.asarray(trace.end)[pick] - self.t0_us) / 1000.0
-        name_ids = np.asarray(trace.name)[pick]
-
-        def lookup(x: float) -> str | None:
-            i = int(np.searchsorted(starts, x, "right"))
-            lo = max(0, i - 256)
-            hit = np.flatnonzero(ends[lo:i] >= x)
-            if not len(hit):
-                return None
-            j = lo + int(hit[-1])
-            return (f"{trace.names[name_ids[j]]}  {fmt_ms(ends[j] - starts[j])} from "
-                    f"{fmt_ms(starts[j])}")
-
-        return lookup
-
-    def _phase_describer(self, spec) -> Callable[[float], str | None]:
-        # layers are drawn lowest priority first: the last one covering x is the one shown
-        layers = list(reversed(spec.layers))
-
-        def describe(x: float) -> str | None:
-            for layer in layers:
-                k = _index_at(layer.intervals, x)
-                if k is not None:
-                    a, b = layer.intervals[k]
-                    return (f"{spec.label} in {cause_label(layer.key)}: {fmt_ms(b - a)} from "
-                            f"{fmt_ms(a)}")
-            return None
-
-        return describe
+        return hover.describer(spec, self.report.trace, self.t0_us)
 
     # ------------------------------------------------------------------ navigation
 
@@ -370,9 +283,9 @@ class TimelineView(QWidget):
         if r is not None:
             text = self.lanes[r].describe(x_ms)
             if text:
-                return f"{fmt_ms(x_ms)}  |  {text}"
-            return f"{fmt_ms(x_ms)}  |  {self.lanes[r].label.strip()}: nothing here"
-        return fmt_ms(x_ms)
+                return f"{hover.fmt_ms(x_ms)}  |  {text}"
+            return f"{hover.fmt_ms(x_ms)}  |  {self.lanes[r].label.strip()}: nothing here"
+        return hover.fmt_ms(x_ms)
 
     def _on_mouse_moved(self, pos: QPointF) -> None:
         if self.report is None:
@@ -382,7 +295,8 @@ class TimelineView(QWidget):
             text = self.describe_at(point.x(), point.y())
         elif self.memory.sceneBoundingRect().contains(pos):
             point = self.memory.getViewBox().mapSceneToView(pos)
-            text = f"{fmt_ms(point.x())}  |  {self.memory.describe(point.x()) or 'no memory data'}"
+            here = self.memory.describe(point.x()) or "no memory data"
+            text = f"{hover.fmt_ms(point.x())}  |  {here}"
         else:
             return
         self.set_hover_text(text)
@@ -391,28 +305,6 @@ class TimelineView(QWidget):
         self.hover_text = text
         self.hover_label.setText(text)
         self.sig_hover_changed.emit(text)
-
-
-def _dev_id(dev: str | None) -> int:
-    return int(dev) if dev is not None and dev.lstrip("-").isdigit() else -2
-
-
-def _index_at(intervals: np.ndarray, x: float) -> int | None:
-    """Index of the sorted disjoint interval containing x, or None."""
-    if not len(intervals):
-        return None
-    i = int(np.searchsorted(intervals[:, 0], x, "right")) - 1
-    return i if i >= 0 and x <= intervals[i, 1] else None
-
-
-def _named_describer(label: str, starts, ends, names) -> Callable[[float], str | None]:
-    def describe(x: float) -> str | None:
-        i = int(np.searchsorted(starts, x, "right")) - 1
-        if 0 <= i < len(starts) and x <= ends[i]:
-            return f"{label}: {names[i]}  {fmt_ms(ends[i] - starts[i])} from {fmt_ms(starts[i])}"
-        return None
-
-    return describe
 
 
 def run_standalone(argv: list[str] | None = None) -> int:
