@@ -21,6 +21,7 @@ import numpy as np
 
 from stallscope.core.advice import line_stats_near
 from stallscope.core.analysis import analyze
+from stallscope.core.causes import CAUSES
 from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import GPU_CATS, is_comm_name
 from stallscope.core.report import Report
@@ -74,6 +75,15 @@ class RankSummary:
 
     def device_json(self) -> dict | None:
         return self.report["devices"].get(self.device) if self.device is not None else None
+
+    def largest_cause(self) -> str | None:
+        """The idle cause holding the most of the compared device's idle time."""
+        dev = self.device_json()
+        if dev is None or dev["idle_us"] <= 0:
+            return None
+        by = dev["idle_by_cause"]
+        cause = max(CAUSES, key=lambda c: by.get(c, 0.0))
+        return cause if by.get(cause, 0.0) > 0 else None
 
     def to_json(self) -> dict:
         """The Report's JSON with the rank's label, world size and compared device."""

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from stallscope.core import units
-from stallscope.core.causes import CAUSES
 from stallscope.core.causes import label as cause_label
 from stallscope.core.ranks.job import RankJob
 from stallscope.core.ranks.tasks import RankSummary
 
-HEADERS = ("rank", "step", "GPU util.", "exposed comm", "held others up", "waited",
+HEADERS = ("rank", "step", "GPU util.", "exposed comm", "held others up/step", "waited/step",
            "last", "largest idle cause")
 
 
@@ -17,13 +16,14 @@ def rank_rows(job: RankJob) -> list[tuple[str, ...]]:
     by_key = {s.key: s for s in job.summaries}
     order = job.stragglers.order() if job.stragglers else list(by_key)
     figures = job.stragglers.ranks if job.stragglers else {}
+    per = max(len(job.stragglers.steps), 1) if job.stragglers else 1
     rows = []
     for key in order:
         s = by_key[key]
         fig = figures.get(key)
         rows.append((key, units.ms(1000 * s.step_ms()), _util(s), _exposed(s),
-                     units.duration(fig.held_up_us) if fig else "-",
-                     units.duration(fig.waited_us) if fig else "-",
+                     units.duration(fig.held_up_us / per) if fig else "-",
+                     units.duration(fig.waited_us / per) if fig else "-",
                      str(fig.last_count) if fig else "-", top_cause(s)))
     return rows
 
@@ -43,15 +43,14 @@ def _exposed(s: RankSummary) -> str:
 
 
 def top_cause(s: RankSummary) -> str:
-    """The largest idle cause per step: "data loading 20.01 ms"."""
-    dev = s.device_json()
-    if dev is None or dev["idle_us"] <= 0:
+    """The largest idle cause per step: "data loading 20.01 ms/step"."""
+    cause = s.largest_cause()
+    if cause is None:
         return "-"
-    by = dev["idle_by_cause"]
-    cause = max(CAUSES, key=lambda c: by.get(c, 0.0))
-    per = by.get(cause, 0.0) / max(len(s.steps), 1)
-    return f"{cause_label(cause)} {units.duration(per)}/step" if s.steps else \
-        f"{cause_label(cause)} {units.duration(by.get(cause, 0.0))}"
+    us = s.device_json()["idle_by_cause"][cause]
+    if s.steps:
+        return f"{cause_label(cause)} {units.duration(us / len(s.steps))}/step"
+    return f"{cause_label(cause)} {units.duration(us)}"
 
 
 def render_job(job: RankJob) -> str:

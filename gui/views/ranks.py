@@ -1,16 +1,41 @@
-"""Per-rank table of a multi-rank folder: step time, utilization, idle by cause; slowest marked.
+"""Ranks of a job: two tables.
 
-Selecting a row emits sig_rank_selected(index); the window shows that rank's timeline.
+`RankTable` (the analysis view's, over fully loaded Reports): step time, utilization, idle by
+cause; the rank with the longest step marked. Selecting a row emits sig_rank_selected(index).
+
+`RanksView` (File > Open folder of ranks, over summaries from core/ranks): fills as ranks finish,
+sorts by how long the others waited for each rank (the straggler table), names the slowest rank
+and its cause, lists what the folder plan picked and skipped; double-click (or Enter, or "Open
+rank") emits sig_rank_open_requested(trace path) to load that rank's full trace.
+Standalone: `python -m stallscope.gui.views.ranks FOLDER [--screenshot OUT.png]`.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from pathlib import Path
+
+from PySide6.QtCore import QSortFilterProxyModel, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QTableView,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from stallscope.core.compare import RankRow, rank_rows
-from stallscope.gui.colors import CAUSE_ORDER, cause_label, follow_theme, plot_theme
+from stallscope.core.ranks.stragglers import stragglers
+from stallscope.core.ranks.tasks import RankSummary
+from stallscope.gui.colors import CAUSE_ORDER, cause_label, error_text, follow_theme, plot_theme
+from stallscope.gui.views.rank_model import HELD, RankModel
 
 # (slowest row background, selected row background, selected row text) per theme
 ROW_COLORS = {"light": ("#ffe3e3", "#d0e2ff", "#212529"),
@@ -101,3 +126,294 @@ class RankTable(QTableWidget):
         rows = self.selectionModel().selectedRows()
         if rows:
             self.sig_rank_selected.emit(rows[0].row())
+
+
+# ----------------------------------------------------------------------------- rank job view
+
+STRAGGLER_DELAY_MS = 300  # the straggler table is recomputed at most this often while ranks land
+
+
+class _RankSort(QSortFilterProxyModel):
+    """Sorts by the column's number (Qt.UserRole); equal values keep rank order."""
+
+    def lessThan(self, left, right) -> bool:  # noqa: N802 - Qt's name
+        a, b = left.data(Qt.ItemDataRole.UserRole), right.data(Qt.ItemDataRole.UserRole)
+        if a != b:
+            try:
+                return a < b
+            except TypeError:
+                return str(a) < str(b)
+        model = self.sourceModel()
+        ra = model.index(left.row(), 0).data(Qt.ItemDataRole.UserRole)
+        rb = model.index(right.row(), 0).data(Qt.ItemDataRole.UserRole)
+        # descending sorts flip this too: ties then list the higher rank first, so break ties
+        # against the sort order to keep rank order either way
+        tie = (str(ra) < str(rb)) if type(ra) is not type(rb) else ra < rb
+        return tie if self.sortOrder() == Qt.SortOrder.AscendingOrder else not tie
+
+
+class RanksView(QWidget):
+    sig_rank_open_requested = Signal(str)  # the trace file of the rank to open in full
+    sig_cancel_requested = Signal()
+
+    def __init__(self, parent=None, details: bool = False) -> None:
+        super().__init__(parent)
+        self.plan = None
+        self.job = None
+        self.failures: list = []
+        self.total = 0
+        self.model = RankModel(self)
+        self.proxy = _RankSort(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
+        self.title = QLabel("<b>Ranks</b>")
+        self.why = QLabel()
+        self.why.setWordWrap(True)
+        self.why.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.status = QLabel()
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.sig_cancel_requested)
+        self.open_button = QPushButton("Open rank")
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(self._open_current)
+        bar = QHBoxLayout()
+        bar.addWidget(self.progress, 1)
+        bar.addWidget(self.status)
+        bar.addWidget(self.cancel_button)
+        bar.addWidget(self.open_button)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(HELD, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setAlternatingRowColors(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.table.doubleClicked.connect(lambda _i: self._open_current())
+        self.table.activated.connect(lambda _i: self._open_current())
+        self.table.selectionModel().selectionChanged.connect(
+            lambda *_: self.open_button.setEnabled(self.current_path() is not None))
+        self.straggler = QLabel()
+        self.straggler.setWordWrap(True)
+        self.skipped = QPlainTextEdit()
+        self.skipped.setReadOnly(True)
+        self.skipped.setMaximumHeight(72)
+        self.skipped.setPlaceholderText("every file in the folder was picked")
+        self.details = QPlainTextEdit() if details else None
+        box = QVBoxLayout(self)
+        for w in (self.title, self.why):
+            box.addWidget(w)
+        box.addLayout(bar)
+        box.addWidget(self.table, 3)
+        box.addWidget(self.straggler)
+        box.addWidget(QLabel("Skipped files and why"))
+        box.addWidget(self.skipped)
+        if self.details is not None:
+            self.details.setReadOnly(True)
+            self.details.setPlaceholderText("double-click a rank to load its full trace")
+            self.details.setFont(QFont("monospace"))
+            box.addWidget(self.details, 2)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._update_stragglers)
+        self._style()
+        follow_theme(self.apply_theme)
+
+    # ------------------------------------------------------------------ wiring
+
+    def bind(self, controller) -> None:
+        """Connect to a gui.controllers.ranks.RanksController (both ways)."""
+        controller.sig_job_started.connect(self.start)
+        controller.sig_plan_ready.connect(self.set_plan)
+        controller.sig_rank_progress.connect(self.set_progress)
+        controller.sig_rank_finished.connect(self.add_result)
+        controller.sig_job_finished.connect(self.set_job)
+        controller.sig_job_failed.connect(self.show_error)
+        controller.sig_job_cancelled.connect(lambda: self._end("cancelled"))
+        controller.sig_rank_load_started.connect(
+            lambda p: self.details is not None and self.details.setPlainText(f"loading {p} ..."))
+        controller.sig_rank_document_loaded.connect(self.show_document)
+        controller.sig_rank_load_failed.connect(self.show_error)
+        self.sig_cancel_requested.connect(controller.cancel)
+        self.sig_rank_open_requested.connect(controller.open_rank)
+
+    def _style(self) -> None:
+        self.model.slowest_bg = row_colors()[0]
+        _, selected, text = row_colors()
+        self.table.setStyleSheet(f"QTableView::item:selected {{ background: {selected}; "
+                                 f"color: {text}; }}")
+
+    def apply_theme(self, _name: str = "") -> None:
+        self._style()
+        self.model.set_stragglers(self.model.table)
+
+    # ------------------------------------------------------------------ filling
+
+    def start(self, path: str) -> None:
+        self.plan, self.job, self.failures, self.total = None, None, [], 0
+        self.model.clear()
+        self.title.setText(f"<b>Ranks</b> · {path}")
+        self.why.setText("planning the folder ...")
+        self.straggler.setText("")
+        self.skipped.setPlainText("")
+        self.progress.setRange(0, 0)
+        self.status.setText("")
+        self.cancel_button.setEnabled(True)
+
+    def set_plan(self, plan) -> None:
+        self.plan = plan
+        self.total = len(plan.picks)
+        self.why.setText(plan.why() + "".join(
+            f"\n{line.strip()}" for line in plan.lines()[1:] if not line.startswith("  skipped")))
+        self.progress.setRange(0, max(self.total, 1))
+        self.progress.setValue(0)
+        self._fill_skipped()
+
+    def set_progress(self, done: int, total: int) -> None:
+        self.total = total
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        self.progress.setFormat(f"{done} / {total} ranks")
+
+    def add_result(self, _index: int, result) -> None:
+        if isinstance(result, RankSummary):
+            self.model.add(result)
+            if not self._timer.isActive():
+                self._timer.start(STRAGGLER_DELAY_MS)
+        else:
+            self.failures.append(result)
+            self._fill_skipped()
+        self.status.setText(f"{self.model.rowCount()} analysed"
+                            + (f", {len(self.failures)} failed" if self.failures else ""))
+
+    def set_job(self, job) -> None:
+        self.job = job
+        self._timer.stop()
+        self.model.set_stragglers(job.stragglers)
+        self._show_straggler(job.stragglers)
+        self._end("done")
+
+    def show_error(self, message: str) -> None:
+        self.straggler.setText(f'<span style="color:{error_text()}">{message}</span>')
+        if self.job is None and self.cancel_button.isEnabled():
+            self._end("failed")
+
+    def show_document(self, document) -> None:
+        """A rank's full trace, loaded: its text report in the details pane (standalone)."""
+        if self.details is not None and document.reports:
+            from stallscope.core.render.text import render
+
+            self.details.setPlainText(render(document.reports[0]))
+
+    def _end(self, how: str) -> None:
+        self.cancel_button.setEnabled(False)
+        if self.progress.maximum() == 0:
+            self.progress.setRange(0, 1)
+        self.status.setText(f"{self.model.rowCount()} analysed"
+                            + (f", {len(self.failures)} failed" if self.failures else "")
+                            + ("" if how == "done" else f" ({how})"))
+
+    def _update_stragglers(self) -> None:
+        if len(self.model.summaries) >= 2 and self.job is None:
+            table = stragglers(self.model.summaries)
+            self.model.set_stragglers(table)
+            self._show_straggler(table, partial=True)
+
+    def _show_straggler(self, table, partial: bool = False) -> None:
+        so_far = f" (so far, {len(self.model.summaries)} of {self.total} ranks)" if partial else ""
+        if table is None:
+            self.straggler.setText("")
+        elif table.slowest is None:
+            self.straggler.setText("No straggler: no rank made the others wait" + so_far
+                                   + "".join(f"<br>{n}" for n in table.notes))
+        else:
+            self.straggler.setText(f"<b>Straggler{so_far}:</b> {table.slowest.text}")
+
+    def _fill_skipped(self) -> None:
+        lines = []
+        if self.plan is not None:
+            lines += [f"{s.path.name}: {s.reason}" for s in self.plan.all_skipped]
+        lines += [f"{Path(f.path).name}: could not be analysed: {f.message}"
+                  for f in self.failures]
+        self.skipped.setPlainText("\n".join(lines))
+
+    # ------------------------------------------------------------------ rows
+
+    def row_keys(self) -> list[str]:
+        """Rank keys in the order shown (after sorting)."""
+        return [self.proxy.index(r, 0).data(Qt.ItemDataRole.DisplayRole).split("  ◀")[0]
+                for r in range(self.proxy.rowCount())]
+
+    def current_path(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows:
+            return None
+        return self.model.summaries[self.proxy.mapToSource(rows[0]).row()].path
+
+    def _open_current(self) -> None:
+        path = self.current_path()
+        if path is not None:
+            self.sig_rank_open_requested.emit(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    from PySide6.QtWidgets import QApplication
+
+    from stallscope.gui.controllers.ranks import RanksController
+
+    parser = argparse.ArgumentParser(description="The rank table of a folder of ranks' traces.")
+    parser.add_argument("folder")
+    parser.add_argument("--run", help="the run to open when the folder holds several")
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--scheduler", help="a Dask scheduler address (tcp://HOST:8786)")
+    parser.add_argument("--screenshot", metavar="OUT.png",
+                        help="wait for the job (and open the slowest rank), save a PNG and exit")
+    args = parser.parse_args(argv)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    view = RanksView(details=True)
+    ctl = RanksController(view, workers=args.workers, scheduler=args.scheduler)
+    view.bind(ctl)
+    view.resize(1200, 860)
+    rc = [0]
+    if args.screenshot:
+        def finish(_doc=None) -> None:
+            view.grab().save(args.screenshot)
+            app.quit()
+
+        def failed(message: str) -> None:
+            print(f"stallscope: error: {message}", file=sys.stderr)
+            rc[0] = 2
+            app.quit()
+
+        def open_slowest(job) -> None:
+            slow = job.stragglers.slowest if job.stragglers else None
+            path = next((s.path for s in job.summaries if slow and s.key == slow.key), None)
+            if path is None:
+                finish()
+            else:
+                view.table.selectRow(0)
+                ctl.open_rank(path)
+
+        ctl.sig_job_finished.connect(open_slowest)
+        ctl.sig_rank_document_loaded.connect(finish)
+        ctl.sig_job_failed.connect(failed)
+        ctl.sig_rank_load_failed.connect(failed)
+    else:
+        view.show()
+    ctl.open_folder(args.folder, run=args.run)
+    code = app.exec()
+    return rc[0] or code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""Opens a folder of ranks off the GUI thread: plan, per-rank tasks on a process pool (or a Dask
+cluster), each rank's summary handed over as it finishes; then the full trace of one rank.
+
+    ctl = RanksController()
+    ctl.sig_plan_ready.connect(view.set_plan)          # FolderPlan: picks, runs, skips
+    ctl.sig_rank_finished.connect(view.add_result)     # (task index, RankSummary | RankFailure)
+    ctl.sig_job_finished.connect(view.set_job)         # RankJob: summaries + straggler table
+    ctl.open_folder(path)
+    ctl.open_rank(path)  ->  sig_rank_document_loaded(Document)   # the full trace of one rank
+
+Starting a folder cancels the one before; results of a superseded job are dropped. Errors arrive
+as one line naming the file. Never touches widgets.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from stallscope.core.document import load_document_job, plan_path
+from stallscope.core.jobs import CancelFlag
+from stallscope.core.ranks.job import analyze_ranks_job
+from stallscope.gui.controllers.document import name_the_file
+from stallscope.gui.workers import JobRunner, JobWorker
+
+
+class RanksController(QObject):
+    sig_job_started = Signal(str)              # folder
+    sig_plan_ready = Signal(object)            # FolderPlan
+    sig_rank_progress = Signal(int, int)       # ranks done, ranks in the job
+    sig_rank_finished = Signal(int, object)    # task index, RankSummary | RankFailure
+    sig_job_finished = Signal(object)          # RankJob
+    sig_job_failed = Signal(str)               # one line naming the folder or file
+    sig_job_cancelled = Signal()
+    sig_rank_load_started = Signal(str)        # trace path
+    sig_rank_document_loaded = Signal(object)  # Document of one rank (its full trace)
+    sig_rank_load_failed = Signal(str)
+    sig_busy_changed = Signal(bool)
+
+    # emitted from the worker thread; queued to the GUI thread, where the token is checked
+    _sig_plan = Signal(object, object)
+    _sig_result = Signal(object, int, object)
+
+    def __init__(self, parent: QObject | None = None, workers: int | None = None,
+                 scheduler: str | None = None) -> None:
+        super().__init__(parent)
+        self.workers = workers
+        self.scheduler = scheduler
+        self.runner = JobRunner(self)
+        self._job: JobWorker | None = None
+        self._rank: JobWorker | None = None
+        self._sig_plan.connect(self._on_plan)
+        self._sig_result.connect(self._on_result)
+
+    @property
+    def busy(self) -> bool:
+        return self._job is not None
+
+    # ------------------------------------------------------------------ a folder of ranks
+
+    def open_folder(self, path: str, run: str | None = None) -> JobWorker:
+        path = str(path)
+        workers, scheduler = self.workers, self.scheduler
+        token: list[JobWorker] = []
+
+        def make(cancel: CancelFlag):
+            plan = plan_path(path, run=run)
+            self._sig_plan.emit(token[0], plan)
+            picks = plan.picks
+            return (yield from analyze_ranks_job(
+                picks, workers=workers, scheduler=scheduler, cancel=cancel, plan=plan,
+                compare=len(picks) > 1,
+                on_result=lambda i, r: self._sig_result.emit(token[0], i, r)))
+
+        worker = JobWorker(make)
+        token.append(worker)
+        sig = worker.signals
+        sig.sig_progress.connect(lambda d, t, w=worker: self._current(w)
+                                 and self.sig_rank_progress.emit(d, t))
+        sig.sig_result.connect(lambda job, w=worker: self._current(w)
+                               and self.sig_job_finished.emit(job))
+        sig.sig_error.connect(lambda msg, w=worker: self._current(w)
+                              and self.sig_job_failed.emit(name_the_file(msg, path)))
+        sig.sig_cancelled.connect(lambda w=worker: self._current(w)
+                                  and self.sig_job_cancelled.emit())
+        sig.sig_finished.connect(lambda w=worker: self._finished(w))
+        was_busy = self.busy
+        self._job = worker
+        self.runner.start(worker, "ranks")
+        self.sig_job_started.emit(path)
+        if not was_busy:
+            self.sig_busy_changed.emit(True)
+        return worker
+
+    def cancel(self) -> None:
+        self.runner.cancel("ranks")
+
+    def _current(self, worker: JobWorker) -> bool:
+        return self._job is worker
+
+    def _on_plan(self, worker: JobWorker, plan) -> None:
+        if self._current(worker):
+            self.sig_plan_ready.emit(plan)
+
+    def _on_result(self, worker: JobWorker, index: int, result) -> None:
+        if self._current(worker):
+            self.sig_rank_finished.emit(index, result)
+
+    def _finished(self, worker: JobWorker) -> None:
+        if self._current(worker):
+            self._job = None
+            self.sig_busy_changed.emit(False)
+
+    # ------------------------------------------------------------------ one rank in full
+
+    def open_rank(self, trace_path: str) -> JobWorker:
+        """Load and analyse one rank's whole trace (the rank the user opens)."""
+        trace_path = str(trace_path)
+        worker = JobWorker(lambda cancel: load_document_job(trace_path, cancel))
+        sig = worker.signals
+        sig.sig_result.connect(lambda doc, w=worker: self._rank is w
+                               and self.sig_rank_document_loaded.emit(doc))
+        sig.sig_error.connect(lambda msg, w=worker: self._rank is w
+                              and self.sig_rank_load_failed.emit(name_the_file(msg, trace_path)))
+        self._rank = worker
+        self.runner.start(worker, "rank")
+        self.sig_rank_load_started.emit(trace_path)
+        return worker
