@@ -5,7 +5,9 @@ Every file below the folder is either picked or skipped with its reason:
 1. Candidates are regular files named `*.json` or `*.json.gz` (any case). Anything else is
    skipped ("not a trace file by name"); so are files that are not regular (a FIFO, a device),
    hidden files (a trace still being written is `.<name>.part`), files that cannot be read, and
-   JSON whose first MiB holds no `traceEvents` list (a session's run.json, line-profiler stats).
+   JSON whose first MiB holds no `traceEvents` list. In a session folder (run.json or
+   events*.jsonl at its top) the runner's own records (run.json, events*.jsonl, stdout.log,
+   tune.json, lineprof/) are skipped as such.
 2. A candidate's rank is `distributedInfo.rank` from the file's head, else `rank<N>` in its name;
    its job signature is the rest of `distributedInfo`: backend, world size, process-group count
    and NCCL version (unknown parts stay unknown).
@@ -27,6 +29,7 @@ Every file below the folder is either picked or skipped with its reason:
 from __future__ import annotations
 
 import calendar
+import fnmatch
 import gzip
 import json
 import os
@@ -214,8 +217,9 @@ def plan_folder(path: str | os.PathLike, run: str | None = None,
     if not files:
         raise TraceError(f"{root}: folder is empty")
     candidates, skipped = [], []
+    session = _session_files(root)
     for f in files:
-        c = _candidate(root, f)
+        c = Skipped(f, SESSION_FILE) if session(f) else _candidate(root, f)
         (candidates if isinstance(c, Candidate) else skipped).append(c)
     if not candidates:
         raise TraceError(f"{root}: folder holds no trace (*.pt.trace.json, *.json.gz): "
@@ -226,6 +230,26 @@ def plan_folder(path: str | os.PathLike, run: str | None = None,
     if run is not None and not every:
         plan.chosen = _choose(plan, run)
     return plan
+
+
+SESSION_FILE = "the session's own record, not a trace"
+
+
+def _session_files(root: Path):
+    """For a session folder (run.json or events*.jsonl at its top): whether a file is one of
+    the runner's records (run.json, events*.jsonl, stdout.log, lineprof/, tune.json)."""
+    from stallscope.core.capture import layout
+
+    if not ((root / layout.RUN_JSON).is_file() or any(root.glob(layout.EVENT_GLOB))):
+        return lambda f: False
+    top = {layout.RUN_JSON, layout.STDOUT_LOG, layout.TUNE_JSON}
+
+    def is_record(f: Path) -> bool:
+        rel = f.relative_to(root).parts
+        return ((len(rel) == 1 and (rel[0] in top or fnmatch.fnmatch(rel[0], layout.EVENT_GLOB)))
+                or rel[0] == layout.LINEPROF)
+
+    return is_record
 
 
 def _skip_summary(skipped: list[Skipped]) -> str:

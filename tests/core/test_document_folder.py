@@ -108,7 +108,7 @@ def test_mixed_folder_lists_every_file_as_analysed_or_skipped(tmp_path):
     }
     for name, prefix in kinds.items():
         _link(fixture_path(prefix), tmp_path / name)
-    (tmp_path / "run.json").write_text('{"script": "train.py"}')
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
     (tmp_path / "notes.txt").write_text("hello")
     (tmp_path / "empty.json").write_bytes(b"")
     (tmp_path / "bad.json.gz").write_bytes(b"\x1f\x8b\x08\x00broken")
@@ -123,7 +123,7 @@ def test_mixed_folder_lists_every_file_as_analysed_or_skipped(tmp_path):
     skipped = {s["path"]: s["reason"] for s in folder["skipped"]}
     assert picked | set(skipped) == every and not picked & set(skipped)
     assert len(picked) == 5 and {t["trace"] for t in doc["traces"]} == picked
-    assert skipped[str(tmp_path / "run.json")] == "JSON without a traceEvents list: not a trace"
+    assert skipped[str(tmp_path / "config.json")] == "JSON without a traceEvents list: not a trace"
     assert skipped[str(tmp_path / "notes.txt")].startswith("not a trace file by name")
     assert skipped[str(tmp_path / "empty.json")] == "file is empty"
     assert skipped[str(tmp_path / "bad.json.gz")] == "not a valid gzip file"
@@ -131,7 +131,7 @@ def test_mixed_folder_lists_every_file_as_analysed_or_skipped(tmp_path):
     assert skipped[str(tmp_path / ".rank0.pt.trace.json.gz.part")] == "hidden or temporary file"
     text = _cli("analyze", tmp_path, "--all")
     assert text.returncode == 0, text.stderr
-    for name in ("run.json", "notes.txt", "empty.json", "bad.json.gz", "pipe.json"):
+    for name in ("config.json", "notes.txt", "empty.json", "bad.json.gz", "pipe.json"):
         assert name in text.stdout
     for name in kinds:
         assert Path(name).name in text.stdout
@@ -203,3 +203,19 @@ def test_cli_folder_of_ranks_prints_the_table_and_straggler(tmp_path):
     assert doc["stragglers"]["slowest"]["rank"] in ("rank 0", "rank 1")
     assert doc["folder"]["skipped"] == [{"path": str(tmp_path / "README.txt"),
                                          "reason": "not a trace file by name (*.json, *.json.gz)"}]
+
+
+def test_a_session_folder_names_its_own_records(tmp_path):
+    (tmp_path / "run.json").write_text('{"script": "train.py"}')
+    (tmp_path / "events.jsonl").write_text("")
+    (tmp_path / "stdout.log").write_text("")
+    (tmp_path / "lineprof").mkdir()
+    (tmp_path / "lineprof" / "getitem.json").write_text("{}")
+    trace = _link(fixture_path("hta_triton_example"),
+                  tmp_path / "traces" / "train.20240501-101502-123.pt.trace.json.gz")
+    p = plan_folder(tmp_path)
+    assert p.picks == [("", trace)] and p.runs[0].name == "traces"
+    assert {s.path.name: s.reason for s in p.all_skipped} == {
+        n: "the session's own record, not a trace"
+        for n in ("run.json", "events.jsonl", "stdout.log", "getitem.json")}
+    assert p.runs[0].files[0].time_source == "name"
