@@ -228,8 +228,10 @@ class RanksView(QWidget):
 
     # ------------------------------------------------------------------ wiring
 
-    def bind(self, controller) -> None:
-        """Connect to a gui.controllers.ranks.RanksController (both ways)."""
+    def bind(self, controller, open_ranks: bool = True) -> None:
+        """Connect to a gui.controllers.ranks.RanksController (both ways). With
+        open_ranks=False, sig_rank_open_requested is left for the caller (the main window opens
+        the trace in its own viewer)."""
         controller.sig_job_started.connect(self.start)
         controller.sig_plan_ready.connect(self.set_plan)
         controller.sig_rank_progress.connect(self.set_progress)
@@ -242,7 +244,8 @@ class RanksView(QWidget):
         controller.sig_rank_document_loaded.connect(self.show_document)
         controller.sig_rank_load_failed.connect(self.show_error)
         self.sig_cancel_requested.connect(controller.cancel)
-        self.sig_rank_open_requested.connect(controller.open_rank)
+        if open_ranks:
+            self.sig_rank_open_requested.connect(controller.open_rank)
 
     def _style(self) -> None:
         self.model.slowest_bg = row_colors()[0]
