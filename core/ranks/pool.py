@@ -113,6 +113,7 @@ def run_local(tasks: Sequence[Task], workers: int | None = None,
     done = 0
     pool = _pool(min(workers, total))
     running: dict[cf.Future, int] = {}
+    lost: set[int] = set()  # tasks whose worker died once: a second death is theirs
     finished = False
     try:
         yield 0, total
@@ -123,21 +124,24 @@ def run_local(tasks: Sequence[Task], workers: int | None = None,
                 running[pool.submit(analyze_rank, path, label, device)] = i
             ready, _ = cf.wait(running, timeout=_POLL_S, return_when=cf.FIRST_COMPLETED)
             cancel.check()
-            broken = False
+            retry = []
             for fut in ready:
                 i = running.pop(fut)
                 try:
                     results[i] = fut.result()
                 except cf.process.BrokenProcessPool:
-                    broken = True
+                    if i not in lost:  # maybe another task's worker died: run it again
+                        lost.add(i)
+                        retry.append(i)
+                        continue
                     results[i] = RankFailure(tasks[i][0], tasks[i][1],
                                              f"{tasks[i][1]}: the worker process analysing it "
-                                             "died (out of memory?)")
+                                             "died twice (out of memory?)")
                 if on_result is not None:
                     on_result(i, results[i])
                 done += 1
-            if broken:  # the other tasks of the broken pool run again on a fresh one
-                pending.extend(sorted(running.values(), reverse=True))
+            if retry or (ready and _broken(pool)):  # a fresh pool for what is left
+                pending.extend(sorted(retry + list(running.values()), reverse=True))
                 running.clear()
                 _stop(pool)
                 pool = _pool(min(workers, total))
@@ -165,6 +169,10 @@ def _pool(workers: int) -> cf.ProcessPoolExecutor:
         return cf.ProcessPoolExecutor(max_workers=workers, mp_context=_context())
     except (OSError, ValueError) as exc:
         raise StallscopeError(f"cannot start {workers} worker processes: {exc}") from None
+
+
+def _broken(pool: cf.ProcessPoolExecutor) -> bool:
+    return bool(getattr(pool, "_broken", False))
 
 
 def _stop(pool: cf.ProcessPoolExecutor) -> None:

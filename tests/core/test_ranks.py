@@ -271,3 +271,20 @@ def test_median_is_what_the_cause_compares_with(job):
                - statistics.median(o.steps[j].idle_by_cause["data_loading"] for o in others)
                for j, st in enumerate(me.steps))
     assert table.slowest.excess_us["data_loading"] == pytest.approx(want)
+
+
+def test_a_killed_worker_costs_a_retry_not_a_rank(job):
+    import signal
+
+    killed = []
+
+    def kill_one(i, r):
+        if not killed:
+            victims = _pool_workers()
+            assert victims
+            os.kill(victims[0].pid, signal.SIGKILL)
+            killed.append(victims[0].pid)
+
+    results = run_job(run_local(_tasks(job), workers=2, on_result=kill_one))
+    assert killed and all(isinstance(r, RankSummary) for r in results)
+    assert [r.key for r in results] == [f"rank {k}" for k in range(6)]
