@@ -136,9 +136,7 @@ def _fast(p, data: bytearray, start: int, cancel: CancelFlag) -> Job[Decoded | N
         cut = _CUT.search(data, look_from)
         if cut is None:
             break
-        text = bytearray(data[pos - 1:cut.start() + 2])  # with the bytes around the events,
-        text[0], text[-1] = 0x5B, 0x5D                     # which become its `[` and `]`
-        events = _piece(cols, text)
+        events = _piece_in_place(cols, data, pos - 1, cut.start() + 1)
         if events is _MISCUT:
             miscuts += 1
             if miscuts > _MAX_MISCUTS:
@@ -176,6 +174,18 @@ def _fast(p, data: bytearray, start: int, cancel: CancelFlag) -> Job[Decoded | N
 
 _MISCUT: list = []  # sentinel: the piece ends inside a string or an object
 _AT_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _piece_in_place(cols: Columns, data: bytearray, lo: int, hi: int) -> list | None:
+    """_piece of data[lo:hi + 1] without copying it: the byte before the first event (`[`, `,`
+    or a blank) and the one after the last (`,` or a blank) become `[` and `]` meanwhile."""
+    saved = data[lo], data[hi]
+    data[lo], data[hi] = 0x5B, 0x5D
+    try:
+        with memoryview(data) as view:
+            return _piece(cols, view[lo:hi + 1])
+    finally:
+        data[lo], data[hi] = saved
 
 
 def _piece(cols: Columns, text) -> list | None:

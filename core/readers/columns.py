@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import partial
 from itertools import compress
-from operator import attrgetter, is_
+from operator import attrgetter
 
 import numpy as np
 
@@ -34,10 +33,20 @@ MAX_BYTES = float(2**63)
 
 _TS, _DUR, _CAT, _NAME = (attrgetter(f) for f in ("ts", "dur", "cat", "name"))
 _PIDTID = attrgetter("pid", "tid")
-_DEVICE, _STREAM = attrgetter("args.device"), attrgetter("args.stream")
-_CORRELATION = attrgetter("args.correlation")
-_IS_COMPLETE = partial(is_, Complete)
-_IS_INSTANT = frozenset({Instant, InstantGlobal}).__contains__
+_DEVICE, _STREAM, _CORRELATION = (attrgetter(f) for f in ("device", "stream", "correlation"))
+_ARGS = attrgetter("args")
+_DEVICE_TYPE, _DEVICE_ID, _BYTES, _ALLOCATED, _RESERVED = (attrgetter(f) for f in (
+    "device_type", "device_id", "nbytes", "total_allocated", "total_reserved"))
+
+
+class _Kinds(dict):
+    """Struct type -> 1 (complete), 2 (instant), 0 (a phase stallscope skips)."""
+
+    def __missing__(self, kind) -> int:
+        return 0
+
+
+_KIND = _Kinds({Complete: 1, Instant: 2, InstantGlobal: 2})
 
 
 @dataclass
@@ -79,32 +88,29 @@ class Columns:
 
     def add(self, events: list) -> None:
         """Pull columns out of one decoded batch with C-level maps; the structs go with it."""
-        types = list(map(type, events))
-        xs = list(compress(events, map(_IS_COMPLETE, types)))
+        kinds = np.fromiter(map(_KIND.__getitem__, map(type, events)), np.int8, count=len(events))
+        xs = list(compress(events, kinds == 1))
         x, n = self.x, len(xs)
-        for key, get in (("ts", _TS), ("dur", _DUR), ("dev", _DEVICE), ("stream", _STREAM),
-                         ("corr", _CORRELATION)):
-            x[key].append(_floats_of(xs, get))
+        args = list(map(_ARGS, xs))
+        for key, items, get in (("ts", xs, _TS), ("dur", xs, _DUR), ("dev", args, _DEVICE),
+                                ("stream", args, _STREAM), ("corr", args, _CORRELATION)):
+            x[key].append(_floats_of(items, get))
+        del args
         for key, get, ids in (("cat", _CAT, self.cats), ("name", _NAME, self.names),
                               ("track", _PIDTID, self.tracks)):
             x[key].append(np.fromiter(map(ids.__getitem__, map(get, xs)), np.int32, count=n))
-        mems = [e for e in compress(events, map(_IS_INSTANT, types)) if e.name == "[memory]"]
-        if mems:
-            self._add_memory(mems)
+        instants = np.flatnonzero(kinds == 2)
+        if len(instants):
+            mems = [e for e in map(events.__getitem__, instants) if e.name == "[memory]"]
+            if mems:
+                self._add_memory(mems)
 
     def _add_memory(self, events: list[Instant]) -> None:
-        m = self.m
-        for e in events:
-            a = e.args
-            if a.nbytes is None:
-                self.drop("[memory] event without Bytes")
-                continue
-            m["ts"].append(e.ts)
-            m["dtype"].append(a.device_type)
-            m["did"].append(a.device_id)
-            m["bytes"].append(a.nbytes)
-            m["alloc"].append(a.total_allocated)
-            m["res"].append(a.total_reserved)
+        args = list(map(_ARGS, events))
+        self.m["ts"].append(_floats_of(events, _TS))
+        for key, get in (("dtype", _DEVICE_TYPE), ("did", _DEVICE_ID), ("bytes", _BYTES),
+                         ("alloc", _ALLOCATED), ("res", _RESERVED)):
+            self.m[key].append(_floats_of(args, get))
 
     # ------------------------------------------------------------------------- packing
 
@@ -190,21 +196,22 @@ class Columns:
         return dev
 
     def _memory(self) -> MemorySamples:
-        m = self.m
-        ts = _floats(m["ts"])
-        nbytes = _floats(m["bytes"])
-        ok = np.isfinite(ts) & np.isfinite(nbytes) & (np.abs(ts) <= MAX_US) \
+        m = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.m.items()}
+        ts, nbytes = m["ts"], m["bytes"]
+        absent = np.isnan(nbytes)
+        if absent.any():
+            self.drop("[memory] event without Bytes", int(absent.sum()))
+        ok = ~absent & np.isfinite(ts) & np.isfinite(nbytes) & (np.abs(ts) <= MAX_US) \
             & (np.abs(nbytes) <= MAX_BYTES)
-        if (~ok).any():
-            self.drop("[memory] event with bad ts/Bytes", int((~ok).sum()))
+        if bad := int((~ok & ~absent).sum()):
+            self.drop("[memory] event with bad ts/Bytes", bad)
         order = np.flatnonzero(ok)[np.argsort(ts[ok], kind="stable")]
-        totals = [_floats(m[k]) for k in ("alloc", "res")]
-        for t in totals:
-            t[~(np.abs(t) <= MAX_BYTES)] = np.nan
+        for key in ("alloc", "res"):
+            m[key][~(np.abs(m[key]) <= MAX_BYTES)] = np.nan
         return MemorySamples(
-            ts=ts[order], device_type=_ints(_floats(m["dtype"]), np.int32)[order],
-            device_id=_ints(_floats(m["did"]), np.int32)[order], nbytes=nbytes[order],
-            total_allocated=totals[0][order], total_reserved=totals[1][order])
+            ts=ts[order], device_type=_ints(m["dtype"], np.int32)[order],
+            device_id=_ints(m["did"], np.int32)[order], nbytes=nbytes[order],
+            total_allocated=m["alloc"][order], total_reserved=m["res"][order])
 
     def _unanalysed(self, raw_cat: np.ndarray, cat: np.ndarray, props: list[dict]) -> str | None:
         """With no device activity stallscope reads: the accelerator the trace came from, when
@@ -247,8 +254,7 @@ def _float(v) -> float:
 
 def _ints(values: np.ndarray, dtype) -> np.ndarray:
     """An id column (device, stream, correlation): -1 where absent or out of the type's range."""
-    info = np.iinfo(dtype)
-    ok = (values >= 0) & (values <= info.max)  # NaN compares False
+    ok = (values >= 0) & (values < 2.0 ** (8 * np.dtype(dtype).itemsize - 1))  # NaN: False
     out = np.full(len(values), -1, dtype=dtype)
     out[ok] = values[ok]
     return out

@@ -9,7 +9,27 @@ from __future__ import annotations
 import msgspec
 
 
+class XArgs(msgspec.Struct, gc=False):
+    """The args of a complete event (fewer fields: a faster decode)."""
+
+    device: int | None = None
+    stream: int | None = None
+    correlation: int | None = None
+
+
+class MemArgs(msgspec.Struct, gc=False):
+    """The args of a `[memory]` instant."""
+
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    nbytes: float | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: float | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: float | None = msgspec.field(default=None, name="Total Reserved")
+
+
 class Args(msgspec.Struct, gc=False):
+    """Both, for the lenient per-event path that does not know the phase beforehand."""
+
     device: int | None = None
     stream: int | None = None
     correlation: int | None = None
@@ -21,7 +41,7 @@ class Args(msgspec.Struct, gc=False):
 
 
 class Fields(msgspec.Struct, gc=False):
-    """What stallscope reads of a complete (`X`) event."""
+    """What stallscope reads of a complete (`X`) event, but its args."""
 
     name: str = ""
     cat: str = ""
@@ -29,23 +49,23 @@ class Fields(msgspec.Struct, gc=False):
     tid: int | str = 0
     ts: float | None = None
     dur: float | None = None
-    args: Args = msgspec.field(default_factory=Args)
 
 
 class Event(Fields):
     """Any event with its phase, for the lenient per-event path."""
 
     ph: str = ""
+    args: Args = msgspec.field(default_factory=Args)
 
 
 class Complete(Fields, tag_field="ph", tag="X"):
-    pass
+    args: XArgs = msgspec.field(default_factory=XArgs)
 
 
 class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
     name: str = ""
     ts: float | None = None
-    args: Args = msgspec.field(default_factory=Args)
+    args: MemArgs = msgspec.field(default_factory=MemArgs)
 
 
 class InstantGlobal(Instant, tag="I"):
@@ -54,8 +74,11 @@ class InstantGlobal(Instant, tag="I"):
 
 def typed(ev: Event) -> Complete | Instant | None:
     """The struct an Event of the lenient path stands for (None: a phase stallscope skips)."""
+    a = ev.args
     if ev.ph == "X":
-        return Complete(ev.name, ev.cat, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
+        return Complete(ev.name, ev.cat, ev.pid, ev.tid, ev.ts, ev.dur,
+                        XArgs(a.device, a.stream, a.correlation))
     if ev.ph in ("i", "I"):
-        return Instant(ev.name, ev.ts, ev.args)
+        return Instant(ev.name, ev.ts, MemArgs(a.device_type, a.device_id, a.nbytes,
+                                               a.total_allocated, a.total_reserved))
     return None

@@ -74,8 +74,9 @@ def available_memory() -> int:
 
 
 def _too_large(p: Path, what: str, avail: int) -> TraceError:
-    return TraceError(f"{p}: too large for the memory available: {what}; the budget is "
-                      f"{mib(avail)} (STALLSCOPE_MEMORY_LIMIT, else the free memory)")
+    return TraceError(f"{p}: too large for the memory available: {what}; the budget of "
+                      f"{mib(avail)} (STALLSCOPE_MEMORY_LIMIT, else the free memory) holds "
+                      f"{mib(avail / MEMORY_FACTOR)} of JSON")
 
 
 def read_bytes(p: Path, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
@@ -105,8 +106,7 @@ def read_bytes(p: Path, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
                 data = yield from _gunzip(p, f, st.st_size, limit, avail, cancel, sniff)
             else:
                 if st.st_size > limit:
-                    raise _too_large(p, f"{mib(st.st_size)} of JSON needs about "
-                                        f"{mib(st.st_size * MEMORY_FACTOR)}", avail)
+                    raise _too_large(p, f"{mib(st.st_size)} of JSON", avail)
                 data = yield from _read_plain(p, f, st.st_size, cancel, sniff)
         except OSError as exc:
             raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
@@ -153,8 +153,7 @@ def _gunzip(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFlag,
     trailer = int.from_bytes(f.read(4), "little")  # the last member's size mod 2**32
     f.seek(0)
     if trailer > limit:  # the real text is at least this long (or the file is corrupt)
-        raise _too_large(p, f"{mib(trailer)} of JSON (by its gzip trailer) needs about "
-                            f"{mib(trailer * MEMORY_FACTOR)}", avail)
+        raise _too_large(p, f"{mib(trailer)} of JSON by its gzip trailer", avail)
     sink = _Sink(p, max(trailer, size), limit, avail, sniff, gz=True)
     sink.trailer = trailer
     inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
@@ -201,8 +200,8 @@ class _Sink:
         end = start + len(chunk)
         if end > self.limit:
             said = f" (its gzip trailer says {mib(self.trailer)})" if self.gz else ""
-            raise _too_large(self.p, f"over {mib(self.limit)} of JSON once unzipped{said} needs "
-                                     f"more than {mib(self.avail)}", self.avail)
+            raise _too_large(self.p, f"over {mib(self.limit)} of JSON once unzipped{said}",
+                             self.avail)
         self.buf += chunk
         if not self.sniffed:
             self._look_for_head(start, end)

@@ -146,7 +146,7 @@ def test_too_large_for_memory_is_refused_up_front(tmp_path, monkeypatch):
     path = _write(tmp_path, "big.json.gz", SMALL * 5000, gz=True)
     monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", "100000")
     with pytest.raises(TraceError, match=r"big\.json\.gz: too large for the memory available: "
-                                         r".* MiB of JSON .*needs about .* MiB"):
+                                         r".* MiB of JSON .*; the budget of 0.1 MiB"):
         load(path)
 
 
