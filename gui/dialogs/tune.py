@@ -1,0 +1,483 @@
+"""The tune dialog: measure DataLoader settings on the user's script, trial by trial, live.
+
+    dialog = TuneDialog("train.py", args=["--epochs", "1"])
+    dialog.sig_compare_requested.connect(lambda before, after: ...)  # baseline, best session
+    dialog.start()          # or autostart=True
+
+The core job (core/tune) runs off the GUI thread in a JobWorker; each finished trial crosses
+back through a queued signal and adds a bar to the chart (step time per trial, data wait inside
+it, the best in green) and a row to the table. Cancel stops the running trial; the finished
+ones stay in the tune folder. Standalone:
+
+    python -m stallscope.gui.dialogs.tune [--budget S] [--screenshot OUT.png] -- train.py [args]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from stallscope.core import units
+from stallscope.core.tune import TuneConfig, TuneResult, tune_job, usable_cores, verdict
+from stallscope.core.tune.job import DEFAULT_BUDGET_S
+from stallscope.core.tune.trial import Trial
+from stallscope.gui.colors import (
+    BETTER_COLOR,
+    BUSY_COLOR,
+    CAUSE_COLORS,
+    MUTED_TEXT,
+    WORSE_COLOR,
+    error_text,
+    plot_theme,
+    qcolor,
+)
+from stallscope.gui.workers import JobRunner, JobWorker
+
+WAIT_COLOR = CAUSE_COLORS["data_loading"]
+COLUMNS = ("#", "settings", "step", "data wait", "peak RSS", "status")
+
+
+class TrialAxis(pg.AxisItem):
+    """Whole trial numbers only."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
+        lo, hi = int(np.ceil(max(minVal, 1))), int(np.floor(maxVal))
+        return [(1.0, [float(v) for v in range(lo, hi + 1)])]
+
+
+class TuneChart(pg.PlotWidget):
+    """Step time per trial (bars), its data wait (narrow bars inside), the best in green,
+    failed trials as red crosses on the axis."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent, axisItems={"bottom": TrialAxis("bottom")})
+        theme = plot_theme()
+        self.setBackground(theme["bg"])
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(False, False)
+        self.hideButtons()
+        self.showGrid(y=True, alpha=0.2)
+        self.setLabel("left", "ms per step")
+        self.setLabel("bottom", "trial")
+        self.getAxis("left").enableAutoSIPrefix(False)
+        self.steps = pg.BarGraphItem(x=[], height=[], width=0.7)
+        self.waits = pg.BarGraphItem(x=[], height=[], width=0.3, brush=qcolor(WAIT_COLOR),
+                                     pen=pg.mkPen(None))
+        self.failed = pg.ScatterPlotItem(symbol="x", size=14, pen=pg.mkPen(WORSE_COLOR, width=2),
+                                         brush=qcolor(WORSE_COLOR))
+        for item in (self.steps, self.waits, self.failed):
+            self.addItem(item)
+        self.labels: list[pg.TextItem] = []
+        self.setXRange(0.4, 6.6, padding=0)
+        self.setYRange(0, 100, padding=0)
+
+    def set_trials(self, trials: list[Trial], best: int | None, baseline: int | None) -> None:
+        ok = [t for t in trials if t.ok and t.step_ms is not None]
+        x = np.array([t.index for t in ok], dtype=float)
+        step = np.array([t.step_ms for t in ok], dtype=float)
+        wait = np.array([t.data_wait_ms or 0.0 for t in ok], dtype=float)
+        brushes = [qcolor(BETTER_COLOR) if t.index == best else
+                   qcolor(MUTED_TEXT) if t.index == baseline else qcolor(BUSY_COLOR)
+                   for t in ok]
+        self.steps.setOpts(x=x, height=step, brushes=brushes, pen=pg.mkPen(None))
+        self.waits.setOpts(x=x, height=wait)
+        bad = [t.index for t in trials if not t.ok]
+        self.failed.setData(x=np.array(bad, dtype=float), y=np.zeros(len(bad)))
+        for label in self.labels:
+            self.removeItem(label)
+        self.labels = []
+        base = next((t.step_ms for t in ok if t.index == baseline), None)
+        for t in ok:
+            text = f"{t.step_ms:.0f} ms"
+            if base and t.index != baseline:
+                text += f"\n{base / t.step_ms:.2f}x"
+            label = pg.TextItem(text, color=plot_theme()["text"], anchor=(0.5, 1.0))
+            label.setPos(t.index, t.step_ms)
+            self.addItem(label)
+            self.labels.append(label)
+        top = float(step.max()) if len(step) else 100.0
+        self.setXRange(0.4, max(6, len(trials)) + 0.6, padding=0)
+        self.setYRange(0, top * 1.3, padding=0)
+
+
+class TuneBridge(QObject):
+    """Carries each finished trial from the worker thread to the dialog (queued)."""
+
+    sig_trial = Signal(object, object, object)  # Trial (a copy), best index, baseline index
+
+
+class TuneDialog(QDialog):
+    sig_compare_requested = Signal(str, str)  # the baseline's and the best trial's sessions
+    sig_tune_ended = Signal(str)  # "done", "cancelled" or "failed"
+
+    def __init__(self, script: str, args: list[str] | None = None, cwd: str = "",
+                 python: str = "", parent: QWidget | None = None,
+                 budget_s: float = DEFAULT_BUDGET_S, out: str | None = None,
+                 max_workers: int | None = None, max_trials: int | None = None,
+                 autostart: bool = False) -> None:
+        super().__init__(parent)
+        self.max_trials = max_trials
+        self.script = str(Path(script).resolve())
+        self.args = list(args or [])
+        self.cwd = cwd or str(Path(self.script).parent)
+        self.python = python or sys.executable
+        self.out = out
+        self.trials: list[Trial] = []
+        self.best: int | None = None
+        self.baseline: int | None = None
+        self.result: TuneResult | None = None
+        self.folder: Path | None = None
+        self.state = "idle"  # idle, running, done, cancelled, failed
+        self.runner = JobRunner(self)
+        self.worker: JobWorker | None = None
+        self.bridge = TuneBridge(self)
+        self.bridge.sig_trial.connect(self._on_trial)
+        self.setWindowTitle(f"Tune the DataLoader: {Path(self.script).name}")
+        self.setMinimumSize(760, 640)
+        self._build(budget_s, max_workers)
+        if autostart:
+            QTimer.singleShot(0, self.start)
+
+    # ------------------------------------------------------------------ layout
+    def _build(self, budget_s: float, max_workers: int | None) -> None:
+        title = QLabel(f"<b>{Path(self.script).name}</b> {' '.join(self.args)}")
+        title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        about = QLabel("Runs the script a few times, each a short profiled trial with other "
+                       "DataLoader settings (more workers while steps get faster, then "
+                       "pin_memory, persistent_workers, prefetch_factor around the best), and "
+                       "keeps the fastest. The script is not edited.")
+        about.setWordWrap(True)
+        about.setObjectName("hint")
+
+        self.budget_spin = QSpinBox(minimum=10, maximum=24 * 3600, value=int(budget_s),
+                                    suffix=" s")
+        self.budget_spin.setToolTip("time for all trials together")
+        self.workers_spin = QSpinBox(minimum=1, maximum=256,
+                                     value=max_workers or usable_cores())
+        self.workers_spin.setToolTip("the most num_workers to try (default: the usable cores)")
+        self.start_button = QPushButton("Start")
+        self.start_button.setDefault(True)
+        self.start_button.clicked.connect(self.start)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Budget"))
+        row.addWidget(self.budget_spin)
+        row.addSpacing(12)
+        row.addWidget(QLabel("Most workers"))
+        row.addWidget(self.workers_spin)
+        row.addStretch(1)
+        row.addWidget(self.start_button)
+
+        self.chart = TuneChart()
+        self.chart.setMinimumHeight(220)
+        legend = QLabel(f"<span style='color:{MUTED_TEXT}'>&#9632;</span> as written &nbsp; "
+                        f"<span style='color:{BUSY_COLOR}'>&#9632;</span> trial &nbsp; "
+                        f"<span style='color:{BETTER_COLOR}'>&#9632;</span> best &nbsp; "
+                        f"<span style='color:{WAIT_COLOR}'>&#9632;</span> data wait &nbsp; "
+                        f"<span style='color:{WORSE_COLOR}'>&#10005;</span> failed or skipped")
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        self.table.setMinimumHeight(130)
+
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumHeight(8)
+        self.status = QLabel("Press Start: the first trial runs the script as written.")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verdict = QLabel("")
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.change_edit = QLineEdit(readOnly=True)
+        self.change_edit.setPlaceholderText("the line to change appears here")
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setEnabled(False)
+        self.copy_button.clicked.connect(
+            lambda: QGuiApplication.clipboard().setText(self.change_edit.text()))
+        change_row = QHBoxLayout()
+        change_row.addWidget(self.change_edit, 1)
+        change_row.addWidget(self.copy_button)
+
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.compare_button = QPushButton("Compare before/after")
+        self.compare_button.setEnabled(False)
+        self.compare_button.setToolTip("open the trial of the script as written and the best "
+                                       "trial side by side")
+        self.compare_button.clicked.connect(self._compare)
+        self.close_button = QPushButton("Close")
+        self.close_button.clicked.connect(self.reject)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.cancel_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.compare_button)
+        buttons.addWidget(self.close_button)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(title)
+        layout.addWidget(about)
+        layout.addLayout(row)
+        layout.addWidget(self.chart, 3)
+        layout.addWidget(legend)
+        layout.addWidget(self.table, 2)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.verdict)
+        layout.addLayout(change_row)
+        layout.addLayout(buttons)
+
+    # ------------------------------------------------------------------ running
+    @property
+    def is_running(self) -> bool:
+        return self.state == "running"
+
+    def config(self) -> TuneConfig:
+        cfg = TuneConfig(script=Path(self.script), args=self.args, cwd=Path(self.cwd),
+                         python=self.python, out=Path(self.out) if self.out else None,
+                         budget_s=float(self.budget_spin.value()),
+                         max_workers=self.workers_spin.value(), max_trials=self.max_trials)
+        cfg.out = cfg.folder()
+        return cfg
+
+    def start(self) -> None:
+        if self.is_running:
+            return
+        cfg = self.config()
+        self.folder = cfg.out
+        self.trials, self.best, self.baseline, self.result = [], None, None, None
+        self.table.setRowCount(0)
+        self.chart.set_trials([], None, None)
+        self.verdict.setText("")
+        self.change_edit.clear()
+        self.copy_button.setEnabled(False)
+        self.compare_button.setEnabled(False)
+        self.state = "running"
+        self.start_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.progress.setRange(0, 0)
+        self._set_status(f"Trial 1 runs the script as written… (trials go to {cfg.out})")
+        emit = self.bridge.sig_trial.emit
+
+        def on_trial(trial: Trial, result: TuneResult) -> None:  # worker thread
+            emit(dataclasses.replace(trial), result.best, result.baseline)
+
+        worker = JobWorker(lambda cancel: tune_job(cfg, cancel, on_trial=on_trial))
+        worker.signals.sig_progress.connect(self._on_progress)
+        worker.signals.sig_result.connect(self._on_result)
+        worker.signals.sig_error.connect(self._on_error)
+        worker.signals.sig_cancelled.connect(self._on_cancelled)
+        worker.signals.sig_finished.connect(self._on_finished)
+        self.worker = worker
+        self.runner.start(worker, "tune")
+
+    def cancel(self) -> None:
+        if self.is_running and self.worker is not None:
+            self._set_status("Cancelling: stopping the running trial…")
+            self.cancel_button.setEnabled(False)
+            self.worker.cancel()
+
+    def wait(self, timeout_ms: int = 30_000) -> bool:
+        """Block (with events) until the job has ended; False on timeout."""
+        if self.worker is None or not self.is_running:
+            return True
+        loop = QEventLoop()
+        self.worker.signals.sig_finished.connect(loop.quit)
+        QTimer.singleShot(timeout_ms, loop.quit)
+        if self.is_running:
+            loop.exec()
+        return not self.is_running
+
+    # ------------------------------------------------------------------ job signals
+    def _on_trial(self, trial: Trial, best, baseline) -> None:
+        self.trials.append(trial)
+        self.best, self.baseline = best, baseline
+        self._add_row(trial)
+        self.chart.set_trials(self.trials, best, baseline)
+        self._mark_best()
+        self._set_status(f"Trial {trial.index} ({trial.label}): "
+                         + (f"{units.ms(trial.step_ms * 1e3)} per step" if trial.ok
+                            else f"{trial.status}" + (f": {trial.message}" if trial.message
+                                                      else "")))
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        if self.is_running and done < total:
+            self._set_status(f"Trial {done + 1} of at most {total} running…")
+
+    def _on_result(self, result: TuneResult) -> None:
+        self.result = result
+        self.state = "done"
+        self.best, self.baseline = result.best, result.baseline
+        self.chart.set_trials(self.trials, self.best, self.baseline)
+        self._mark_best()
+        lines = verdict(result)
+        self.verdict.setText("\n".join(line for line in lines
+                                       if not line.startswith("change: ")))
+        self.verdict.setMinimumHeight(self.verdict.heightForWidth(max(self.verdict.width(), 300)))
+        self.change_edit.setText(result.change)
+        self.copy_button.setEnabled(bool(result.change))
+        self.compare_button.setEnabled(self.compare_pair() is not None)
+        base = result.baseline_trial
+        failed = base is None or not base.ok
+        self._set_status(f"Done: {units.plural(len(result.trials), 'trial')} in "
+                         f"{result.elapsed_s:.0f} s, kept in {result.folder}",
+                         error_text() if failed else None)
+
+    def _on_error(self, message: str) -> None:
+        self.state = "failed"
+        self._set_status(message, error_text())
+
+    def _on_cancelled(self) -> None:
+        self.state = "cancelled"
+        done = [t for t in self.trials if t.status != "interrupted"]
+        self._set_status(f"Cancelled: {units.plural(len(done), 'finished trial')} kept in "
+                         f"{self.folder}")
+        self.compare_button.setEnabled(self.compare_pair() is not None)
+
+    def _on_finished(self) -> None:
+        if self.state == "running":
+            self.state = "failed"
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1)
+        self.start_button.setEnabled(True)
+        self.start_button.setText("Run again")
+        self.cancel_button.setEnabled(False)
+        self.sig_tune_ended.emit(self.state)
+
+    # ------------------------------------------------------------------ table, compare
+    def _add_row(self, t: Trial) -> None:
+        row = self.table.rowCount()
+        self.table.insertRow(row)
+        cells = (str(t.index), t.label,
+                 "-" if t.step_ms is None else units.ms(t.step_ms * 1e3),
+                 "-" if t.data_wait_ms is None else units.ms(t.data_wait_ms * 1e3),
+                 "-" if not t.peak_rss else units.size(t.peak_rss),
+                 t.status + (f": {t.message}" if t.message else ""))
+        for col, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if 2 <= col <= 4:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            if col == 5 and not t.ok:
+                item.setForeground(qcolor(WORSE_COLOR))
+            item.setToolTip(text)
+            self.table.setItem(row, col, item)
+        self.table.scrollToBottom()
+
+    def _mark_best(self) -> None:
+        for row, t in enumerate(self.trials):
+            item = self.table.item(row, 0)
+            if item is not None:
+                item.setText(f"{t.index} ★" if t.index == self.best else str(t.index))
+                font = item.font()
+                font.setBold(t.index == self.best)
+                for col in range(self.table.columnCount()):
+                    cell = self.table.item(row, col)
+                    if cell is not None:
+                        cell.setFont(font)
+
+    def compare_pair(self) -> tuple[str, str] | None:
+        """(baseline session, best session) once the best is not the script as written."""
+        by_index = {t.index: t for t in self.trials}
+        base, best = by_index.get(self.baseline), by_index.get(self.best)
+        if base is None or best is None or base.index == best.index:
+            return None
+        if not (base.session and best.session):
+            return None
+        return base.session, best.session
+
+    def _compare(self) -> None:
+        pair = self.compare_pair()
+        if pair is not None:
+            self.sig_compare_requested.emit(*pair)
+
+    def _set_status(self, text: str, color: str | None = None) -> None:
+        self.status.setStyleSheet(f"color: {color};" if color else "")
+        self.status.setText(text)
+
+    # ------------------------------------------------------------------ closing
+    def reject(self) -> None:
+        """Close: a running tune is cancelled first (its finished trials stay)."""
+        if self.is_running:
+            self.cancel()
+            self.wait()
+        super().reject()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        if self.is_running:
+            self.cancel()
+            self.wait()
+        super().closeEvent(event)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m stallscope.gui.dialogs.tune [options] -- script.py [args]`"""
+    from PySide6.QtWidgets import QApplication
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
+        else (argv, [])
+    p = argparse.ArgumentParser(prog="python -m stallscope.gui.dialogs.tune",
+                                usage="%(prog)s [options] -- script.py [args]",
+                                description="Tune a script's DataLoader settings, live.")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS")
+    p.add_argument("--max-workers", type=int, metavar="N")
+    p.add_argument("--out", metavar="DIR", help="tune folder")
+    p.add_argument("--screenshot", metavar="OUT.png",
+                   help="save a PNG of the dialog when the tune ends, then exit")
+    p.add_argument("script", nargs="?")
+    args = p.parse_args(own)
+    command = rest or ([args.script] if args.script else [])
+    if not command:
+        p.error("no script given: -- script.py [args]")
+    if not Path(command[0]).is_file():
+        print(f"stallscope: error: script not found: {command[0]}", file=sys.stderr)
+        return 2
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    dialog = TuneDialog(command[0], command[1:], budget_s=args.budget, out=args.out,
+                        max_workers=args.max_workers, autostart=True)
+    dialog.resize(900, 760)
+    dialog.sig_compare_requested.connect(
+        lambda before, after: print(f"compare: {before} {after}", flush=True))
+    if args.screenshot:
+        def shoot(state: str) -> None:
+            dialog.grab().save(args.screenshot)
+            print(f"screenshot ({state}): {args.screenshot}", flush=True)
+            app.quit()
+
+        dialog.sig_tune_ended.connect(lambda state: QTimer.singleShot(200, lambda: shoot(state)))
+    dialog.show()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
