@@ -9,16 +9,13 @@ Settings are remembered per script (QSettings) and come back when that script is
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shlex
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import QProcess, QSettings, QStandardPaths, Signal
+from PySide6.QtCore import QProcess, QSettings, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -39,126 +36,20 @@ from shiboken6 import isValid
 
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
-from stallscope.resources import RESOURCES
-
-RUNNER_PATH = Path(run_options.__file__).resolve().with_name("runner.py")
-DEMO_SCRIPT = RESOURCES / "demo" / "train_demo.py"
-DEFAULT_OPTIONS = {"profile_memory": True, "record_shapes": False, "with_stack": False,
-                   "stop_after_window": True, "nproc_per_node": 1, "lineprof": "off",
-                   "lineprof_depth": 0, "sets": []}
-TORCH_PROBE = ("import sys\ntry:\n    import torch\nexcept ImportError as e:\n"
-               "    print('NO', e); sys.exit(0)\n"
-               "print('OK', torch.__version__, int(torch.cuda.is_available()))")
-
-
-def default_python() -> str:
-    """This app's interpreter; a frozen (PyInstaller) app has none: the first python on PATH."""
-    if not getattr(sys, "frozen", False):
-        return sys.executable
-    return shutil.which("python3") or shutil.which("python") or "python3"
-
-
-@dataclass
-class RunRequest:
-    script: str
-    args: list[str] = field(default_factory=list)
-    cwd: str = ""
-    python: str = field(default_factory=default_python)
-    env: dict[str, str] = field(default_factory=dict)
-    schedule: dict[str, int] = field(default_factory=lambda: dict(run_options.DEFAULT_SCHEDULE))
-    options: dict = field(default_factory=lambda: dict(DEFAULT_OPTIONS))
-    session: str = ""       # the exact session folder; empty: a new one under session_root
-    session_root: str = ""  # empty: <cwd>/stallscope-sessions
-
-    @property
-    def workdir(self) -> Path:
-        return Path(self.cwd) if self.cwd else Path(self.script).resolve().parent
-
-    def new_session_dir(self) -> Path:
-        if self.session:
-            return Path(self.session).expanduser().resolve()
-        root = Path(self.session_root or self.workdir / "stallscope-sessions")
-        return run_options.default_session_dir(self.script, root)
-
-    def command(self, session: Path) -> tuple[str, list[str]]:
-        """(program, arguments) that run this request through the runner, by file path."""
-        options = {**DEFAULT_OPTIONS, **self.options, "process_group": True}
-        argv = run_options.build_argv(session, str(Path(self.script).resolve()), self.args,
-                                 self.schedule, options)
-        return self.python, [str(RUNNER_PATH), *argv]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> RunRequest:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        req = cls(**known)
-        req.schedule = {**run_options.DEFAULT_SCHEDULE, **(req.schedule or {})}
-        req.options = {**DEFAULT_OPTIONS, **(req.options or {})}
-        return req
-
-
-def sessions_root() -> Path:
-    """Where the app keeps the sessions it starts on its own (the demo's):
-    ~/.local/share/stallscope/sessions on Linux (one "stallscope", whatever the app's
-    organisation name)."""
-    data = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
-    return (Path(data) if data else Path.home() / ".local" / "share") / "stallscope" / "sessions"
-
-
-def demo_request() -> RunRequest:
-    """The bundled demo, run by this app's own interpreter into the user's data folder."""
-    root = sessions_root()
-    return RunRequest(script=str(DEMO_SCRIPT), cwd=str(DEMO_SCRIPT.parent),
-                      python=default_python(), session_root=str(root))
-
-
-def detect_interpreters(script: str = "") -> list[str]:
-    """Likely interpreters: this app's, environments next to the script, the active ones."""
-    found = [default_python()]
-    roots = []
-    if script:
-        roots = [Path(script).resolve().parent, *list(Path(script).resolve().parents)[1:4]]
-    for root in roots:
-        for env in (".venv", "venv", "env"):
-            found.append(str(root / env / "bin" / "python"))
-    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
-        if os.environ.get(var):
-            found.append(str(Path(os.environ[var]) / "bin" / "python"))
-    for name in ("python3", "python"):
-        which = shutil.which(name)
-        if which:
-            found.append(which)
-    out: list[str] = []
-    for p in found:
-        if p not in out and Path(p).is_file() and os.access(p, os.X_OK):
-            out.append(p)
-    return out
-
-
-def run_settings() -> QSettings:
-    """Run settings live with the rest of stallscope's config (tests point it at a tmp dir)."""
-    from stallscope.core.recent import config_dir
-
-    return QSettings(str(config_dir() / "runs.ini"), QSettings.Format.IniFormat)
-
-
-def settings_key(script: str) -> str:
-    return "runs/" + hashlib.sha1(str(Path(script).resolve()).encode()).hexdigest()[:16]
-
-
-def parse_env(text: str) -> dict[str, str]:
-    env = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip() or " " in key.strip():
-            raise ValueError(f"environment line {n}: expected NAME=value, got {line!r}")
-        env[key.strip()] = value
-    return env
+from stallscope.gui.dialogs.run_request import (  # noqa: F401 - re-exported for callers
+    DEFAULT_OPTIONS,
+    DEMO_SCRIPT,
+    RUNNER_PATH,
+    TORCH_PROBE,
+    RunRequest,
+    default_python,
+    demo_request,
+    detect_interpreters,
+    parse_env,
+    run_settings,
+    sessions_root,
+    settings_key,
+)
 
 
 class RunDialog(QDialog):

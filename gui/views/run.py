@@ -11,14 +11,12 @@ finished session the same way.
 
 from __future__ import annotations
 
-import codecs
 import os
 import signal
 import sys
 from pathlib import Path
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import (
     QCoreApplication,
     QEvent,
@@ -28,11 +26,9 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QSplitter,
     QVBoxLayout,
@@ -51,35 +47,16 @@ from stallscope.core.session.events import (
     TraceReady,
 )
 from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
-from stallscope.gui.colors import ALLOCATED_COLOR, CAUSE_COLORS, MUTED_TEXT, RESERVED_COLOR
+from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.dialogs.run import RunRequest, demo_request
+from stallscope.gui.views.run_charts import RunCharts
+from stallscope.gui.views.run_console import RunConsole, note_color, stderr_color
 
 __all__ = ["RunView", "RunRequest", "demo_request"]
 
 POLL_MS = 200
 STOP_GRACE_MS = 5000
-STEP_COLOR = "#1f5fa8"
-WAIT_COLOR = CAUSE_COLORS["data_loading"]
-RSS_COLOR = "#5c6670"
-STDERR_COLOR = "#c92a2a"
-NOTE_COLOR = "#9c5b00"
 MB = 1 << 20
-
-
-class StepAxis(pg.AxisItem):
-    """Ticks on whole steps only, never scaled (no "x0.001")."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.enableAutoSIPrefix(False)
-
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
-        ticks = [(sp, vals) for sp, vals in super().tickValues(minVal, maxVal, size) if sp >= 1]
-        return ticks or [(1.0, list(np.arange(np.ceil(minVal), np.floor(maxVal) + 1)))]
-
-
-def swatch(color: str) -> str:
-    return f"<span style='color:{color}'>&#9632;</span>"
 
 
 class RunView(QWidget):
@@ -101,8 +78,6 @@ class RunView(QWidget):
         self.exit_code: int | None = None
         self._stopping = False
         self._tree: list = []
-        self._decoders = {}
-        self._err_tail = ""
         self._pid = 0
         self._timer = QTimer(self, interval=POLL_MS)
         self._timer.timeout.connect(self.poll)
@@ -150,55 +125,12 @@ class RunView(QWidget):
         head.addWidget(self.open_button, 0, Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignTop)
 
-        self.plots = pg.GraphicsLayoutWidget()
-        self.step_plot = self.plots.addPlot(row=0, col=0,
-                                            axisItems={"bottom": StepAxis("bottom")})
-        self.step_plot.setTitle(f"{swatch(STEP_COLOR)} step time &nbsp; {swatch(WAIT_COLOR)} "
-                                "data-wait &nbsp; (ms per step)", size="10pt")
-        self.step_plot.showGrid(y=True, alpha=0.2)
-        self.step_plot.setLabel("left", "ms")
-        self.window_region = pg.LinearRegionItem(movable=False,
-                                                 brush=pg.mkBrush(90, 140, 220, 35),
-                                                 pen=pg.mkPen(None))
-        self.window_region.setVisible(False)
-        self.window_region.setZValue(-10)
-        self.step_plot.addItem(self.window_region)
-        self.step_curve = self.step_plot.plot(
-            [-0.5, 0.5], [0], stepMode="center", fillLevel=0,
-            pen=pg.mkPen(STEP_COLOR, width=1.5), brush=pg.mkBrush(QColor(STEP_COLOR).lighter(170)))
-        self.wait_curve = self.step_plot.plot(
-            [-0.5, 0.5], [0], stepMode="center", fillLevel=0,
-            pen=pg.mkPen(WAIT_COLOR, width=1.5), brush=pg.mkBrush(QColor(WAIT_COLOR).lighter(140)))
-        self.window_label = pg.TextItem("profiled", color=STEP_COLOR, anchor=(0, 0))
-        self.window_label.setVisible(False)
-        self.step_plot.addItem(self.window_label)
+        self.charts = RunCharts()
 
-        self.mem_plot = self.plots.addPlot(row=1, col=0, axisItems={"bottom": StepAxis("bottom")})
-        self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS (MB)", size="10pt")
-        self.mem_plot.showGrid(y=True, alpha=0.2)
-        self.mem_plot.setLabel("bottom", "step")
-        for plot in (self.step_plot, self.mem_plot):
-            plot.getAxis("left").enableAutoSIPrefix(False)  # "ms", never "ms (x0.001)"
-        self.mem_plot.setXLink(self.step_plot)
-        self.rss_curve = self.mem_plot.plot([], [], pen=pg.mkPen(RSS_COLOR, width=1.5))
-        self.alloc_curve = self.mem_plot.plot([], [], pen=pg.mkPen(ALLOCATED_COLOR, width=1.5))
-        self.reserved_curve = self.mem_plot.plot([], [], pen=pg.mkPen(RESERVED_COLOR, width=1.5))
-        for curve in (self.step_curve, self.wait_curve, self.rss_curve, self.alloc_curve,
-                      self.reserved_curve):
-            curve.setClipToView(True)
-        self._empty_ranges()
-        self.plots.ci.layout.setRowStretchFactor(0, 3)
-        self.plots.ci.layout.setRowStretchFactor(1, 2)
-
-        self.console = QPlainTextEdit(readOnly=True)
-        self.console.setMaximumBlockCount(20_000)
-        mono = QFont("monospace")
-        mono.setStyleHint(QFont.StyleHint.Monospace)
-        self.console.setFont(mono)
-        self.console.setPlaceholderText("The script's output appears here.")
+        self.console = RunConsole()
 
         split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.plots)
+        split.addWidget(self.charts)
         split.addWidget(self.console)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
@@ -301,42 +233,18 @@ class RunView(QWidget):
     def _read(self, is_err: bool) -> None:
         if self.process is None:
             return
-        raw = bytes(self.process.readAllStandardError() if is_err
-                    else self.process.readAllStandardOutput())
-        decoder = self._decoders.setdefault(is_err, codecs.getincrementaldecoder("utf-8")(
-            errors="replace"))
-        text = decoder.decode(raw)
-        if not is_err:
-            self.append_console(text)
-            return
-        # stderr: whole lines, so the runner's own "stallscope: ..." lines get their colour
-        text = self._err_tail + text
-        cut = text.rfind("\n") + 1
-        self._err_tail = text[cut:]
-        for line in text[:cut].splitlines(keepends=True):
-            self.append_console(line, NOTE_COLOR if line.startswith("stallscope:")
-                                else STDERR_COLOR)
+        self.console.feed(bytes(self.process.readAllStandardError() if is_err
+                                else self.process.readAllStandardOutput()), is_err)
 
     def append_console(self, text: str, color: str | None = None) -> None:
-        if not text:
-            return
-        bar = self.console.verticalScrollBar()
-        at_end = bar.value() >= bar.maximum() - 4
-        cursor = QTextCursor(self.console.document())
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        fmt = QTextCharFormat()
-        if color:
-            fmt.setForeground(QColor(color))
-        cursor.insertText(text.replace("\r\n", "\n"), fmt)
-        if at_end:
-            bar.setValue(bar.maximum())
+        self.console.append(text, color)
 
     def _on_error(self, error: QProcess.ProcessError) -> None:
         if error != QProcess.ProcessError.FailedToStart:
             return
         program = self.process.program() if self.process else "?"
         message = f"cannot start the interpreter {program}: {self.process.errorString()}"
-        self.append_console(f"stallscope: {message}\n", STDERR_COLOR)
+        self.append_console(f"stallscope: {message}\n", stderr_color())
         self._close_session(None, message)
         self._end(-1)
 
@@ -348,9 +256,7 @@ class RunView(QWidget):
             reason = f"runner ended with code {code} without a finished record"
         self._read(False)
         self._read(True)
-        if self._err_tail:
-            self.append_console(self._err_tail, STDERR_COLOR)
-            self._err_tail = ""
+        self.console.flush()
         self.poll()
         if self.end is None:
             self._close_session(code, reason)
@@ -367,7 +273,7 @@ class RunView(QWidget):
             write_finished(self.session, code, reason)
         except OSError as exc:
             self.append_console(f"stallscope: could not write to {self.session}: {exc}\n",
-                                STDERR_COLOR)
+                                stderr_color())
         if self.end is None:
             self.end = Finished(kind="finished", t=0.0, rank=None, rc=code, reason=reason)
             self._show_finished()
@@ -399,7 +305,7 @@ class RunView(QWidget):
             elif isinstance(e, LineprofReady) and e.path:
                 self.sig_lineprof_ready.emit(str(resolve_path(self.session, e.path)))
             elif isinstance(e, Message):
-                self.append_console(f"stallscope: {e.message}\n", NOTE_COLOR)
+                self.append_console(f"stallscope: {e.message}\n", note_color())
                 if e.code == "line_profiler_missing":
                     self.sig_lineprof_missing.emit(e.python)
             elif isinstance(e, Finished) and (e.rank is None or self.end is None):
@@ -426,8 +332,8 @@ class RunView(QWidget):
         if e.warning:
             text += f"\n{e.warning}"
         ok = e.rc == 0 and not e.warning
-        self._set_status(text, None if ok else STDERR_COLOR if e.rc not in (0, None)
-                         else NOTE_COLOR)
+        self._set_status(text, None if ok else stderr_color() if e.rc not in (0, None)
+                         else note_color())
 
     def _set_status(self, text: str, color: str | None = None) -> None:
         self.status.setStyleSheet(f"color: {color};" if color else "")
@@ -439,30 +345,8 @@ class RunView(QWidget):
         n = s.n
         if n == 0:
             return
-        if not self._following:  # the first steps: the plots follow the data from now on
-            self._following = True
-            self.step_curve.setVisible(True)
-            self.wait_curve.setVisible(True)
-            self.step_plot.enableAutoRange()
-            self.mem_plot.enableAutoRange()
-        edges = np.arange(n + 1, dtype=np.float64) - 0.5  # step k is drawn centred on k
+        self.charts.draw(s)
         wall, wait = s["wall_ms"], s["data_wait_ms"]
-        self.step_curve.setData(edges, np.nan_to_num(wall))
-        self.wait_curve.setData(edges, np.nan_to_num(wait))
-        x = np.arange(n, dtype=np.float64)
-        self.rss_curve.setData(x, s["rss"] / MB)
-        if np.isfinite(s["cuda_allocated"]).any():
-            self.alloc_curve.setData(x, s["cuda_allocated"] / MB)
-            self.reserved_curve.setData(x, s["cuda_reserved"] / MB)
-            self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS &nbsp; "
-                                   f"{swatch(ALLOCATED_COLOR)} CUDA allocated &nbsp; "
-                                   f"{swatch(RESERVED_COLOR)} CUDA reserved (MB)", size="10pt")
-        if s.active:
-            lo, hi = s.active[0] - 0.5, s.active[-1] + 0.5
-            self.window_region.setRegion((lo, hi))
-            self.window_region.setVisible(True)
-            self.window_label.setPos(lo, float(np.nanmax(wall)) if n else 0.0)
-            self.window_label.setVisible(True)
         body = slice(1, None) if n > 1 else slice(None)  # step 0 carries start-up
         med_wall = float(np.nanmedian(wall[body]))
         med_wait = float(np.nanmedian(wait[body]))
@@ -492,7 +376,7 @@ class RunView(QWidget):
         self.poll()
         if self.end is None:
             self._set_status("No finished record yet: the run may still be going on, or was "
-                             "killed", NOTE_COLOR)
+                             "killed", note_color())
 
     def _reset(self) -> None:
         self.series = StepColumns()
@@ -501,30 +385,10 @@ class RunView(QWidget):
         self.exit_code = None
         self._stopping = False
         self._tree = []
-        self._decoders = {}
-        self._err_tail = ""
-        self.console.clear()
+        self.console.reset()
         self.figures.setText("")
         self.open_button.setEnabled(False)
-        self.window_region.setVisible(False)
-        self.window_label.setVisible(False)
-        for curve in (self.rss_curve, self.alloc_curve, self.reserved_curve):
-            curve.setData([], [])
-        self.step_curve.setData([-0.5, 0.5], [0])
-        self.wait_curve.setData([-0.5, 0.5], [0])
-        self._empty_ranges()
-
-    def _empty_ranges(self) -> None:
-        """Before the first step: a plain frame (steps 0..10, 0..100 ms, 0..1000 MB), not an
-        auto range around nothing."""
-        self._following = False
-        self.step_curve.setVisible(False)  # nothing to draw yet
-        self.wait_curve.setVisible(False)
-        self.step_plot.disableAutoRange()
-        self.mem_plot.disableAutoRange()
-        self.step_plot.setXRange(-0.5, 10.5, padding=0)
-        self.step_plot.setYRange(0, 100, padding=0)
-        self.mem_plot.setYRange(0, 1000, padding=0)
+        self.charts.reset()
 
     def shutdown(self) -> None:
         """Stop a live run and wait for it (the view is closing or the app is quitting), so

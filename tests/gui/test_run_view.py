@@ -117,14 +117,14 @@ def test_chart_before_the_first_step_is_a_plain_frame(qtbot):
     view.resize(900, 600)
     view.show()
     qtbot.waitExposed(view)
-    (x0, x1), (y0, y1) = view.step_plot.viewRange()
+    (x0, x1), (y0, y1) = view.charts.step_plot.viewRange()
     assert (x0, x1, y0, y1) == (-0.5, 10.5, 0.0, 100.0)
-    assert ">ms </span>" in view.step_plot.getAxis("left").labelString()  # no "(x0.001)"
-    assert "x0.001" not in view.step_plot.getAxis("bottom").labelString()
-    ticks = [v for _, values in view.step_plot.getAxis("bottom").tickValues(x0, x1, 800)
+    assert ">ms </span>" in view.charts.step_plot.getAxis("left").labelString()  # no "(x0.001)"
+    assert "x0.001" not in view.charts.step_plot.getAxis("bottom").labelString()
+    ticks = [v for _, values in view.charts.step_plot.getAxis("bottom").tickValues(x0, x1, 800)
              for v in values]
     assert ticks and min(ticks) >= 0 and all(float(v).is_integer() for v in ticks)
-    assert not view.step_curve.isVisible()
+    assert not view.charts.step_curve.isVisible()
     view.grab().save(str(SHOTS / "run_view_empty.png")) if SHOTS.is_dir() else None
 
 
@@ -150,15 +150,15 @@ def test_replay_a_session_folder(qtbot, tmp_path):
     view.sig_trace_ready.connect(traces.append)
     view.replay(session)
     assert view.series.n == 8 and view.series.active == [2, 3, 4, 5]
-    assert view.window_region.getRegion() == (1.5, 5.5)
+    assert view.charts.window_region.getRegion() == (1.5, 5.5)
     assert traces == [str(session / "traces" / "t.pt.trace.json.gz")]
     assert view.title.text() == "train.py --a"
     assert "Finished: stopped after profiling window · 8 steps" in view.status.text()
     assert "median step 104.0 ms" in view.figures.text()  # steps 1..7, step 0 left out
-    assert "CUDA allocated" in view.mem_plot.titleLabel.text
-    assert view.step_curve.isVisible() and all(view.step_plot.vb.state["autoRange"])
+    assert "CUDA allocated" in view.charts.mem_plot.titleLabel.text
+    assert view.charts.step_curve.isVisible() and all(view.charts.step_plot.vb.state["autoRange"])
     assert view.console.toPlainText() == "epoch 0 step 0\n"
-    x, y = view.alloc_curve.getData()
+    x, y = view.charts.alloc_curve.getData()
     assert np.allclose(y, 1024.0)
 
 

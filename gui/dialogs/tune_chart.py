@@ -1,0 +1,84 @@
+"""The tune dialog's chart: step time per trial (bars), its data wait (narrow bars inside), the
+best in green, the script as written in grey, failed or skipped trials as red crosses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QWidget
+
+from stallscope.core.tune.trial import Trial
+from stallscope.gui.colors import (
+    BETTER_COLOR,
+    BUSY_COLOR,
+    CAUSE_COLORS,
+    MUTED_TEXT,
+    WORSE_COLOR,
+    plot_theme,
+    qcolor,
+)
+
+WAIT_COLOR = CAUSE_COLORS["data_loading"]
+
+
+class TrialAxis(pg.AxisItem):
+    """Whole trial numbers only."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
+        lo, hi = int(np.ceil(max(minVal, 1))), int(np.floor(maxVal))
+        return [(1.0, [float(v) for v in range(lo, hi + 1)])]
+
+
+class TuneChart(pg.PlotWidget):
+    """Step time per trial (bars), its data wait (narrow bars inside), the best in green,
+    failed trials as red crosses on the axis."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent, axisItems={"bottom": TrialAxis("bottom")})
+        theme = plot_theme()
+        self.setBackground(theme["bg"])
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(False, False)
+        self.hideButtons()
+        self.showGrid(y=True, alpha=0.2)
+        self.setLabel("left", "ms per step")
+        self.setLabel("bottom", "trial")
+        self.getAxis("left").enableAutoSIPrefix(False)
+        self.steps = pg.BarGraphItem(x=[], height=[], width=0.7)
+        self.waits = pg.BarGraphItem(x=[], height=[], width=0.3, brush=qcolor(WAIT_COLOR),
+                                     pen=pg.mkPen(None))
+        self.failed = pg.ScatterPlotItem(symbol="x", size=14, pen=pg.mkPen(WORSE_COLOR, width=2),
+                                         brush=qcolor(WORSE_COLOR))
+        for item in (self.steps, self.waits, self.failed):
+            self.addItem(item)
+        self.labels: list[pg.TextItem] = []
+        self.setXRange(0.4, 6.6, padding=0)
+        self.setYRange(0, 100, padding=0)
+
+    def set_trials(self, trials: list[Trial], best: int | None, baseline: int | None) -> None:
+        ok = [t for t in trials if t.ok and t.step_ms is not None]
+        x = np.array([t.index for t in ok], dtype=float)
+        step = np.array([t.step_ms for t in ok], dtype=float)
+        wait = np.array([t.data_wait_ms or 0.0 for t in ok], dtype=float)
+        brushes = [qcolor(BETTER_COLOR) if t.index == best else
+                   qcolor(MUTED_TEXT) if t.index == baseline else qcolor(BUSY_COLOR)
+                   for t in ok]
+        self.steps.setOpts(x=x, height=step, brushes=brushes, pen=pg.mkPen(None))
+        self.waits.setOpts(x=x, height=wait)
+        bad = [t.index for t in trials if not t.ok]
+        self.failed.setData(x=np.array(bad, dtype=float), y=np.zeros(len(bad)))
+        for label in self.labels:
+            self.removeItem(label)
+        self.labels = []
+        base = next((t.step_ms for t in ok if t.index == baseline), None)
+        for t in ok:
+            text = f"{t.step_ms:.0f} ms"
+            if base and t.index != baseline:
+                text += f"\n{base / t.step_ms:.2f}x"
+            label = pg.TextItem(text, color=plot_theme()["text"], anchor=(0.5, 1.0))
+            label.setPos(t.index, t.step_ms)
+            self.addItem(label)
+            self.labels.append(label)
+        top = float(step.max()) if len(step) else 100.0
+        self.setXRange(0.4, max(6, len(trials)) + 0.6, padding=0)
+        self.setYRange(0, top * 1.3, padding=0)
