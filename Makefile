@@ -17,7 +17,9 @@ $(VENV)/.stamp: pyproject.toml
 
 setup: $(VENV)/.stamp
 
-## Set up and open the app on the bundled demo (runs the demo under the profiler).
+## Set up and open the app on the bundled demo (runs the demo under the profiler). Without a
+## display it runs the demo headless, prints where the screenshot of its analysis is, and exits;
+## missing system libraries of Qt's xcb plugin are named in one line (README: System libraries).
 run: setup
 	$(VENV)/bin/stallscope --demo
 
