@@ -36,7 +36,7 @@ from shiboken6 import isValid
 
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
-from stallscope.gui.dialogs.run_request import (  # noqa: F401 - re-exported for callers
+from stallscope.gui.run_request import (  # noqa: F401 - re-exported for callers
     DEFAULT_OPTIONS,
     DEMO_SCRIPT,
     RUNNER_PATH,

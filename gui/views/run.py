@@ -48,7 +48,7 @@ from stallscope.core.session.events import (
 )
 from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
 from stallscope.gui.colors import MUTED_TEXT
-from stallscope.gui.dialogs.run import RunRequest, demo_request
+from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run_charts import RunCharts
 from stallscope.gui.views.run_console import RunConsole, note_color, stderr_color
 
