@@ -186,7 +186,7 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int,
         return None
     tuned = max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
     result.site = str(tuned.get("site", ""))
-    launch.site = f"{tuned.get('file')}:{tuned.get('line')}"
+    launch.site = result.selector = f"{tuned.get('file')}:{tuned.get('line')}"
     passed = tuned.get("passed") or {}
     result.passed = {k: passed[k] for k in KEYS if k in passed}
     script = {k: passed.get(k, DEFAULTS[k]) for k in KEYS}

@@ -20,7 +20,8 @@ class TuneResult:
     folder: Path
     script: str
     args: list[str]
-    site: str = ""                  # "file:line" of the tuned DataLoader
+    site: str = ""                  # "file:line" of the tuned DataLoader, as the user reads it
+    selector: str = ""              # its `--set` selector: the absolute file and the line
     passed: dict = field(default_factory=dict)  # its arguments as the script passed them
     trials: list[Trial] = field(default_factory=list)
     baseline: int | None = None     # index of the trial of the script as written
@@ -64,7 +65,8 @@ class TuneResult:
         best, base = self.best_trial, self.baseline_trial
         return {
             "version": 1, "folder": str(self.folder), "script": self.script, "args": self.args,
-            "dataloader": self.site, "passed": self.passed, "stopped": self.stopped,
+            "dataloader": self.site, "selector": self.selector, "passed": self.passed,
+            "stopped": self.stopped,
             "budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s, 2),
             "baseline": self.baseline, "best": self.best,
             "baseline_session": base.session if base else None,
@@ -78,6 +80,7 @@ class TuneResult:
     def from_json(cls, data: dict) -> TuneResult:
         return cls(folder=Path(data.get("folder", "")), script=str(data.get("script", "")),
                    args=list(data.get("args") or []), site=str(data.get("dataloader") or ""),
+                   selector=str(data.get("selector") or ""),
                    passed=dict(data.get("passed") or {}),
                    trials=[Trial.from_json(t) for t in data.get("trials") or []],
                    baseline=data.get("baseline"), best=data.get("best"),

@@ -136,3 +136,70 @@ def test_not_a_session(tmp_path):
     (tmp_path / "run.json").write_text("{broken")
     with pytest.raises(StallscopeError, match="run.json: unreadable"):
         open_session(tmp_path)
+
+
+def test_typed_events_from_a_follower(tmp_path):
+    from stallscope.core.session.events import (
+        DataLoaderBuilt,
+        Event,
+        Finished,
+        Message,
+        Started,
+        StepColumns,
+        StepEvent,
+        TraceReady,
+    )
+
+    make_session(tmp_path / "s", b"".join([
+        line(event="started", t=1.0, torch="2.3", devices=["H100"], overrides=["num_workers=2"]),
+        line(event="dataloader", t=1.5, index=1, site="train.py:9", line=9,
+             overridden={"num_workers": {"from": 0, "to": 2}}, notes=[]),
+        line(event="step", t=2.0, n=0, wall_ms=120.0, data_wait_ms=80.0, rss=1 << 28,
+             phase="wait", batches=1),
+        line(event="step", t=3.0, n=1, wall_ms=90.5, data_wait_ms="bad", phase="active"),
+        line(event="warning", t=3.5, message="careful", code="line_profiler_missing",
+             python="/p"),
+        line(event="trace_ready", t=4.0, path="traces/a.pt.trace.json.gz", complete=False),
+        line(event="something_new", t=4.5),
+        line(event="finished", t=5.0, rc=1, reason="exception", steps=2,
+             exception={"type": "ValueError", "message": "boom", "step": 2}),
+    ]))
+    events = EventFollower(tmp_path / "s").poll_typed()
+    kinds = [type(e) for e in events]
+    assert kinds == [Started, DataLoaderBuilt, StepEvent, StepEvent, Message, TraceReady, Event,
+                     Finished]
+    started, built, s0, s1, msg, ready, new, fin = events
+    assert started.devices == ("H100",) and started.overrides == ("num_workers=2",)
+    assert built.site == "train.py:9" and built.overridden["num_workers"]["to"] == 2
+    assert (s0.n, s0.wall_ms, s0.data_wait_ms, s0.rss, s0.batches) == (0, 120.0, 80.0,
+                                                                        float(1 << 28), 1)
+    assert np.isnan(s1.data_wait_ms) and np.isnan(s1.cuda_allocated)  # not recorded: NaN
+    assert (msg.message, msg.code, msg.python) == ("careful", "line_profiler_missing", "/p")
+    assert ready.path == "traces/a.pt.trace.json.gz" and ready.complete is False
+    assert new.kind == "something_new"
+    assert (fin.rc, fin.reason, fin.steps) == (1, "exception", 2)
+    assert fin.exception.text == "ValueError: boom" and fin.exception.step == 2
+
+    cols = StepColumns()
+    for e in (s0, s1):
+        cols.add(e)
+    assert len(cols) == 2 and cols.active == [1] and cols.last_phase == "active"
+    assert list(cols["wall_ms"]) == [120.0, 90.5]
+    for n in range(300):  # grows past its first block
+        cols.add(StepEvent(kind="step", t=0.0, rank=None, n=n, wall_ms=float(n)))
+    assert len(cols) == 302 and cols["wall_ms"][-1] == 299.0
+
+
+def test_summary_and_no_trace_reason_name_the_exception(tmp_path):
+    from stallscope.core.session.reader import no_trace_reason
+
+    root = make_session(tmp_path / "s", line(event="started", t=1.0) + line(
+        event="finished", t=2.0, rc=1, reason="exception", steps=0,
+        exception={"type": "KeyError", "message": "'label'", "step": 0}), traces=())
+    s = open_session(root)
+    assert s.summary()["exception"] == {"type": "KeyError", "message": "'label'", "step": 0}
+    assert no_trace_reason(root) == (
+        f"{root}: train.py raised KeyError: 'label' at step 0 before a trace was written; its "
+        f"output is in {root / 'stdout.log'}")
+    with_trace = make_session(tmp_path / "t", line(event="finished", t=2.0, rc=0, reason="x"))
+    assert no_trace_reason(with_trace) is None and no_trace_reason(tmp_path / "nothing") is None
