@@ -28,15 +28,12 @@ def sniffer(p: Path) -> Callable[[bytes], None]:
     return lambda head: reader_for(p, head) and None
 
 
-_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]")
-
-
 def shown(head: bytes, n: int = 24) -> str:
     """The first bytes of a file for a message: text in quotes, or a word for binary data."""
     text = head[:n].decode("utf-8", "replace")
     if text.count("\ufffd") > len(text) // 4 or "\0" in text:
         return "binary data"
-    text = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     return f'"{text}{"..." if len(head) > n else ""}"'
 
 

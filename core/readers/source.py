@@ -24,9 +24,9 @@ from stallscope.core.units import mib
 MEMORY_FACTOR = 1.6
 _READ_CHUNK = 8 << 20      # bytes read (or inflated) per step
 _GZ_IN_CHUNK = 1 << 20     # compressed bytes fed to zlib per step
-# JSON writers do not lead with megabytes of blanks: a file that does is refused here, before
-# the rest of it is read or inflated.
-_MAX_LEADING_SPACE = 16 << 20
+# JSON writers do not write megabytes of blanks in a row: a file that does is refused where the
+# run is, before the rest of it is read or inflated.
+_MAX_BLANK_RUN = 16 << 20
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
@@ -102,60 +102,52 @@ def read_bytes(p: Path, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
         try:
             gz = f.read(2) == b"\x1f\x8b"
             f.seek(0)
+            watch = _Watch(p, sniff)
             if gz:
-                data = yield from _gunzip(p, f, st.st_size, limit, avail, cancel, sniff)
+                data = yield from _gunzip(p, f, st.st_size, limit, avail, cancel, watch)
             else:
-                if st.st_size > limit:
-                    raise _too_large(p, f"{mib(st.st_size)} of JSON", avail)
-                data = yield from _read_plain(p, f, st.st_size, cancel, sniff)
+                data = yield from _read_plain(p, f, st.st_size, limit, avail, cancel, watch)
         except OSError as exc:
             raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
     return data
 
 
-def _read_plain(p: Path, f, size: int, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
+def _read_plain(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFlag,
+                watch: _Watch) -> Job[bytearray]:
     """Straight into a buffer of the file's size (what stat() said; a file that grows while it
-    is read is read up to that size)."""
+    is read is read up to that size). The first chunk is judged before the size is."""
+    head = f.read(min(_READ_CHUNK, size))
+    watch.see(head, 0, len(head))
+    if size > limit:
+        raise _too_large(p, f"{mib(size)} of JSON", avail)
     buf = bytearray(size)
+    buf[:len(head)] = head
+    done = len(head)
+    del head
     view = memoryview(buf)
-    done = 0
     try:
         while done < size:
             n = f.readinto(view[done:done + _READ_CHUNK])
             if not n:
                 break
-            if done == 0:
-                _sniff_head(p, view[:n], sniff)
+            watch.see(buf, done, done + n)
             done += n
             cancel.check()
             yield 400 * done // size, 1000
     finally:
         view.release()
     del buf[done:]
-    if done < size:  # shrank while read: sniff what there is
-        _sniff_head(p, buf, sniff)
+    watch.finish(buf)
     return buf
 
 
-def _sniff_head(p: Path, data, sniff: Sniff) -> None:
-    m = _NON_SPACE.search(data)
-    if m is None:
-        if len(data) > _MAX_LEADING_SPACE:
-            raise TraceError(f"{p}: not a trace: more than {mib(_MAX_LEADING_SPACE)} of blank "
-                             "space and no JSON")
-        return  # blanks only so far: the decoder says "file is empty" or finds the start
-    sniff(bytes(data[m.start():m.start() + 64]))
-
-
 def _gunzip(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFlag,
-            sniff: Sniff) -> Job[bytearray]:
+            watch: _Watch) -> Job[bytearray]:
+    """Inflate member after member into one buffer, counting against the limit as it grows."""
     f.seek(max(size - 4, 0))
     trailer = int.from_bytes(f.read(4), "little")  # the last member's size mod 2**32
     f.seek(0)
-    if trailer > limit:  # the real text is at least this long (or the file is corrupt)
-        raise _too_large(p, f"{mib(trailer)} of JSON by its gzip trailer", avail)
-    sink = _Sink(p, max(trailer, size), limit, avail, sniff, gz=True)
-    sink.trailer = trailer
+    buf = bytearray()  # grows by appending: realloc moves its pages, it does not copy them
     inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
     pending = b""
     read = 0
@@ -171,60 +163,61 @@ def _gunzip(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFlag,
                     pending = b""
                     continue
                 inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
-            sink.write(inflate.decompress(pending, _READ_CHUNK))
+            chunk = inflate.decompress(pending, _READ_CHUNK)
             pending = inflate.unconsumed_tail or inflate.unused_data
+            start = len(buf)
+            if start + len(chunk) > limit:
+                raise _too_large(p, f"over {mib(limit)} of JSON once unzipped (its gzip trailer "
+                                    f"says {mib(trailer)})", avail)
+            buf += chunk
+            sniffed = watch.sniffed
+            watch.see(buf, start, len(buf))
+            if watch.sniffed and not sniffed and trailer > limit:
+                # JSON, and at least this long (the trailer is the size mod 2**32)
+                raise _too_large(p, f"{mib(trailer)} of JSON by its gzip trailer", avail)
             cancel.check()
             yield min(400 * read // size, 400), 1000
     except zlib.error as exc:
         raise TraceError(f"{p}: not a valid gzip file ({exc})") from None
     if not inflate.eof:
         raise TraceError(f"{p}: gzip stream is truncated (file cut short?)")
-    return sink.result()
+    watch.finish(buf)
+    return buf
 
 
-class _Sink:
-    """One buffer that grows by appending (realloc moves its pages, it does not copy them) and
-    never holds more than `limit` bytes. `expected` is for progress only."""
+class _Watch:
+    """Judges the text as it arrives: its first bytes go to the readers' sniff (a file of
+    something else is refused after its first chunk), and a run of blanks longer than any trace
+    has is refused where it is (gigabytes of spaces in a small gzip)."""
 
-    def __init__(self, p: Path, expected: int, limit: int, avail: int, sniff: Sniff,
-                 gz: bool) -> None:
-        self.p, self.limit, self.avail, self.sniff, self.gz = p, limit, avail, sniff, gz
-        self.expected = max(expected, 1)
-        self.buf = bytearray()
+    def __init__(self, p: Path, sniff: Sniff) -> None:
+        self.p, self.sniff = p, sniff
         self.first: int | None = None  # offset of the first non-blank byte
         self.sniffed = False
-        self.trailer = 0
+        self.blank = 0  # blank bytes in a row at the end so far (whole chunks only)
 
-    def write(self, chunk: bytes) -> None:
-        start = len(self.buf)
-        end = start + len(chunk)
-        if end > self.limit:
-            said = f" (its gzip trailer says {mib(self.trailer)})" if self.gz else ""
-            raise _too_large(self.p, f"over {mib(self.limit)} of JSON once unzipped{said}",
-                             self.avail)
-        self.buf += chunk
-        if not self.sniffed:
-            self._look_for_head(start, end)
-
-    def _look_for_head(self, start: int, end: int) -> None:
+    def see(self, buf, start: int, end: int) -> None:
+        """buf[start:end] just arrived."""
+        m = _NON_SPACE.search(buf, start, end)
+        if m is None:
+            self.blank += end - start
+            if self.blank > _MAX_BLANK_RUN:
+                where = "and no JSON" if self.first is None else f"in a row at byte {start:,}"
+                raise TraceError(f"{self.p}: not a trace: more than {mib(_MAX_BLANK_RUN)} of "
+                                 f"blank space {where}")
+            return
+        self.blank = 0
         if self.first is None:
-            m = _NON_SPACE.search(self.buf, start, end)
-            if m is None:
-                if end > _MAX_LEADING_SPACE:
-                    raise TraceError(f"{self.p}: not a trace: more than "
-                                     f"{mib(_MAX_LEADING_SPACE)} of blank space and no JSON")
-                return
             self.first = m.start()
-        if end - self.first >= 64:
-            self.sniffed = True
-            self.sniff(bytes(self.buf[self.first:self.first + 64]))
+        if not self.sniffed and end - self.first >= 64:
+            self._sniff(buf)
 
-    def progress(self) -> int:
-        return 400 * min(len(self.buf), self.expected) // self.expected
+    def _sniff(self, buf) -> None:
+        self.sniffed = True
+        self.sniff(bytes(buf[self.first:self.first + 64]))
 
-    def result(self) -> bytearray:
+    def finish(self, buf) -> None:
         if self.first is None:
             raise TraceError(f"{self.p}: file is empty")
         if not self.sniffed:
-            self.sniff(bytes(self.buf[self.first:self.first + 64]))
-        return self.buf
+            self._sniff(buf)

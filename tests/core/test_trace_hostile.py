@@ -239,19 +239,34 @@ def test_gzip_of_blanks_is_refused_after_the_first_megabytes(tmp_path):
     assert rss < 200 * MiB
 
 
-def test_gzip_of_something_else_is_refused_before_it_is_unzipped(tmp_path):
+def test_gzip_of_something_else_is_refused_before_it_is_unzipped(tmp_path, monkeypatch):
     path = tmp_path / "text.json.gz"
     repeated_gzip(path, b"lorem ipsum " * 100_000, 2000)  # 2.3 GB of text
+    monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", str(2**30))  # its trailer says too much
+    t = time.perf_counter()
     with pytest.raises(TraceError, match=r'not JSON \(starts with "lorem ipsum'):
         load(path)
+    assert time.perf_counter() - t < 10  # one chunk read, not 2.3 GB
 
 
-def test_gzip_trailer_beyond_the_budget_is_refused_up_front(tmp_path, monkeypatch):
+def test_gigabytes_of_blanks_inside_the_json_stop_at_the_first_16_mib(tmp_path):
+    """Whatever the budget (here the machine's free memory): no trace holds 16 MiB of blanks."""
+    path = tmp_path / "blanks.json.gz"
+    repeated_gzip(path, b" " * MiB, 2048, head=HEAD, tail=b"]}")  # 2 GiB of spaces
+    rc, _, err, seconds, rss = _run("analyze", path)
+    _one_line_error(rc, err, path, "not a trace: more than 16.0 MiB of blank space in a row at "
+                                   "byte ")
+    assert rss < 200 * MiB and seconds < 30
+
+
+def test_gzip_trailer_beyond_the_budget_is_refused_after_the_first_chunk(tmp_path, monkeypatch):
     path = tmp_path / "claims.json.gz"
-    repeated_gzip(path, b" ", 1, head=HEAD, tail=b"]}", trailer_size=3 * 2**30)
-    monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", str(2**30))
-    with pytest.raises(TraceError, match=r"3,072.0 MiB of JSON by its gzip trailer; the budget of "
-                                         r"1,024.0 MiB .* holds 640.0 MiB of JSON"):
+    event = json.dumps(_step_events()[1]).encode() + b", "
+    size = repeated_gzip(path, event * 10_000, 30, head=HEAD, tail=json.dumps(_step_events()[1])
+                         .encode() + b"]}")  # 24 MiB of events
+    monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", str(16 * MiB))
+    with pytest.raises(TraceError, match=rf"{size / MiB:.1f} MiB of JSON by its gzip trailer; "
+                                         r"the budget of 16.0 MiB .* holds 10.0 MiB of JSON"):
         load(path)
 
 
