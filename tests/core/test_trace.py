@@ -180,3 +180,34 @@ def test_unknown_or_missing_phases_do_not_lose_the_batch(tmp_path):
                                                 "ProfilerStep#2"]
         assert t.mem.total_reserved.tolist() == [2048.0]
     assert mixed.dropped == {} and typed.dropped == {}
+
+
+def test_pieces_cut_anywhere_read_what_the_slow_path_reads(tmp_path, monkeypatch):
+    """The fast path cuts the event list at `},{`; cuts that fall inside a string or a nested
+    object must move on, whatever the piece size."""
+    from stallscope.core.readers import chrome
+
+    tricky = [_x('},{"ph": "X"}, {', 1, 2), _x("a", 3, 4, shapes=[{"a": 1}, {"b": "},{"}]),
+              {"ph": "s", "id": 1, "name": "},{", "ts": 5}, _x("\\\"},{", 6, 1)]
+    text = json.dumps({"traceEvents": (SMALL + tricky) * 50, "distributedInfo": {"rank": 2}},
+                      indent=1).encode()
+    path = _write(tmp_path, "cuts.json", raw=text)
+    with monkeypatch.context() as m:
+        def no_fast(*args):
+            return None
+            yield
+        m.setattr(chrome, "_fast", no_fast)
+        slow = load(path)
+    def slow_path(*args):
+        raise AssertionError("the fast path gave up")
+
+    monkeypatch.setattr(chrome, "_slow", slow_path)
+    monkeypatch.setattr(chrome, "_MAX_MISCUTS", 10**6)
+    for piece in (1, 7, 64, 1000):
+        monkeypatch.setattr(chrome, "_PIECE", piece)
+        t = load(path)
+        assert [t.names[i] for i in t.name] == [slow.names[i] for i in slow.name]
+        assert np.array_equal(t.start, slow.start) and np.array_equal(t.track, slow.track)
+        assert t.rank == slow.rank == 2 and t.dropped == slow.dropped
+    assert sorted(slow.names) == sorted({'},{"ph": "X"}, {', "a", '\\"},{', "ProfilerStep#1",
+                                         "aten::mm", "gemm", "ProfilerStep#2"})
