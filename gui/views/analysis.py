@@ -205,8 +205,10 @@ class AnalysisView(QWidget):
             return False
         advice = report.advice[index]
         if advice.focus is not None:
-            self.timeline.zoom_to(*advice.focus)
-            self.sig_status.emit(advice.title)
+            lo, hi = advice.focus
+            self.timeline.zoom_to(lo, hi)
+            self.sig_status.emit(f"{advice.title}: {units.duration(hi - lo)} from "
+                                 f"{units.duration(lo - report.window[0])}")
             return True
         if advice.cause is not None:
             return self.show_worst_gap(advice.cause)

@@ -144,6 +144,7 @@ class CauseDeltaChart(pg.PlotWidget):
             self.addItem(bar)
         self.getAxis("left").setTicks([ticks, []])
         self.setYRange(-0.6, max(len(self.values) - 0.4, 0.6), padding=0)
+        self.setMaximumHeight(60 + 44 * max(len(self.values), 1))  # bars, not slabs, at 4K
         self.setXRange(0, top * 1.08 or 1.0, padding=0)
 
 
@@ -194,6 +195,7 @@ class CompareView(QWidget):
         chart_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         left_box.addWidget(chart_title)
         left_box.addWidget(self.chart, 1)
+        left_box.addStretch(0)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
         self.splitter.addWidget(sides)

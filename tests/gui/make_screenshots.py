@@ -1,14 +1,15 @@
-"""Write PNGs of the main window on real traces (for the README and for looking at them).
+"""Write PNGs of the app on real traces, at three window sizes (for docs/ and for looking at them).
 
-    .venv/bin/python tests/gui/make_screenshots.py [OUT_DIR]     (default /tmp/stallscope-shots)
+    .venv/bin/python tests/gui/make_screenshots.py [OUT_DIR]   (default docs/screenshots)
 
-kineto_nw0.png          ResNet-50, num_workers=0: the data-loading-bound trace
-kineto_nw0_gap.png      the same, zoomed to the worst data-loading gap, hover line filled in
-hta_df_index_resolver.png  V100 trace with allocated/reserved memory
-compare_nw0_nw4.png     num_workers 0 -> 4: deltas and both summaries
-ranks.png               two ranks of one job (hta_sampled_rank-0/1) in one folder
-cpu_only.png            a trace without GPU activity
-kineto_nw0_dark.png     the dark theme
+For each size in SIZES (1024x700, 1400x900, 2560x1440):
+  kineto_nw0_<size>.png          ResNet-50, num_workers=0: the data-loading-bound trace
+  hta_nccl_<size>.png            DDP on an A100 (NCCL, backward on the autograd threads)
+  hta_sampled_ranks_<size>.png   two ranks of one job (hta_sampled_rank-0/1) in one folder
+  hta_cpu_only_<size>.png        a trace without GPU activity: step time and threads
+  compare_nw0_nw4_<size>.png     num_workers 0 -> 4: deltas and both summaries
+Each is stored in 256 colours (max coverage, no dithering) to stay small. Runs in a throwaway
+config dir.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "traces"
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "traces"
+SIZES = ((1024, 700), (1400, 900), (2560, 1440))
 
 
 def fixture(prefix: str) -> Path:
@@ -29,58 +33,50 @@ def fixture(prefix: str) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    out = Path(argv[0]) if argv else Path("/tmp/stallscope-shots")
+    out = Path(argv[0]) if argv else ROOT / "docs" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("STALLSCOPE_CONFIG_DIR", tempfile.mkdtemp(prefix="stallscope-cfg-"))
     from PySide6.QtWidgets import QApplication
+    from reference_images import quantized
 
     app = QApplication.instance() or QApplication([])
+    from stallscope.gui import app as app_module
     from stallscope.gui import theme
     from stallscope.gui.main_window import MainWindow
 
+    app_module.install_message_filter()
     theme.apply_theme(app, "light")
-
-    def shot(name: str, path: Path, compare: Path | None = None, after=None) -> None:
-        window = MainWindow()
-        window.resize(1400, 900)
-        window.show()
-        window.open_path(str(path))
-        window.wait_for_load()
-        if compare is not None:
-            window.open_compare(str(compare))
+    ranks = Path(tempfile.mkdtemp(prefix="stallscope-ranks-")) / "hta_sampled"
+    ranks.mkdir()
+    for r in (0, 1):
+        shutil.copy(fixture(f"hta_sampled_rank-{r}"), ranks)
+    subjects = {
+        "kineto_nw0": (fixture("kineto_nw0"), None),
+        "hta_nccl": (fixture("hta_nccl_parser_config_nccl_data"), None),
+        "hta_sampled_ranks": (ranks, None),
+        "hta_cpu_only": (fixture("hta_cpu_only"), None),
+        "compare_nw0_nw4": (fixture("kineto_nw0"), fixture("kineto_nw4_worker0.1623212756351")),
+    }
+    for name, (path, compare) in subjects.items():
+        for w, h in SIZES:
+            window = MainWindow(persist=False)
+            window.resize(w, h)
+            window.show()
+            window.open_path(str(path))
             window.wait_for_load()
-        if window.messages.level == "error":
-            raise SystemExit(f"{name}: {window.messages.text}")
-        if after is not None:
-            after(window)
-        app.processEvents()
-        window.grab().save(str(out / name))
-        print(out / name)
-        window.close()
-        window.deleteLater()
-        app.processEvents()
-
-    def worst_gap(window) -> None:
-        view = window.analysis
-        view.show_worst_gap("data_loading")
-        report = view.report
-        lo, hi = report.worst_gap("data_loading")
-        x = ((lo + hi) / 2 - view.timeline.t0_us) / 1000
-        view.timeline.set_hover_text(view.timeline.describe_at(x, 1.5))
-
-    nw0 = fixture("kineto_nw0")
-    shot("kineto_nw0.png", nw0)
-    shot("kineto_nw0_gap.png", nw0, after=worst_gap)
-    shot("hta_df_index_resolver.png", fixture("hta_df_index_resolver"))
-    shot("compare_nw0_nw4.png", nw0, compare=fixture("kineto_nw4_worker0.1623212756351"))
-    with tempfile.TemporaryDirectory() as tmp:
-        for r in (0, 1):
-            shutil.copy(fixture(f"hta_sampled_rank-{r}"), tmp)
-        shot("ranks.png", Path(tmp))
-    shot("cpu_only.png", fixture("hta_cpu_only"))
-    theme.apply_theme(app, "dark")
-    shot("kineto_nw0_dark.png", nw0)
-    theme.apply_theme(app, "light")
+            if compare is not None:
+                window.open_compare(str(compare))
+                window.wait_for_load()
+            if window.messages.level == "error" and window.messages.text:
+                raise SystemExit(f"{name}: {window.messages.text}")
+            app.processEvents()
+            target = out / f"{name}_{w}x{h}.png"
+            quantized(window.grab().toImage()).save(target, optimize=True)
+            print(f"{target} ({target.stat().st_size // 1024} KB)")
+            window.close()
+            window.deleteLater()
+            app.processEvents()
+    shutil.rmtree(ranks.parent, ignore_errors=True)
     return 0
 
 

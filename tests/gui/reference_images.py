@@ -5,10 +5,11 @@ beside it for review.
     STALLSCOPE_APPROVE=1 .venv/bin/python -m pytest tests/gui/test_reference_images.py
         re-approves: writes every reference anew (look at them before committing)
 
-Images are stored at half size in 256 colours: small files, and a one-pixel shift of antialiased
-text does not count. A pixel differs when one of its channels moves by more than PIXEL_TOL; a
-view fails when more than SHARE_TOL of its pixels differ, enough for a changed digit or two,
-far less than a lane in another colour, a moved panel or a missing chart.
+Images are stored at half size in 256 colours (max coverage, no dithering): small files, and a
+one-pixel shift of antialiased text does not count. A pixel differs when one of its channels
+moves by more than PIXEL_TOL; a view fails when more than SHARE_TOL of its pixels differ:
+enough for a changed digit or two, far less than a lane in another colour, a moved panel or a
+missing chart.
 
 A blank or clipped view fails before any comparison: `assert_drawn` wants a share of pixels
 away from the page colour, `clipped_labels` finds labels and buttons cut short.
@@ -20,6 +21,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QWidget
@@ -36,13 +38,19 @@ def render(widget: QWidget) -> QImage:
     return widget.grab().toImage()
 
 
-def stored(image: QImage) -> QImage:
+def stored(image: QImage) -> Image.Image:
     """What a reference holds: half size, 256 colours, no dithering (deterministic)."""
     small = image.scaled(round(image.width() * SCALE), round(image.height() * SCALE),
                          Qt.AspectRatioMode.IgnoreAspectRatio,
                          Qt.TransformationMode.SmoothTransformation)
-    flags = Qt.ImageConversionFlag.ThresholdDither | Qt.ImageConversionFlag.AvoidDither
-    return small.convertToFormat(QImage.Format.Format_Indexed8, flags)
+    return quantized(small)
+
+
+def quantized(image: QImage) -> Image.Image:
+    """256 colours by maximum coverage (no channel off by more than a few), no dithering:
+    UI colours stay true, even of a small chip; files stay small."""
+    return Image.fromarray(pixels(image)).quantize(
+        256, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE)
 
 
 def pixels(image: QImage) -> np.ndarray:
@@ -103,28 +111,26 @@ def check_image(name: str, image: QImage, min_share: float = 0.1) -> None:
     path = REFERENCE / f"{name}.png"
     REFERENCE.mkdir(parents=True, exist_ok=True)
     if APPROVE:
-        assert new.save(str(path)), path
+        new.save(path, optimize=True)
         return
     fresh = path.with_suffix(".new.png")
     if not path.exists():
-        new.save(str(fresh))
+        new.save(fresh, optimize=True)
         raise AssertionError(f"{path} has no approved image yet; look at {fresh}, then approve "
                              "it with STALLSCOPE_APPROVE=1")
-    ref = QImage(str(path))
-    a, b = pixels(new).astype(np.int16), pixels(ref).astype(np.int16)
+    a = np.asarray(new.convert("RGB"), dtype=np.int16)
+    b = np.asarray(Image.open(path).convert("RGB"), dtype=np.int16)
     if a.shape != b.shape:
-        new.save(str(fresh))
+        new.save(fresh)
         raise AssertionError(f"{name}: size {a.shape[1]}x{a.shape[0]} vs approved "
                              f"{b.shape[1]}x{b.shape[0]}; new image at {fresh}")
     differ = np.abs(a - b).max(axis=2) > PIXEL_TOL
     share = float(differ.mean())
     if share > SHARE_TOL:
-        new.save(str(fresh))
+        new.save(fresh)
         diff = np.where(differ[..., None], np.array([255, 0, 255], np.uint8),
                         (b // 3 + 170).astype(np.uint8))
-        diff = np.ascontiguousarray(diff)
-        QImage(diff.data, diff.shape[1], diff.shape[0], 3 * diff.shape[1],
-               QImage.Format.Format_RGB888).save(str(path.with_suffix(".diff.png")))
+        Image.fromarray(diff).save(path.with_suffix(".diff.png"))
         raise AssertionError(
             f"{name}: {share:.2%} of the pixels differ from the approved image (tolerance "
             f"{SHARE_TOL:.1%}); new image {fresh}, differences in magenta "

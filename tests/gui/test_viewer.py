@@ -77,6 +77,21 @@ def test_advice_and_cause_clicks_zoom_to_the_worst_gap(qtbot, window, open_and_w
     assert vlo < lo and vhi > hi and (vhi - vlo) < 2 * (hi - lo)
 
 
+@pytest.mark.parametrize("name", ["hta_sampled_rank-0", "hta_nccl_parser_config_nccl_data"])
+def test_every_card_jumps_to_its_span(qtbot, window, open_and_wait, name):
+    """The v2 cards (backward, queued work, optimizer, exposed communication, ...) each zoom the
+    timeline to the span they are about."""
+    report = open_and_wait(fixture_path(name)).reports[0]
+    cards = window.analysis.summary.advice_cards
+    assert len(cards) == len(report.advice) >= 3
+    for card, advice in zip(cards, report.advice, strict=True):
+        window.analysis.fit()
+        qtbot.mouseClick(card, Qt.MouseButton.LeftButton)
+        lo, hi = advice.focus or report.worst_gap(advice.cause)
+        vlo, vhi = window.analysis.timeline.x_range_us()
+        assert vlo <= lo and vhi >= hi and (vhi - vlo) < 2 * (hi - lo) + 1, advice.id
+
+
 def test_step_selector_and_keyboard_steps(qtbot, window, open_and_wait):
     doc = open_and_wait(fixture_path("kineto_nw0"))
     steps = doc.reports[0].steps

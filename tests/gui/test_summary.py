@@ -1,0 +1,84 @@
+"""The summary panel on its own: every device of a multi-GPU trace, and what a narrow panel does
+(it wraps and elides, it never grows wider than it is)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import gzip
+import json
+
+import pytest
+from fixture_traces import fixture_path
+
+from stallscope.core import units
+from stallscope.core.analysis import CAUSES, analyze
+from stallscope.core.trace import load
+from stallscope.gui.views.summary import SummaryPanel
+
+
+def _two_gpu_trace(path, idle_on_1: int):
+    """GPU 0 busy 800 of 1000 µs, GPU 1 busy 1000 - idle_on_1."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+               "tid": 1, "ts": 0, "dur": 1000}]
+    for dev, busy in ((0, 800), (1, 1000 - idle_on_1)):
+        events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": dev, "tid": 7,
+                       "ts": 0, "dur": busy, "args": {"device": dev, "stream": 7}})
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+
+
+def test_every_device_gets_its_bar_and_utilization(qtbot, tmp_path):
+    p = tmp_path / "two.pt.trace.json.gz"
+    _two_gpu_trace(p, idle_on_1=600)
+    report = analyze(load(p))
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.resize(420, 800)
+    panel.set_report(report)
+    panel.show()
+    assert set(panel.cause_bars) == {"0", "1"} == set(panel.util_bars)
+    assert panel.util_bars["0"].value() == 800 and panel.util_bars["1"].value() == 400
+    for dev, bar in panel.cause_bars.items():
+        assert sum(bar.values.values()) == pytest.approx(report.devices[dev].idle_us)
+    # the table details the busiest device
+    assert panel.cause_bar is panel.cause_bars["0"]
+
+
+def test_cause_rows_hold_the_report_numbers_with_units(qtbot):
+    report = analyze(load(fixture_path("kineto_nw0")))
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.resize(300, 700)  # narrow: rows keep their numbers, names elide
+    panel.set_report(report)
+    panel.show()
+    qtbot.waitExposed(panel)
+    by_cause = report.devices["0"].idle_by_cause
+    idle = sum(by_cause.values())
+    shown = [row.cause for row in panel.cause_table.rows]
+    assert shown == [c for c in CAUSES if by_cause[c] > 0]
+    for row in panel.cause_table.rows:
+        assert row.time.text() == units.duration(by_cause[row.cause])
+        assert row.share.text() == units.pct(by_cause[row.cause] / idle)
+    assert panel.widget().width() <= panel.viewport().width()
+
+
+@pytest.mark.parametrize("name", ["kineto_nw0", "hta_df_index_resolver", "hta_sampled_rank-0"])
+def test_memory_line_says_only_what_was_recorded(qtbot, name):
+    report = analyze(load(fixture_path(name)))
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.set_report(report)
+    text = panel.memory_label.text()
+    assert " -" not in text and " 0×" not in text and "shrank 0" not in text
+    for m in report.memory.values():
+        if m.peak_allocated is not None and len(m.ts):
+            assert f"peak allocated {units.mib(m.peak_allocated)}" in text
+        if m.peak_reserved is not None:
+            assert f"peak reserved {units.mib(m.peak_reserved)}" in text
+        else:
+            assert "peak reserved" not in text
+    if not any(len(m.ts) or m.cuda_malloc_count for m in report.memory.values()):
+        assert text.startswith("No CUDA memory events recorded")
