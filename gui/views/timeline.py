@@ -46,7 +46,9 @@ def legend_html(gpu: bool, threads: bool = True) -> str:
     cpu_states = [c for c in CAUSES if c not in NOT_CPU_STATES]
     if gpu:
         apart = [c for c in CAUSES if c in NOT_CPU_STATES]
-        parts = [_chip(BUSY_COLOR, "<b>GPU busy</b>"), "&nbsp;&nbsp;<b>GPU idle:</b>"]
+        parts = [_chip(BUSY_COLOR, "<b>GPU busy</b> (paler: partly)",
+                       "a block is paler the less of it the GPU was busy (zoom in for more)"),
+                 "&nbsp;&nbsp;<b>GPU idle:</b>"]
         parts += [_chip(CAUSE_COLORS[c], cause_label(c), BY_CODE[c].description)
                   for c in apart[:1]]
         parts.append("&nbsp;&nbsp;<b>while the CPU was in:</b>")

@@ -8,6 +8,7 @@ For each size in SIZES (1024x700, 1400x900, 2560x1440):
   hta_sampled_ranks_<size>.png   two ranks of one job (hta_sampled_rank-0/1) in one folder
   hta_cpu_only_<size>.png        a trace without GPU activity: step time and threads
   compare_nw0_nw4_<size>.png     num_workers 0 -> 4: deltas and both summaries
+and at 1400x900 only: hta_df_index_resolver_1400x900.png (V100, backward and queued work).
 Each is stored in 256 colours (max coverage, no dithering) to stay small. Runs in a throwaway
 config dir.
 """
@@ -57,8 +58,9 @@ def main(argv: list[str]) -> int:
         "hta_cpu_only": (fixture("hta_cpu_only"), None),
         "compare_nw0_nw4": (fixture("kineto_nw0"), fixture("kineto_nw4_worker0.1623212756351")),
     }
+    subjects["hta_df_index_resolver"] = (fixture("hta_df_index_resolver"), None)
     for name, (path, compare) in subjects.items():
-        for w, h in SIZES:
+        for w, h in SIZES if name != "hta_df_index_resolver" else ((1400, 900),):
             window = MainWindow(persist=False)
             window.resize(w, h)
             window.show()
