@@ -39,7 +39,7 @@ from stallscope.core.tune.trial import (
 )
 
 DEFAULT_BUDGET_S = 600.0
-TRIAL_SCHEDULE = {"warmup": 1, "active": 5, "repeat": 1}  # wait: 1 + the most workers tried
+TRIAL_SCHEDULE = {"warmup": 1, "active": 7, "repeat": 1}  # wait: 1 + the most workers tried
 
 
 @dataclass
