@@ -233,7 +233,7 @@ def _floats_of(events: list, get) -> np.ndarray:
     """A float column of one batch; None (an absent value) becomes NaN."""
     try:
         return np.fromiter(map(get, events), dtype=np.float64, count=len(events))
-    except (TypeError, OverflowError):
+    except (TypeError, ValueError, OverflowError):
         return _floats([get(e) for e in events])
 
 
@@ -247,6 +247,8 @@ def _floats(values: list) -> np.ndarray:
 
 def _float(v) -> float:
     try:
+        if isinstance(v, str):
+            return float(int(v, 0))  # ids written as text: "0x0", "7"
         return np.nan if v is None else float(v)
     except (TypeError, ValueError, OverflowError):
         return np.nan

@@ -13,7 +13,7 @@ class XArgs(msgspec.Struct, gc=False):
     """The args of a complete event (fewer fields: a faster decode)."""
 
     device: int | None = None
-    stream: int | None = None
+    stream: int | str | None = None  # ROCm runtime events write "0x0"
     correlation: int | None = None
 
 
@@ -31,7 +31,7 @@ class Args(msgspec.Struct, gc=False):
     """Both, for the lenient per-event path that does not know the phase beforehand."""
 
     device: int | None = None
-    stream: int | None = None
+    stream: int | str | None = None  # ROCm runtime events write "0x0"
     correlation: int | None = None
     device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")

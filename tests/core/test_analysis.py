@@ -30,7 +30,7 @@ SYNC = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"
 BACKWARD = {"stallscope#backward", "## backward ##"}
 STEP = re.compile(r"ProfilerStep#\d+")
 
-# Every real trace with GPU activity and steps (hta_amd's launches are checked apart: see below).
+# Every real trace with GPU activity and steps.
 GPU_FIXTURES = ["kineto_nw0", "kineto_nw4_worker0.1623212756351",
                 "kineto_nw4_worker0.1623213129365", "hta_sampled_rank-0", "hta_sampled_rank-1",
                 "hta_df_index_resolver",
@@ -221,8 +221,6 @@ def test_analysis_matches_the_plain_reference(real_trace, prefix):
         assert got.exposed_comm_us == pytest.approx(want["exposed_comm_us"], abs=tol)
         # On every GPU trace with steps the eight causes name at least 95% of idle.
         assert got.idle_by_cause["uncovered"] <= 0.05 * got.idle_us, prefix
-        if prefix == "hta_amd_trace":
-            continue  # its launches do not load yet: test_amd_launches_survive_the_loader
         assert {report.trace.tracks[t] for t in got.launch_tracks} == want["launchers"]
         for cause in CAUSES:
             assert got.idle_by_cause[cause] == pytest.approx(
@@ -236,9 +234,6 @@ def test_analysis_matches_the_plain_reference(real_trace, prefix):
                     want_step[cause], abs=1e-6 * step.dur_us + 1e-3), (step.name, cause)
 
 
-@pytest.mark.xfail(strict=True, reason="loader: ROCm runtime events write args.stream as "
-                   "\"0x0\"; the typed decode fails and the lenient path drops all args, "
-                   "args.correlation included (core/readers, H-load)")
 def test_amd_launches_survive_the_loader(real_trace):
     """hta_amd writes `stream: "0x0"` on its runtime events; their correlation must still load,
     or no launch is found and L(d) is empty."""
