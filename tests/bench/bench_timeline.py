@@ -77,8 +77,10 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     import stallscope.gui  # noqa: F401  (PySide6 workaround)
+    from stallscope.gui.app import install_message_filter
     from stallscope.gui.views.timeline import TimelineView
 
+    install_message_filter()
     app = QApplication.instance() or QApplication([])
     view = TimelineView()
     view.resize(1400, 800)
