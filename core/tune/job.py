@@ -116,7 +116,8 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         search = _start_search(result, base, launch, cores, cfg.min_gain)
         finish(base)
         if search is None:
-            result.stopped = "the script as written could not be measured"
+            result.stopped = ("nothing to tune" if base.ok else
+                              "the script as written could not be measured")
             if base.status == OVER_BUDGET:
                 result.stopped = "budget"
                 result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "

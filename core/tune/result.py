@@ -141,6 +141,8 @@ def verdict(result: TuneResult) -> list[str]:
         why = f" ({base.status}: {base.message})" if base is not None and base.message else ""
         return [f"the script as written did not finish a trial{why}: nothing to compare with",
                 *(f"note: {note}" for note in result.notes)]
+    if not result.site:  # the script built no DataLoader
+        return [f"note: {note}" for note in result.notes] or ["nothing to tune"]
     if best is None or best.index == base.index:
         lines.append(f"best: the script's own settings ({settings_text(base.settings)}) at "
                      f"{_ms(base.step_ms)} per step; nothing tried was at least 5% faster")

@@ -156,3 +156,11 @@ def test_tree_memory_samples_this_process():
     mem = TreeMemory()
     now = mem.sample(psutil.Process())
     assert now > 10 << 20 and mem.rss >= now and mem.main == now and mem.workers == 0
+
+
+def test_a_script_without_dataloader_has_nothing_to_tune(tmp_path):
+    result = TuneResult(tmp_path, "/w/train.py", [], trials=[
+        Trial(1, "01-as-written", {}, {}, status="ok", step_ms=20.0)], baseline=1, best=1,
+        notes=["the script built no torch DataLoader: nothing to tune"])
+    assert verdict(result) == ["note: the script built no torch DataLoader: nothing to tune"]
+    assert result.change == "" and table(result).splitlines()[1].startswith("1 *  as written")
