@@ -152,8 +152,10 @@ def test_lmdb_wizard_pages(qtbot, monkeypatch):
     fixed = Throughput(before=Rate("decode", 120, 0.5, 3_000_000),
                        after=Rate("lmdb", 120, 0.05, 3_000_000), num_workers=0, batch_size=32)
     monkeypatch.setattr(result_page, "measure", lambda *a, **k: fixed)
-    # verify imports torch in a worker thread; a first import there while this thread collects
-    # garbage crashed the interpreter once in three runs: import it here first
+    # the wizard's workers import PIL's plugins and torch on first use; such a first import in
+    # a worker thread while this thread collects garbage crashed the interpreter (PySide6
+    # 6.12.0) now and then: import them here first
+    Image.init()
     pytest.importorskip("torch")
 
     # a fixed folder: the pages show its path, which must not change from run to run
