@@ -9,7 +9,6 @@ Units: microseconds, float64, as in the file.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from stallscope.core.kineto import GPU_CATS, Cat, is_step_name
 from stallscope.core.readers.columns import MemorySamples
 from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, check_kind
 from stallscope.core.readers.source import read_bytes as _read_bytes
+from stallscope.core.tracefile import RANK_RE
 from stallscope.core.units import mib
 
 __all__ = ["GPU_CATS", "Cat", "MemorySamples", "Trace", "find_traces", "load", "load_job",
@@ -130,8 +130,6 @@ def load_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[T
         raise TraceError(f"{p}: no usable trace events" + (f" ({reason})" if reason else ""))
     return trace
 
-
-RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
 def _rank_of(p: Path, info) -> tuple[int | None, int | None]:

@@ -15,7 +15,7 @@ import time
 import zlib
 from pathlib import Path
 
-from stallscope.core.trace import RANK_RE  # noqa: F401  (one pattern for rank<N> in names)
+RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)  # rank<N> in a file name
 
 HEAD_BYTES = 1 << 20      # how much of each file's (decompressed) head is read
 

@@ -7,7 +7,8 @@ cause; the rank with the longest step marked. Selecting a row emits sig_rank_sel
 sorts by how long the others waited for each rank (the straggler table), names the slowest rank
 and its cause, lists what the folder plan picked and skipped; double-click (or Enter, or "Open
 rank") emits sig_rank_open_requested(trace path) to load that rank's full trace.
-Standalone: `python -m stallscope.gui.views.ranks FOLDER [--screenshot OUT.png]`.
+Standalone: `python -m stallscope.gui.controllers.ranks FOLDER [--screenshot OUT.png]` (it needs
+its controller, and views never import controllers).
 """
 
 from __future__ import annotations
@@ -365,58 +366,3 @@ class RanksView(QWidget):
         if path is not None:
             self.sig_rank_open_requested.emit(path)
 
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
-
-    from PySide6.QtWidgets import QApplication
-
-    from stallscope.gui.controllers.ranks import RanksController
-
-    parser = argparse.ArgumentParser(description="The rank table of a folder of ranks' traces.")
-    parser.add_argument("folder")
-    parser.add_argument("--run", help="the run to open when the folder holds several")
-    parser.add_argument("--workers", type=int)
-    parser.add_argument("--scheduler", help="a Dask scheduler address (tcp://HOST:8786)")
-    parser.add_argument("--screenshot", metavar="OUT.png",
-                        help="wait for the job (and open the slowest rank), save a PNG and exit")
-    args = parser.parse_args(argv)
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    view = RanksView(details=True)
-    ctl = RanksController(view, workers=args.workers, scheduler=args.scheduler)
-    view.bind(ctl)
-    view.resize(1200, 860)
-    rc = [0]
-    if args.screenshot:
-        def finish(_doc=None) -> None:
-            view.grab().save(args.screenshot)
-            app.quit()
-
-        def failed(message: str) -> None:
-            print(f"stallscope: error: {message}", file=sys.stderr)
-            rc[0] = 2
-            app.quit()
-
-        def open_slowest(job) -> None:
-            slow = job.stragglers.slowest if job.stragglers else None
-            path = next((s.path for s in job.summaries if slow and s.key == slow.key), None)
-            if path is None:
-                finish()
-            else:
-                view.table.selectRow(0)
-                ctl.open_rank(path)
-
-        ctl.sig_job_finished.connect(open_slowest)
-        ctl.sig_rank_document_loaded.connect(finish)
-        ctl.sig_job_failed.connect(failed)
-        ctl.sig_rank_load_failed.connect(failed)
-    else:
-        view.show()
-    ctl.open_folder(args.folder, run=args.run)
-    code = app.exec()
-    return rc[0] or code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

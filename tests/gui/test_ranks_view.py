@@ -114,7 +114,7 @@ def test_cancel_and_errors_end_in_a_line(qtbot, view, job_dir, tmp_path):
 
 def test_runs_standalone(job_dir, tmp_path):
     out = tmp_path / "standalone.png"
-    done = subprocess.run([sys.executable, "-m", "stallscope.gui.views.ranks", str(job_dir),
+    done = subprocess.run([sys.executable, "-m", "stallscope.gui.controllers.ranks", str(job_dir),
                            "--workers", "2", "--screenshot", str(out)],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
