@@ -84,5 +84,6 @@ def _ceiling(dev: str | None, cause: str, us: float, base: float) -> Ceiling | N
     if base <= 0:
         return None
     rest = base - us
-    speedup = base / rest if rest > 0 else float("inf")
+    # Sums of float µs at ~1e15 leave crumbs: a cause within 1e-6 of the base is all of it.
+    speedup = base / rest if rest > 1e-6 * base else float("inf")
     return Ceiling(device=dev, cause=cause, cause_us=us, base_us=base, speedup=speedup)

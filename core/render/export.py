@@ -121,12 +121,8 @@ def comparison_to_markdown(metrics: list[Metric], before: str, after: str) -> st
     lines = [f"# Before / after: {before} → {after}", "",
              "| metric | before | after | change | verdict |", "|---|---|---|---|---|"]
     for m in metrics:
-        b = "-" if m.before is None else f"{m.before:,.2f} {m.unit}".strip()
-        a = "-" if m.after is None else f"{m.after:,.2f} {m.unit}".strip()
-        d = "-" if m.delta is None else f"{m.delta:+,.2f} {m.unit}".strip()
-        if m.rel is not None:
-            d += f" ({100 * m.rel:+.0f}%)"
-        lines.append(f"| {m.label} | {b} | {a} | {d} | {m.verdict} |")
+        lines.append(f"| {m.label} | {m.value_text(m.before)} | {m.value_text(m.after)} "
+                     f"| {m.change_text()} | {m.verdict} |")
     return "\n".join(lines) + "\n"
 
 
