@@ -38,6 +38,9 @@ bench: setup
 	$(PY) tests/bench/bench_runner.py
 	$(PY) tests/bench/bench_lmdb.py
 	$(PY) tests/bench/bench_lineprof.py
+	$(PY) tests/bench/bench_hostile.py
+	$(PY) tests/bench/bench_ranks.py
+	$(PY) tests/bench/bench_tune.py
 
 ## On a CUDA machine: small scripts under the runner must each produce their advice id
 ## (tests/gpu; about a minute). Elsewhere it says "no CUDA device: skipped".
