@@ -96,6 +96,9 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
         result = {"rc": 0, "reason": "completed"}
     except StopAfterWindow:
         result = {"rc": 0, "reason": STOPPED_REASON}
+        if capture is None:  # the script is over: persistent DataLoader workers would make
+            end_children()   # their iterator wait out torch's 5 s join (line profiling
+            #                  workers still have stats to write, so they end as usual)
     except Stopped as exc:
         name = signal.Signals(exc.signum).name
         result = {"rc": exc.code, "reason": f"stopped by {name}", "signal": name}
