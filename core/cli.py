@@ -14,7 +14,7 @@ import sys
 from stallscope.core import __version__
 from stallscope.core.errors import StallscopeError
 
-COMMANDS = ("analyze", "info", "run", "lineprof", "convert")
+COMMANDS = ("analyze", "info", "run", "tune", "compare", "lineprof", "convert")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
