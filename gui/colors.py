@@ -91,6 +91,9 @@ MESSAGE_COLORS = {
     True: {"error": ("#3a1f22", "#ff8a8a"), "info": ("#1a2a40", "#8ab8ff")},
 }
 ERROR_TEXT = {False: "#c92a2a", True: "#ff8a8a"}
+# Rank tables: (slowest rank's row background, selected row background, selected row text)
+RANK_ROW_COLORS = {False: ("#ffe3e3", "#d0e2ff", "#212529"),
+                   True: ("#4a2226", "#27395a", "#e7e9ec")}
 
 
 def warning_colors() -> dict:
@@ -106,6 +109,12 @@ def message_colors(level: str) -> tuple[str, str]:
 
 def error_text() -> str:
     return ERROR_TEXT[bool(plot_theme()["dark"])]
+
+
+def rank_row_colors() -> tuple[str, str, str]:
+    """(slowest row background, selected row background, selected row text) of the rank
+    tables under the current theme."""
+    return RANK_ROW_COLORS[bool(plot_theme()["dark"])]
 
 
 def follow_theme(slot) -> None:

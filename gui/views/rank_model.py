@@ -12,7 +12,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QPixmap
 from stallscope.core import units
 from stallscope.core.ranks.stragglers import Stragglers
 from stallscope.core.ranks.tasks import RankSummary
-from stallscope.gui.colors import CAUSE_COLORS, cause_label
+from stallscope.gui.colors import CAUSE_COLORS, cause_label, rank_row_colors
 
 COLUMNS = ("rank", "step (mean)", "GPU util.", "exposed comm", "held others up/step",
            "waited/step", "last", "largest idle cause (per step)")
@@ -38,7 +38,7 @@ class RankModel(QAbstractTableModel):
         super().__init__(parent)
         self.summaries: list[RankSummary] = []
         self.table: Stragglers | None = None
-        self.slowest_bg = "#ffe3e3"
+        self.slowest_bg = rank_row_colors()[0]
         self._icons: dict[str, QPixmap] = {}
 
     # ------------------------------------------------------------------ filling

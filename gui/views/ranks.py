@@ -35,17 +35,9 @@ from PySide6.QtWidgets import (
 from stallscope.core.compare import RankRow, rank_rows
 from stallscope.core.ranks.stragglers import stragglers
 from stallscope.core.ranks.tasks import RankSummary
-from stallscope.gui.colors import CAUSE_ORDER, cause_label, error_text, follow_theme, plot_theme
+from stallscope.gui.colors import CAUSE_ORDER, cause_label, error_text, follow_theme
+from stallscope.gui.colors import rank_row_colors as row_colors
 from stallscope.gui.views.rank_model import HELD, RankModel
-
-# (slowest row background, selected row background, selected row text) per theme
-ROW_COLORS = {"light": ("#ffe3e3", "#d0e2ff", "#212529"),
-              "dark": ("#4a2226", "#27395a", "#e7e9ec")}
-SLOWEST_BG = ROW_COLORS["light"][0]
-
-
-def row_colors() -> tuple[str, str, str]:
-    return ROW_COLORS["dark" if plot_theme()["dark"] else "light"]
 
 
 class RankTable(QTableWidget):
@@ -55,17 +47,22 @@ class RankTable(QTableWidget):
         super().__init__(parent)
         headers = ["rank", "step (ms)", "GPU util."] + [cause_label(c) for c in CAUSE_ORDER]
         self.setColumnCount(len(headers))
-        self.setHorizontalHeaderLabels(headers)
+        # two-line headers ("queued\nwork"): the numbers below are narrower than the words
+        self.setHorizontalHeaderLabels([h.replace(" ", "\n", 1) for h in headers])
         for c in range(3, len(headers)):
             self.horizontalHeaderItem(c).setToolTip(f"GPU idle per step (ms) while the CPU was "
                                                     f"in {headers[c]}")
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setWordWrap(False)
         self.verticalHeader().setVisible(False)
-        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # every column at least as wide as its text, the rank's first (never squeezed to
+        # "ra… 0"); room to spare is shared out, a table too narrow for all scrolls sideways
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         self.horizontalHeader().setStretchLastSection(False)
-        self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self._natural: list[int] = []
         self.rows: list[RankRow] = []
         self._shown: tuple | None = None  # (reports, labels), to repaint on a theme switch
         self.itemSelectionChanged.connect(self._on_selection)
@@ -110,10 +107,28 @@ class RankTable(QTableWidget):
                     item.setToolTip("the slowest rank: every other rank waits for it")
                 self.setItem(r, c, item)
         self.blockSignals(False)
-        self.resizeColumnsToContents()
+        header = self.horizontalHeader()
+        self._natural = [max(self.sizeHintForColumn(c), header.sectionSizeHint(c))
+                         for c in range(self.columnCount())]
+        self._fit()
+
+    def _fit(self) -> None:
+        """Columns: their natural widths plus an equal share of the room left. Height: every
+        row (up to 240 px), plus the sideways scroll bar when the columns do not fit."""
+        if not self._natural:
+            return
+        spare = self.viewport().width() - sum(self._natural)
+        share = max(spare, 0) // len(self._natural)
+        for c, width in enumerate(self._natural):
+            self.setColumnWidth(c, width + share)
+        bar = self.horizontalScrollBar().sizeHint().height() if spare < 0 else 0
         height = (self.horizontalHeader().sizeHint().height() + self.verticalHeader().length()
-                  + 2 * self.frameWidth() + 2)
+                  + 2 * self.frameWidth() + 2 + bar)
         self.setFixedHeight(min(height, 240))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._fit()
 
     @property
     def slowest_index(self) -> int | None:
@@ -323,6 +338,9 @@ class RanksView(QWidget):
         self.status.setText(f"{self.model.rowCount()} analysed"
                             + (f", {len(self.failures)} failed" if self.failures else "")
                             + ("" if how == "done" else f" ({how})"))
+        if self.model.rowCount():
+            self.open_button.setToolTip("load the selected rank's full trace (or double-click "
+                                        "a rank, or press Enter)")
 
     def _update_stragglers(self) -> None:
         if len(self.model.summaries) >= 2 and self.job is None:
