@@ -2,6 +2,8 @@
 
 The work lives in controllers, the window wires them and keeps the hooks other parts call:
     window.open_path(path)            open a trace / TensorBoard dir / session / rank folder
+                                      (a job of more than RANKS_IN_FULL ranks: the Ranks tab)
+    window.open_ranks_folder(path)    the "Ranks" tab: per-rank summaries, the straggler table
     window.open_compare(path)         load a second trace as "after" and compare
     window.show_run(request=None)     a RunView tab (the run dialog first when no request)
     window.run_demo()                 run the bundled demo
@@ -10,10 +12,11 @@ The work lives in controllers, the window wires them and keeps the hooks other p
     window.stop_run()                 Run > Stop: end the current run's whole process tree
     window.export_to(path)            PNG of the panels, or the report as .md / .json
     window.add_page(widget, title)    any other view as a closable tab
+    window.fix_loop                   advice cards' "Try it" (tune), compare before/after, LMDB
 
 controllers/document.py loads documents off the GUI thread; controllers/run_tabs.py,
-heatmap_tabs.py and export.py hold the run tabs, the heatmap tab's policy and the export;
-menus.py builds the menu bar.
+heatmap_tabs.py, ranks_tabs.py, fix_loop.py and export.py hold the run tabs, the heatmap tab's
+policy, the ranks tab, the advice cards' actions and the export; menus.py builds the menu bar.
 """
 
 from __future__ import annotations
@@ -38,10 +41,13 @@ from stallscope.core.document import Document
 from stallscope.core.errors import StallscopeError
 from stallscope.core.recent import RecentStore
 from stallscope.core.render.headline import headline
+from stallscope.core.session.reader import is_session
 from stallscope.gui import layout_state, menus, theme
 from stallscope.gui.controllers import export
 from stallscope.gui.controllers.document import DocumentController
+from stallscope.gui.controllers.fix_loop import FixLoop
 from stallscope.gui.controllers.heatmap_tabs import HeatmapTabs
+from stallscope.gui.controllers.ranks_tabs import RanksTabs
 from stallscope.gui.controllers.run_tabs import RunTabs
 from stallscope.gui.dialogs.about import AboutDialog
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
@@ -78,6 +84,7 @@ class MainWindow(QMainWindow):
         self.controller.sig_load_cancelled.connect(
             lambda _role: self.status_bar.showMessage("Loading cancelled", 8000))
         self.controller.sig_busy_changed.connect(self._on_busy)
+        self.controller.sig_ranks_folder.connect(self.open_ranks_folder)
 
         self.messages = MessagePanel()
         self.analysis = AnalysisView()
@@ -98,6 +105,7 @@ class MainWindow(QMainWindow):
         self.stack.addWidget(self.tabs)
         self.runs = RunTabs(self)
         self.heatmaps = HeatmapTabs(self)
+        self.ranks = RanksTabs(self)
         self.tabs.currentChanged.connect(self.runs.update_actions)
 
         central = QWidget()
@@ -108,6 +116,8 @@ class MainWindow(QMainWindow):
         box.addWidget(self.stack, 1)
         self.setCentralWidget(central)
         self._build_status_bar()
+        self.fix_loop = FixLoop(self)
+        self.analysis.summary.sig_advice_action.connect(self.fix_loop.on_action)
         self.actions_by_name = menus.build_menus(self)
         menus.set_action_icons(self.actions_by_name)
         # a bound method: Qt drops the connection when this window is destroyed
@@ -179,6 +189,16 @@ class MainWindow(QMainWindow):
         self.open_path(path)
         self.replay_session(path)
 
+    def choose_ranks_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open folder of ranks")
+        if path:
+            self.open_ranks_folder(path)
+
+    def open_ranks_folder(self, path: str, plan=None):
+        """The Ranks tab on a folder: each rank analysed as a task (a process pool), the
+        table filling as they finish; opening a rank loads its full trace here."""
+        return self.ranks.open_folder(str(path), plan)
+
     def choose_compare(self) -> None:
         if self.document is None:
             self.show_message("Open a trace first; then compare it with a second one.", "info")
@@ -247,6 +267,8 @@ class MainWindow(QMainWindow):
 
     def _report_title(self, doc: Document, report) -> str:
         name = report.trace.path.name
+        if doc.path.is_dir() and is_session(doc.path):  # tune trials' traces share a name
+            name = f"{doc.path.name}/{name}"
         if doc.multi_rank:
             name += f" ({doc.labels[doc.reports.index(report)]})"
         return name
@@ -327,7 +349,8 @@ class MainWindow(QMainWindow):
             self._comparing = False
             self._show_loaded()
         self.heatmaps.closed(widget)
-        if widget is not self.compare:
+        self.ranks.closed(widget)
+        if widget not in (self.compare, self.ranks.view):  # those two are reused
             widget.deleteLater()
         self.runs.update_actions()
         if self.tabs.count() == 1 and self.document is None:

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QMenu
 
 from stallscope.gui import theme
 
-ICONS = {"Open": "open", "Open session": "session", "Compare with": "compare",
+ICONS = {"Open": "open", "Open session": "session", "Open folder of ranks": "session",
+         "Compare with": "compare",
          "Zoom to fit": "zoom-fit", "Next step": "next", "Previous step": "prev",
          "Run script": "run", "Run demo": "demo", "Stop": "stop",
          "Convert dataset to LMDB": "convert", "Start screen": "recent",
@@ -40,6 +41,8 @@ def build_menus(window) -> dict[str, QAction]:
         "Open a trace file (.json, .json.gz)")
     add(m, "Open session…", window.choose_session, "Ctrl+Shift+O",
         "Open a session, TensorBoard log folder or a folder of ranks' traces")
+    add(m, "Open folder of ranks…", window.choose_ranks_folder, "Ctrl+Alt+O",
+        "Many ranks of one job: a summary per rank, the straggler table; open any rank in full")
     add(m, "Compare with…", window.choose_compare, "Ctrl+D",
         "Load a second trace as 'after' and compare it with the open one")
     add(m, "Open line profile…", window.choose_line_profile, "Ctrl+Shift+L",

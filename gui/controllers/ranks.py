@@ -57,13 +57,15 @@ class RanksController(QObject):
 
     # ------------------------------------------------------------------ a folder of ranks
 
-    def open_folder(self, path: str, run: str | None = None) -> JobWorker:
+    def open_folder(self, path: str, run: str | None = None, plan=None) -> JobWorker:
+        """Plan the folder (or take the FolderPlan already made) and analyse its ranks."""
         path = str(path)
         workers, scheduler = self.workers, self.scheduler
         token: list[JobWorker] = []
+        planned = plan
 
         def make(cancel: CancelFlag):
-            plan = plan_path(path, run=run)
+            plan = planned if planned is not None else plan_path(path, run=run)
             self._sig_plan.emit(token[0], plan)
             picks = plan.picks
             return (yield from analyze_ranks_job(

@@ -74,7 +74,7 @@ class AnalysisView(QWidget):
         self.rank_table = RankTable()
         self.rank_table.sig_rank_selected.connect(self.set_rank)
         self.timeline = TimelineView()
-        self.summary = SummaryPanel()
+        self.summary = SummaryPanel(actions=True)  # cards with Try it / LMDB buttons
         self.summary.setMinimumWidth(260)
         self.summary.sig_cause_activated.connect(self.show_worst_gap)
         self.summary.sig_advice_activated.connect(self.show_advice)

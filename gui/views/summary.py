@@ -13,6 +13,8 @@ Standalone: `python -m stallscope.gui.views.summary TRACE [--screenshot OUT.png]
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
@@ -52,6 +54,19 @@ CPU_NOTE = ("No GPU activity in this trace: the figures are the main thread's st
             "the other threads busy during the steps.")
 
 
+def ceiling_text(report, dev: str | None) -> str:
+    """"Ceiling: up to 1.51x faster if the GPU never waited for data" (the largest of `dev`);
+    a cause that is the whole step has no finite ceiling and is said as such; nothing below
+    0.5%."""
+    ceilings = [c for c in getattr(report, "ceilings", []) if c.device == dev]
+    best = max(ceilings, key=lambda c: c.speedup, default=None)
+    if best is None or best.speedup <= 1.005:
+        return ""
+    if not math.isfinite(best.speedup):
+        return best.text[:1].upper() + best.text[1:] + "."
+    return f"Ceiling: {best.text}"
+
+
 def section(text: str) -> QLabel:
     label = shrinkable(QLabel(text))
     label.setWordWrap(True)
@@ -59,13 +74,29 @@ def section(text: str) -> QLabel:
     return label
 
 
+# What a card can do besides showing its span (with actions=True, the analysis view's panel):
+# rule id -> buttons (action, text, tip), and phrases of its fix made links to an action.
+CARD_ACTIONS = {
+    "dataloader_bound": (
+        ("try_it", "Try it…", "Tune the DataLoader on your script: short measured trials with "
+                              "other settings, no code edits; then compare before/after"),
+        ("lmdb", "Convert to LMDB…", "The LMDB wizard, with your script's Dataset as the "
+                                     "source"),
+    ),
+}
+CARD_LINKS = {"dataloader_bound": {"LMDB wizard": "lmdb"}}
+
+
 class SummaryPanel(QScrollArea):
     sig_cause_activated = Signal(str)
     sig_advice_activated = Signal(int)
+    sig_advice_action = Signal(str, int)  # action (CARD_ACTIONS), index into report.advice
 
-    def __init__(self, parent: QWidget | None = None, compact: bool = False) -> None:
+    def __init__(self, parent: QWidget | None = None, compact: bool = False,
+                 actions: bool = False) -> None:
         super().__init__(parent)
         self.compact = compact
+        self.actions = actions
         self.report = None
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -222,7 +253,7 @@ class SummaryPanel(QScrollArea):
             self.cause_bars[""] = bar
             self.cause_table.set_values(values, self.colors["dim"], "step time",
                                         never=NOT_CPU_STATES[:1])
-            self.ceiling.setVisible(False)
+            self._show_ceiling(report, None)
             return
         several = len(report.devices) > 1
         self.cause_heading.setText("GPU idle time by cause (click: the longest span)")
@@ -245,10 +276,11 @@ class SummaryPanel(QScrollArea):
             tips["python"] = "Python between ops, mostly in " + ", ".join(
                 f"{name or 'no annotation'} ({units.duration(us)})" for name, us in top)
         self.cause_table.set_values(stats.idle_by_cause, self.colors["dim"], "idle", tips)
-        ceilings = [c for c in getattr(report, "ceilings", []) if c.device == dev]
-        best = max(ceilings, key=lambda c: c.speedup, default=None)
-        self.ceiling.setText(f"Ceiling: {best.text}" if best is not None and best.speedup > 1.005
-                             else "")
+        self._show_ceiling(report, dev)
+
+    def _show_ceiling(self, report, dev: str | None) -> None:
+        """The largest ceiling of the device (None: the main thread's step time, no GPU)."""
+        self.ceiling.setText(ceiling_text(report, dev))
         self.ceiling.setVisible(bool(self.ceiling.text()))
 
     def _fill_threads(self, report) -> None:
@@ -307,9 +339,13 @@ class SummaryPanel(QScrollArea):
         self.advice_cards = []
         for i, advice in enumerate(report.advice):
             accent = CAUSE_COLORS.get(advice.cause or "", CAUSE_COLORS["data_loading"])
+            acts = self.actions
             card = AdviceCard(advice.title, advice.evidence, advice.fix, self.colors,
-                              accent=accent, minor=getattr(advice, "minor", False))
+                              accent=accent, minor=getattr(advice, "minor", False),
+                              actions=CARD_ACTIONS.get(advice.id, ()) if acts else (),
+                              links=CARD_LINKS.get(advice.id) if acts else None)
             card.sig_clicked.connect(lambda i=i: self.sig_advice_activated.emit(i))
+            card.sig_action.connect(lambda key, i=i: self.sig_advice_action.emit(key, i))
             (self.top_advice_box if i == 0 else self.more_advice_box).addWidget(card)
             self.advice_cards.append(card)
         if not report.advice:

@@ -12,7 +12,16 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QMouseEvent, QPainter, QPixmap
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from stallscope.core import units
 from stallscope.core.causes import BY_CODE, CAUSES
@@ -170,12 +179,16 @@ class CauseTable(QWidget):
 
 
 class AdviceCard(QFrame):
-    """One piece of advice: title, the numbers behind it, the fix. Clicking it emits."""
+    """One piece of advice: title, the numbers behind it, the fix. Clicking it emits sig_clicked;
+    its buttons (`actions`: (key, text, tip)) and the phrases of its fix given in `links`
+    (phrase -> key, made links) emit sig_action(key)."""
 
     sig_clicked = Signal()
+    sig_action = Signal(str)
 
     def __init__(self, title: str, evidence: str, fix: str, colors: dict,
-                 clickable: bool = True, accent: str | None = None, minor: bool = False) -> None:
+                 clickable: bool = True, accent: str | None = None, minor: bool = False,
+                 actions: tuple = (), links: dict | None = None) -> None:
         super().__init__()
         self.setObjectName("AdviceCard")
         border = accent if (clickable and accent) else colors["track_border"]
@@ -189,12 +202,32 @@ class AdviceCard(QFrame):
         self.title = QLabel(f"<b>{html.escape(prefix + title, quote=False)}</b>")
         self.evidence = QLabel(html.escape(evidence, quote=False))
         self.evidence.setStyleSheet(f"color: {colors['dim']};")
-        self.fix = QLabel(f"<b>Fix:</b> {html.escape(fix, quote=False)}") if fix else None
+        fix_html = html.escape(fix, quote=False)
+        for phrase, key in (links or {}).items():
+            fix_html = fix_html.replace(html.escape(phrase, quote=False),
+                                        f'<a href="{key}">{html.escape(phrase)}</a>', 1)
+        self.fix = QLabel(f"<b>Fix:</b> {fix_html}") if fix else None
         for label in (self.title, self.evidence, self.fix):
             if label is not None:
                 label.setWordWrap(True)
                 shrinkable(label)
                 box.addWidget(label)
+        if self.fix is not None and links:
+            self.fix.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+            self.fix.linkActivated.connect(self.sig_action)
+        self.buttons: dict[str, QPushButton] = {}
+        if actions:
+            row = QHBoxLayout()
+            row.setContentsMargins(0, 2, 0, 0)
+            for key, text, tip in actions:
+                button = QPushButton(text)
+                button.setToolTip(tip)
+                button.setCursor(Qt.CursorShape.ArrowCursor)
+                button.clicked.connect(lambda _c=False, k=key: self.sig_action.emit(k))
+                row.addWidget(button)
+                self.buttons[key] = button
+            row.addStretch(1)
+            box.addLayout(row)
         self.text = "\n".join([title, evidence] + ([f"Fix: {fix}"] if fix else []))
         self.clickable = clickable
         if clickable:

@@ -82,3 +82,28 @@ def test_memory_line_says_only_what_was_recorded(qtbot, name):
             assert "peak reserved" not in text
     if not any(len(m.ts) or m.cuda_malloc_count for m in report.memory.values()):
         assert text.startswith("No CUDA memory events recorded")
+
+
+def test_ceiling_line_names_the_largest_ceiling(qtbot):
+    """GPU: the device's largest ceiling with its factor; without a GPU a cause that is the whole
+    step is said as such (no '1000000.00x'); the analysis view's panel only gets card buttons."""
+    panel = SummaryPanel(actions=True)
+    qtbot.addWidget(panel)
+    report = analyze(load(fixture_path("kineto_nw0")))
+    panel.set_report(report)
+    best = max((c for c in report.ceilings if c.device == "0"), key=lambda c: c.speedup)
+    assert best.cause == "data_loading" and 1.4 < best.speedup < 1.7
+    assert panel.ceiling.text() == f"Ceiling: up to {best.speedup:.2f}x faster if the GPU " \
+                                   "never waited for data"
+    card = panel.advice_cards[0]
+    assert report.advice[0].id == "dataloader_bound" and set(card.buttons) == {"try_it", "lmdb"}
+    clicked = []
+    panel.sig_advice_action.connect(lambda action, i: clicked.append((action, i)))
+    card.buttons["try_it"].click()
+    card.fix.linkActivated.emit("lmdb")
+    assert clicked == [("try_it", 0), ("lmdb", 0)]
+    cpu = analyze(load(fixture_path("hta_cpu_only")))
+    panel.set_report(cpu)
+    assert panel.ceiling.text() == "The whole step time is Python between ops."
+    assert not panel.ceiling.isHidden()
+    assert all(not c.buttons for c in panel.advice_cards)  # python_overhead: no actions

@@ -1,0 +1,137 @@
+"""The fix loop behind the advice cards: "Try it" tunes the DataLoader on the script of the trace
+being viewed, "Compare before/after" opens the compare view on the tune's baseline and best
+trials, and the LMDB mention opens the wizard with the script's Dataset as the factory source.
+
+    loop = FixLoop(window)               # window: analysis, document, open_path, open_compare ...
+    loop.on_action("try_it", index)      # SummaryPanel.sig_advice_action
+    loop.try_it(script=None)             # -> TuneDialog (None when no script was given)
+    loop.open_lmdb()                     # -> the LMDB wizard
+    loop.compare_sessions(before, after) # baseline as the document, best as "after"
+
+The script comes from the session the trace belongs to (run.json: script, args, cwd, python);
+a bare trace asks for it once with a file dialog (remembered for that trace).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFileDialog
+
+from stallscope.gui.controllers.script_info import ScriptInfo, dataset_factory, script_of
+from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
+from stallscope.gui.dialogs.tune import TuneDialog
+
+SCRIPT_FILTER = "Python scripts (*.py);;All files (*)"
+
+
+class FixLoop(QObject):
+    sig_tune_opened = Signal(object)    # TuneDialog
+    sig_wizard_opened = Signal(object)  # LMDBWizard
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        self.tune_dialog: TuneDialog | None = None
+        self.wizard = None
+        self._chosen: dict[str, str] = {}   # trace path -> the script the user gave for it
+        self._after: str | None = None      # compare this once the "before" document is shown
+        window.sig_document_shown.connect(self._on_document_shown)
+        window.controller.sig_load_failed.connect(self._on_load_ended)
+        window.controller.sig_load_cancelled.connect(self._on_load_ended)
+
+    # ------------------------------------------------------------------ the script
+
+    def trace_path(self) -> str | None:
+        report = self.window.analysis.report
+        if report is not None:
+            return str(report.trace.path)
+        doc = self.window.document
+        return str(doc.path) if doc is not None else None
+
+    def script_info(self, ask: bool = True) -> ScriptInfo | None:
+        """The script behind the trace being viewed: its session's, else the one given for it
+        before, else (ask=True) one chosen now with a file dialog."""
+        trace = self.trace_path()
+        doc = self.window.document
+        info = script_of(trace) or (script_of(doc.path) if doc is not None else None)
+        if info is not None and Path(info.script).is_file():
+            return info
+        if trace in self._chosen:
+            return ScriptInfo(self._chosen[trace])
+        if not ask:
+            return None
+        where = (f" (its session names {info.script}, which is not here)"
+                 if info is not None else "")
+        start = str(Path(info.script).parent) if info is not None else ""
+        if info is None and trace:
+            start = str(Path(trace).parent)
+        self.window.status_bar.showMessage(
+            f"Which script recorded this trace?{where}", 8000)
+        path, _ = QFileDialog.getOpenFileName(self.window, "The training script to tune",
+                                              start, SCRIPT_FILTER)
+        if not path:
+            return None
+        if trace:
+            self._chosen[trace] = path
+        if info is not None:  # the session's arguments still apply to the moved script
+            return ScriptInfo(path, info.args, "", info.python, info.session, info.datasets)
+        return ScriptInfo(path)
+
+    # ------------------------------------------------------------------ actions
+
+    def on_action(self, action: str, _index: int = -1) -> None:
+        if action == "try_it":
+            self.try_it()
+        elif action == "lmdb":
+            self.open_lmdb()
+
+    def try_it(self, script: str | None = None) -> TuneDialog | None:
+        """The tune dialog for the script (not started: the user presses Start)."""
+        info = ScriptInfo(script) if script else self.script_info()
+        if info is None:
+            return None
+        old = self.tune_dialog
+        if old is not None and (old.is_running or old.script == str(Path(info.script)
+                                                                     .resolve())):
+            old.show()
+            old.raise_()
+            old.activateWindow()
+            return old
+        if old is not None:
+            old.deleteLater()
+        dialog = TuneDialog(info.script, info.args, cwd=info.cwd, python=info.python,
+                            parent=self.window)
+        dialog.sig_compare_requested.connect(self.compare_sessions)
+        self.tune_dialog = dialog
+        dialog.show()
+        self.sig_tune_opened.emit(dialog)
+        return dialog
+
+    def compare_sessions(self, before: str, after: str) -> None:
+        """Open `before` (the baseline trial) as the document, then compare `after` with it."""
+        self._after = str(after)
+        self.window.status_bar.showMessage(
+            f"Comparing {Path(before).name} (as written) with {Path(after).name} (best)…", 8000)
+        self.window.open_path(str(before))
+
+    def _on_document_shown(self, _document) -> None:
+        after, self._after = self._after, None
+        if after is not None:
+            self.window.open_compare(after)
+
+    def _on_load_ended(self, role: str, *_args) -> None:
+        if role == "main":
+            self._after = None  # the baseline did not open: nothing to compare it with
+
+    def open_lmdb(self):
+        """The LMDB wizard; its source is the script's Dataset factory when one is found."""
+        info = self.script_info(ask=False)
+        source = dataset_factory(info.script, info.datasets, info.files) if info else ""
+        self.wizard = open_lmdb_wizard(self.window, source)
+        if not source:
+            self.window.status_bar.showMessage(
+                "No Dataset found for this trace's script: choose a folder or a factory", 8000)
+        self.sig_wizard_opened.emit(self.wizard)
+        return self.wizard
