@@ -409,6 +409,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         self.controller.cancel()
+        if self.ranks.controller is not None:
+            self.ranks.controller.cancel()
         if self.persist:
             try:
                 layout_state.save_layout(self)
@@ -416,18 +418,26 @@ class MainWindow(QMainWindow):
                 pass  # a layout that cannot be saved must not stop the window closing
         super().closeEvent(event)
 
+    def _busy_controllers(self) -> list:
+        return [c for c in (self.controller, self.ranks.controller) if c is not None and c.busy]
+
     def wait_for_load(self, timeout_ms: int = 120_000) -> bool:
-        """Block (running the event loop) until no load is in flight. For scripts and tests."""
-        if not self.controller.busy:
-            return True
-        loop = QEventLoop()
+        """Block (running the event loop) until no load is in flight, a folder of ranks routed
+        to the Ranks tab included. For scripts and tests."""
+        timer = QTimer()
+        timer.setSingleShot(True)
+        timer.start(timeout_ms)
+        while (busy := self._busy_controllers()) and timer.isActive():
+            loop = QEventLoop()
+            ctl = busy[0]
 
-        def done(busy: bool) -> None:
-            if not busy:
-                loop.quit()
+            def done(is_busy: bool, loop=loop) -> None:
+                if not is_busy:
+                    loop.quit()
 
-        self.controller.sig_busy_changed.connect(done)
-        QTimer.singleShot(timeout_ms, loop.quit)
-        loop.exec()
-        self.controller.sig_busy_changed.disconnect(done)
-        return not self.controller.busy
+            ctl.sig_busy_changed.connect(done)
+            timer.timeout.connect(loop.quit)
+            loop.exec()
+            ctl.sig_busy_changed.disconnect(done)
+            timer.timeout.disconnect(loop.quit)
+        return not self._busy_controllers()

@@ -138,3 +138,12 @@ def test_rank_table_keeps_the_rank_whole_at_1024x700(qtbot, window, tmp_path, op
     # every row stays in view above the scroll bar
     assert table.height() >= (header.height() + table.verticalHeader().length()
                               + table.horizontalScrollBar().sizeHint().height())
+
+
+def test_wait_for_load_waits_for_the_routed_ranks(qtbot, window, job10):
+    """The command line's --screenshot waits with wait_for_load: it must see the ranks done."""
+    window.open_path(str(job10))
+    assert window.wait_for_load(timeout_ms=180_000)
+    view = window.ranks.view
+    assert view.job is not None and view.model.rowCount() == 10
+    assert not window.controller.busy and not window.ranks.controller.busy
