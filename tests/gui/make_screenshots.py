@@ -8,7 +8,8 @@ For each size in SIZES (1024x700, 1400x900, 2560x1440):
   hta_sampled_ranks_<size>.png   two ranks of one job (hta_sampled_rank-0/1) in one folder
   hta_cpu_only_<size>.png        a trace without GPU activity: step time and threads
   compare_nw0_nw4_<size>.png     num_workers 0 -> 4: deltas and both summaries
-and at 1400x900 only: hta_df_index_resolver_1400x900.png (V100, backward and queued work).
+and at 1400x900 only: hta_df_index_resolver_1400x900.png (V100, backward and queued work) and
+ranks_tab_synth16_1400x900.png (the Ranks tab on a generated 16-rank job, rank 11 slow).
 Each is stored in 256 colours (max coverage, no dithering) to stay small. Runs in a throwaway
 config dir.
 """
@@ -59,8 +60,14 @@ def main(argv: list[str]) -> int:
         "compare_nw0_nw4": (fixture("kineto_nw0"), fixture("kineto_nw4_worker0.1623212756351")),
     }
     subjects["hta_df_index_resolver"] = (fixture("hta_df_index_resolver"), None)
+    from stallscope.core.synth import make_job
+
+    synth = ranks.parent / "synth16"
+    make_job(synth, 16, fixture("hta_sampled_rank-0"), slow_rank=11, slow_us=15_000.0, seed=3)
+    subjects["ranks_tab_synth16"] = (synth, None)
+    once = {"hta_df_index_resolver", "ranks_tab_synth16"}
     for name, (path, compare) in subjects.items():
-        for w, h in SIZES if name != "hta_df_index_resolver" else ((1400, 900),):
+        for w, h in SIZES if name not in once else ((1400, 900),):
             window = MainWindow(persist=False)
             window.resize(w, h)
             window.show()
