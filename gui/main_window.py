@@ -411,6 +411,7 @@ class MainWindow(QMainWindow):
         self.controller.cancel()
         if self.ranks.controller is not None:
             self.ranks.controller.cancel()
+        self.fix_loop.shutdown()
         if self.persist:
             try:
                 layout_state.save_layout(self)

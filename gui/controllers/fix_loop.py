@@ -125,6 +125,13 @@ class FixLoop(QObject):
         if role == "main":
             self._after = None  # the baseline did not open: nothing to compare it with
 
+    def shutdown(self) -> None:
+        """The window closes: a running tune stops its trial (the finished ones are kept)."""
+        dialog = self.tune_dialog
+        if dialog is not None and dialog.is_running:
+            dialog.cancel()
+            dialog.wait()
+
     def open_lmdb(self):
         """The LMDB wizard; its source is the script's Dataset factory when one is found."""
         info = self.script_info(ask=False)
