@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from stallscope.core import __version__
+from stallscope.gui import pyside_workaround
 from stallscope.gui.platform_check import is_headless, xcb_problem
 
 DEFAULT_SIZE = (1400, 900)
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    pyside_workaround.collect_on_gui_thread()
     app.setApplicationName("stallscope")
     app.setOrganizationName("stallscope")
     try:

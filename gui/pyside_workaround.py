@@ -45,3 +45,22 @@ def apply() -> bool:
         ctypes.c_ssize_t.from_address(id(obj)).value += _LOAN
     _applied = True
     return True
+
+
+_collector = None
+
+
+def collect_on_gui_thread():
+    """Run Python's cycle collector only on the GUI thread, from a 1 s timer.
+
+    A collection that happens to run in a worker thread (a trace loading, a ranks job) can free a
+    widget's Python wrapper there; shiboken then deletes the widget on the GUI thread at its next
+    Python call, even inside a model callback that holds a Qt mutex, and the app deadlocks (seen
+    in QObject::disconnect under QSortFilterProxyModel::data). pyqtgraph's GarbageCollector
+    disables automatic collection and collects on a QTimer instead. Needs a QApplication."""
+    global _collector
+    if _collector is None:
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        _collector = GarbageCollector(interval=1.0)
+    return _collector

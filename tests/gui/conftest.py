@@ -6,7 +6,23 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import gc  # noqa: E402
+
 import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def collect_on_the_gui_thread(qapp):
+    """As in the app: no cycle collection in worker threads (see pyside_workaround); each test
+    ends by deleting its closed widgets and collecting here, not in the middle of the next."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    from stallscope.gui import pyside_workaround
+
+    pyside_workaround.collect_on_gui_thread()
+    yield
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
 
 
 @pytest.fixture
