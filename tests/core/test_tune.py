@@ -150,12 +150,39 @@ def test_sizes_and_the_memory_sentence():
         "available")
 
 
-def test_tree_memory_samples_this_process():
+def test_tree_memory_samples_a_process_tree():
+    """A child that holds 64 MiB and starts two sleeping workers (its own tree: the test
+    process may have children of its own, e.g. a multiprocessing forkserver)."""
+    import subprocess
+    import sys
+    import time
+
     import psutil
 
-    mem = TreeMemory()
-    now = mem.sample(psutil.Process())
-    assert now > 10 << 20 and mem.rss >= now and mem.main == now and mem.workers == 0
+    code = ("import subprocess, sys, time\n"
+            "hold = bytearray(64 << 20)\n"
+            "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])"
+            " for _ in range(2)]\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        root = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 10
+        while len(root.children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mem = TreeMemory()
+        now = mem.sample(root)
+        assert mem.workers == 2
+        assert mem.main >= 64 << 20                       # the child's own bytearray
+        assert 0 < mem.per_worker < mem.main
+        assert now >= mem.main + mem.per_worker and mem.rss >= now
+    finally:
+        for kid in psutil.Process(proc.pid).children():
+            kid.kill()
+        proc.kill()
+        proc.wait()
 
 
 def test_a_script_without_dataloader_has_nothing_to_tune(tmp_path):
