@@ -19,6 +19,7 @@ from pathlib import Path
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.ranks.tasks import RankFailure, RankSummary, analyze_rank
+from stallscope.core.readers.source import available_memory
 
 Result = RankSummary | RankFailure
 Task = tuple[str, str]  # (label, path)
@@ -46,21 +47,6 @@ def json_bytes(path: str | os.PathLike) -> int:
     while isize < 2 * size:
         isize += 1 << 32
     return isize
-
-
-def available_memory() -> int:
-    limit = os.environ.get("STALLSCOPE_MEMORY_LIMIT")
-    if limit:
-        try:
-            return max(int(float(limit)), 1)
-        except ValueError:
-            pass
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001 - no psutil or no /proc: assume a modest machine
-        return 4 << 30
 
 
 def cpu_count() -> int:
