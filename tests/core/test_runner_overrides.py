@@ -27,8 +27,10 @@ def make_val():
 
 train = DataLoader(data, batch_size=8, shuffle=True, num_workers=0)
 val = make_val()
-print("train", train.num_workers, train.pin_memory, train.persistent_workers, train.prefetch_factor)
-print("val", val.num_workers, val.pin_memory, val.persistent_workers, val.prefetch_factor)
+# one flushed write a line: the runner's notes share stdout.log and must not land mid-line
+for name, dl in (("train", train), ("val", val)):
+    fields = (dl.num_workers, dl.pin_memory, dl.persistent_workers, dl.prefetch_factor)
+    print(" ".join(map(str, (name, *fields))), flush=True)
 for x, y in train:
     loss = ((model(x) - y) ** 2).mean()
     opt.zero_grad()
