@@ -8,7 +8,12 @@ and that segment is written again and again. The trailer can be made to lie.
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
+import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -63,3 +68,33 @@ def deep_args_trace(depth: int) -> bytes:
     deep = b'{"ph": "X", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"a": ' + \
         b"[" * depth + b"]" * depth + b"}}"
     return b'{"traceEvents": [' + step + b", " + deep + b"]}"
+
+
+# The CLI, reporting its peak RSS (VmHWM of its own memory map: a child forked from a big test
+# process would count that process's pages in its rusage peak).
+_CLI_WITH_PEAK = """
+import atexit, os, sys
+from stallscope.core import cli
+def peak():
+    with open("/proc/self/status") as f, open(os.environ["PEAK_OUT"], "w") as out:
+        out.write(next(line for line in f if line.startswith("VmHWM")).split()[1])
+atexit.register(peak)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def cli_with_peak(*args, budget: int | None = None, python_flags=(), timeout: float = 120):
+    """`stallscope-cli ARGS` in a child: (returncode, stdout, stderr, seconds, peak RSS bytes)."""
+    env = dict(os.environ)
+    if budget is not None:
+        env["STALLSCOPE_MEMORY_LIMIT"] = str(budget)
+    with tempfile.TemporaryDirectory() as d:
+        env["PEAK_OUT"] = os.path.join(d, "peak")
+        t = time.perf_counter()
+        out = subprocess.run([sys.executable, *python_flags, "-c", _CLI_WITH_PEAK,
+                              *map(str, args)], capture_output=True, text=True, env=env,
+                             timeout=timeout)
+        seconds = time.perf_counter() - t
+        with open(env["PEAK_OUT"]) as f:
+            peak = int(f.read()) * 1024
+    return out.returncode, out.stdout, out.stderr, seconds, peak

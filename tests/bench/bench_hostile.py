@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hostile_files import deep_args_trace, repeated_gzip  # noqa: E402
+from hostile_files import cli_with_peak, deep_args_trace, repeated_gzip  # noqa: E402
 
 MiB, GiB = 2**20, 2**30
 STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
@@ -89,31 +88,10 @@ def build(d: Path) -> list[tuple[str, Path]]:
     return files
 
 
-# The CLI, reporting its peak RSS (VmHWM of its own memory map, so that pages of this process,
-# which a forked child shares until it execs, are not counted).
-_CLI_WITH_PEAK = """
-import atexit, os, sys
-from stallscope.core import cli
-def peak():
-    with open("/proc/self/status") as f, open(os.environ["PEAK_OUT"], "w") as out:
-        out.write(next(line for line in f if line.startswith("VmHWM")).split()[1])
-atexit.register(peak)
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 def run(path: Path, budget: int) -> tuple[int, float, int, str]:
     """(exit status, wall s, peak RSS bytes, stderr) of `stallscope-cli analyze PATH`."""
-    with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, STALLSCOPE_MEMORY_LIMIT=str(budget), PEAK_OUT=f"{d}/peak")
-        t = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", _CLI_WITH_PEAK, "analyze", str(path)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                             text=True, timeout=600)
-        wall = time.perf_counter() - t
-        with open(f"{d}/peak") as f:
-            peak = int(f.read()) * 1024
-    return out.returncode, wall, peak, out.stderr
+    rc, _, err, wall, peak = cli_with_peak("analyze", path, budget=budget, timeout=600)
+    return rc, wall, peak, err
 
 
 def main() -> None:

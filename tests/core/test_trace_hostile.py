@@ -5,50 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import tempfile
 import time
 import warnings
 
 import pytest
-from hostile_files import deep_args_trace, repeated_gzip
+from hostile_files import cli_with_peak, deep_args_trace, repeated_gzip
 
 from stallscope.core import readers
 from stallscope.core.errors import TraceError
 from stallscope.core.trace import load
 
 MiB = 2**20
-
-
-# The CLI, reporting its peak RSS (VmHWM of its own memory map: a child forked from this big
-# test process would count this process's pages in its rusage peak).
-_CLI_WITH_PEAK = """
-import atexit, os, sys
-from stallscope.core import cli
-def peak():
-    with open("/proc/self/status") as f, open(os.environ["PEAK_OUT"], "w") as out:
-        out.write(next(line for line in f if line.startswith("VmHWM")).split()[1])
-atexit.register(peak)
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
-def _run(*args, budget: int | None = None, python_flags=()):
-    """The CLI in a child: (returncode, stdout, stderr, seconds, peak RSS in bytes)."""
-    env = dict(os.environ)
-    if budget is not None:
-        env["STALLSCOPE_MEMORY_LIMIT"] = str(budget)
-    with tempfile.TemporaryDirectory() as d:
-        env["PEAK_OUT"] = os.path.join(d, "peak")
-        t = time.perf_counter()
-        out = subprocess.run([sys.executable, *python_flags, "-c", _CLI_WITH_PEAK,
-                              *map(str, args)], capture_output=True, text=True, env=env,
-                             timeout=120)
-        seconds = time.perf_counter() - t
-        with open(env["PEAK_OUT"]) as f:
-            peak = int(f.read()) * 1024
-    return out.returncode, out.stdout, out.stderr, seconds, peak
 
 
 def _one_line_error(rc, err, path, message):
@@ -78,7 +45,7 @@ def _step_events():
 @pytest.mark.parametrize("command", ["analyze", "info"])
 def test_non_regular_files_are_refused_by_kind_without_reading(tmp_path, make, kind, command):
     path = make(tmp_path)
-    rc, _, err, seconds, _ = _run(command, path)
+    rc, _, err, seconds, _ = cli_with_peak(command, path)
     _one_line_error(rc, err, path, kind)
     assert seconds < 30  # a FIFO was not opened for a blocking read
 
@@ -98,7 +65,7 @@ def test_a_device_given_directly_is_refused(tmp_path):
 def test_deep_nesting_is_one_line(tmp_path, name, content):
     path = tmp_path / name
     path.write_bytes(content)
-    rc, _, err, seconds, _ = _run("analyze", path)
+    rc, _, err, seconds, _ = cli_with_peak("analyze", path)
     _one_line_error(rc, err, path, "JSON nested deeper than about 1,000 levels")
     with pytest.raises(TraceError, match="nested deeper"):
         load(path)
@@ -128,7 +95,7 @@ def test_metadata_that_does_not_parse_is_ignored_with_a_note(tmp_path, extra, no
     assert t.notes == [note]
     if isinstance(extra.get("deviceProperties"), list):
         assert t.device_properties == [{"id": 0, "name": "A100"}]
-    rc, out, err, _, _ = _run("info", path)
+    rc, out, err, _, _ = cli_with_peak("info", path)
     assert rc == 0 and err == "" and f"note       {note}" in out
 
 
@@ -167,7 +134,7 @@ def test_huge_floats_are_dropped_without_a_numpy_warning(tmp_path):
     assert names == ["ProfilerStep#1", "aten::mm", "gemm", "k"]
     k = names.index("k")  # an id out of range is no id; the kernel's pid names its device
     assert (t.device[k], t.stream[k], t.corr[k]) == (0, -1, -1)
-    rc, out, err, _, _ = _run("analyze", path, "--json",
+    rc, out, err, _, _ = cli_with_peak("analyze", path, "--json",
                               python_flags=("-W", "error::RuntimeWarning"))
     assert rc == 0 and err == "", err
     assert json.loads(out)["window_us"] == [0.0, 100.0]
@@ -178,12 +145,12 @@ def test_huge_floats_are_dropped_without_a_numpy_warning(tmp_path):
 def test_not_json_names_the_start_as_text(tmp_path):
     path = tmp_path / "hello.json"
     path.write_bytes(b"hello world\n")
-    rc, _, err, _, _ = _run("analyze", path)
+    rc, _, err, _, _ = cli_with_peak("analyze", path)
     _one_line_error(rc, err, path, 'not JSON (starts with "hello world")')
     assert "b'" not in err
     binary = tmp_path / "noise.json"
     binary.write_bytes(bytes(range(256)) * 4)
-    rc, _, err, _, _ = _run("analyze", binary)
+    rc, _, err, _, _ = cli_with_peak("analyze", binary)
     _one_line_error(rc, err, binary, "not JSON (starts with binary data)")
 
 
@@ -215,7 +182,7 @@ def test_gzip_whose_trailer_lies_stops_at_the_budget(tmp_path):
     path = tmp_path / "bomb.json.gz"
     repeated_gzip(path, b" " * MiB, 512, head=HEAD, tail=b"]}", trailer_size=MiB)
     assert path.stat().st_size < 2 * MiB
-    rc, _, err, seconds, rss = _run("analyze", path, budget=16 * MiB)
+    rc, _, err, seconds, rss = cli_with_peak("analyze", path, budget=16 * MiB)
     _one_line_error(rc, err, path, "too large for the memory available: over 10.0 MiB of JSON "
                                    "once unzipped (its gzip trailer says 1.0 MiB)")
     assert "the budget of 16.0 MiB (STALLSCOPE_MEMORY_LIMIT, else the free memory) holds 10.0 MiB" \
@@ -226,7 +193,7 @@ def test_gzip_whose_trailer_lies_stops_at_the_budget(tmp_path):
 def test_multi_member_gzip_stops_at_the_budget(tmp_path):
     path = tmp_path / "members.json.gz"
     repeated_gzip(path, b" " * MiB, 256, head=HEAD, tail=b"]}", members=64)
-    rc, _, err, _, rss = _run("analyze", path, budget=16 * MiB)
+    rc, _, err, _, rss = cli_with_peak("analyze", path, budget=16 * MiB)
     _one_line_error(rc, err, path, "over 10.0 MiB of JSON once unzipped")
     assert rss < 200 * MiB
 
@@ -234,7 +201,7 @@ def test_multi_member_gzip_stops_at_the_budget(tmp_path):
 def test_gzip_of_blanks_is_refused_after_the_first_megabytes(tmp_path):
     path = tmp_path / "blank.json.gz"
     repeated_gzip(path, b" " * MiB, 1024)  # 1 GiB of spaces, no JSON at all
-    rc, _, err, seconds, rss = _run("analyze", path)
+    rc, _, err, seconds, rss = cli_with_peak("analyze", path)
     _one_line_error(rc, err, path, "not a trace: more than 16.0 MiB of blank space and no JSON")
     assert rss < 200 * MiB
 
@@ -253,7 +220,7 @@ def test_gigabytes_of_blanks_inside_the_json_stop_at_the_first_16_mib(tmp_path):
     """Whatever the budget (here the machine's free memory): no trace holds 16 MiB of blanks."""
     path = tmp_path / "blanks.json.gz"
     repeated_gzip(path, b" " * MiB, 2048, head=HEAD, tail=b"]}")  # 2 GiB of spaces
-    rc, _, err, seconds, rss = _run("analyze", path)
+    rc, _, err, seconds, rss = cli_with_peak("analyze", path)
     _one_line_error(rc, err, path, "not a trace: more than 16.0 MiB of blank space in a row at "
                                    "byte ")
     assert rss < 200 * MiB and seconds < 30
