@@ -1,5 +1,9 @@
 """Capture side of the line heatmap: line-profile Dataset.__getitem__ inside the user's script.
 
+Long because it is one self-contained file on purpose: a DataLoader worker started with "spawn"
+re-imports it by path from its worker_init_fn (WorkerInit), before any package exists in that
+process, so the wrappers, the worker writer and the merge must live in the one module it loads.
+
 This file runs in the user's interpreter next to the runner, loaded by file path and registered
 as sys.modules["stallscope_lineprof_capture"]. It may import only the standard library, torch and
 line_profiler, never stallscope.
@@ -15,10 +19,6 @@ is an exact call count. DataLoader workers install the same wrappers from a work
 write their stats to lineprof/.parts/ at worker exit (multiprocessing Finalize, which the worker
 process runs when torch's worker loop ends) and, as a fallback for workers that get killed,
 from a flush thread a few times a second. finish() merges the parts.
-
-Long because it is one self-contained file on purpose: a DataLoader worker started with "spawn"
-re-imports it by path from its worker_init_fn (WorkerInit), before any package exists in that
-process, so the wrappers, the worker writer and the merge must live in the one module it loads.
 """
 
 from __future__ import annotations
