@@ -19,7 +19,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from stallscope.gui.controllers.script_info import ScriptInfo, dataset_factory, script_of
+from stallscope.core.tune.script import ScriptInfo, dataset_factory, script_of
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
 from stallscope.gui.dialogs.tune import TuneDialog
 

@@ -19,7 +19,7 @@ from fixture_traces import fixture_path
 from PySide6.QtWidgets import QApplication, QFileDialog
 
 from stallscope.core.compare import step_ms
-from stallscope.gui.controllers.script_info import dataset_factory, script_of, session_folder
+from stallscope.core.tune.script import dataset_factory, script_of, session_folder
 from stallscope.gui.dialogs.tune import TuneDialog
 
 SHOTS = Path("/tmp/stallscope-shots")
