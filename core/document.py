@@ -66,10 +66,12 @@ def plan_path(path: str | os.PathLike, run: str | None = None,
         raise
 
 
-def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[Document]:
-    """Load and analyse every trace `path` stands for. Yields (done, 1000)."""
+def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None,
+                      files: list[tuple[str, Path]] | None = None) -> Job[Document]:
+    """Load and analyse every trace `path` stands for (`files`: its plan, when the caller made
+    it already). Yields (done, 1000)."""
     cancel = cancel or CancelFlag()
-    files = plan(path)
+    files = plan(path) if files is None else files
     sizes = [max(f.stat().st_size, 1) for _, f in files]
     total = float(sum(sizes))
     reports, labels = [], []

@@ -44,6 +44,7 @@ def open_job(path: str, cancel, route_ranks: bool = True):
         plan = plan_path(path)
         if many_ranks(plan):
             return RanksFolder(path, plan)
+        return (yield from load_document_job(path, cancel, files=plan.picks))
     return (yield from load_document_job(path, cancel))
 
 
