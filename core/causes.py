@@ -1,7 +1,11 @@
 """The idle causes: their priority order, codes, labels and descriptions (DESIGN.md v2).
 
-Every idle microsecond of a device goes to the first cause in CAUSES that covers it; a cause's code
-is its index here. Adding a cause: a line here, its colour in gui/colors.py, its rule in advice.
+Every idle microsecond of a device goes to the first cause in CAUSES that covers it. A cause is
+known by its `code` (a name: "data_loading"); the analysis builds each cause's intervals in a
+dict keyed by code and paints them in this order, so a cause's place here is only its priority.
+Arrays of painted pieces store `index(code)` (its position in CAUSES) per piece.
+Adding a cause: a line here, its intervals under its code (core/analysis/threads.py for the
+main thread's, idle.py for the device's), its colour in gui/colors.py, its rule in advice.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ class Cause:
     description: str  # what the GPU was waiting for, for tooltips and the README
     if_gone: str      # the ceiling's condition: "up to 1.9x faster <if_gone>"
     if_gone_cpu: str  # the same on a trace without a GPU (step time of the main thread)
+    host: bool = True  # something the main thread does (also charged on traces without a GPU)
 
 
 CAUSE_LIST = (
@@ -24,7 +29,7 @@ CAUSE_LIST = (
           "the next GPU op was already launched: it waited on another stream, an event, "
           "a collective or GPU work the trace lacks",
           "if queued GPU work never waited (on streams, events or collectives)",
-          "if queued GPU work never waited"),
+          "if queued GPU work never waited", host=False),
     Cause("data_loading", "data loading", "data loading",
           "the main thread waited on the DataLoader",
           "if the GPU never waited for data", "if steps never waited for data"),
@@ -48,10 +53,12 @@ CAUSE_LIST = (
           "if Python between ops took no time"),
     Cause("uncovered", "uncovered", "unattributed gaps",
           "nothing recorded explains it",
-          "if the unattributed gaps vanished", "if the unattributed time vanished"),
+          "if the unattributed gaps vanished", "if the unattributed time vanished", host=False),
 )
 
 CAUSES = tuple(c.code for c in CAUSE_LIST)
+REST = "uncovered"  # what no cause covers: the remainder, so the causes add up to idle
+HOST_CAUSES = tuple(c.code for c in CAUSE_LIST if c.host)
 BY_CODE = {c.code: c for c in CAUSE_LIST}
 CAUSE_LABELS = {c.code: c.label for c in CAUSE_LIST}
 

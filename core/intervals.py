@@ -103,3 +103,11 @@ def paint(base: np.ndarray, layers: list[np.ndarray]) -> tuple[np.ndarray, np.nd
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, len(a) - 1)
     return np.column_stack([a[first], b[last]]), codes[first]
+
+
+def subtract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The parts of the disjoint set `a` that the disjoint set `b` does not cover."""
+    if len(a) == 0 or len(b) == 0:
+        return a
+    pieces, codes = paint(a, [b])
+    return pieces[codes == 1]

@@ -57,6 +57,11 @@ def is_step_name(name: str) -> bool:
 
 DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 OPTIMIZER_PREFIX = "Optimizer."
+# Closures run by Optimizer.step(closure) (DESIGN.md v3, optimizer cause): the runner's annotation,
+# and user annotations ending so (Lightning's profiler: "[LightningModule]M.training_step",
+# "[Strategy]DDPStrategy.backward"). Their time is compute, not the optimizer.
+CLOSURE_ANNOTATION = "stallscope#closure"
+CLOSURE_SUFFIXES = ("training_step", ".backward", "closure")
 # 2021 traces file record_function ranges under `Operator`: these names are annotations.
 ANNOTATION_PREFIXES = (STEP_PREFIX, *DATALOADER_PREFIXES, OPTIMIZER_PREFIX)
 # The runner wraps backward() in this record_function; torchrec uses the second.
@@ -70,7 +75,12 @@ SYNC_NAMES = frozenset({
 MALLOC_NAMES = ("cudaMalloc", "hipMalloc")
 FREE_NAMES = ("cudaFree", "hipFree")
 PAGEABLE_H2D = "Memcpy HtoD (Pageable -> Device)"
-COMM_PREFIXES = ("nccl", "rccl")  # matched case-insensitively
+# Communication (DESIGN.md v3): a GPU op whose lower-cased name contains one of these. DeepEP's
+# dispatch/combine kernels live in `::internode::` / `::intranode::` namespaces.
+COMM_SUBSTRINGS = ("nccl", "rccl", "nvshmem", "::internode::", "::intranode::",
+                   "cross_device_reduce", "allreduce", "all_reduce", "allgather", "all_gather",
+                   "reducescatter", "reduce_scatter", "alltoall", "all_to_all")
+COMM_PREFIXES = ("nccl", "rccl")  # gui/lanes.py's until it calls is_comm_name
 PROFILER_SPAN_CAT = "Trace"       # the profiler's own span, e.g. "PyTorch Profiler (0)"
 
 CUDA_DEVICE_TYPE = 1  # `[memory]` args: Device Type 1 = CUDA, 0 = CPU
@@ -81,8 +91,10 @@ PROFILER_SPAN_PREFIX = "PyTorch Profiler"
 
 
 def is_comm_name(name: str) -> bool:
-    """A communication kernel: nccl*/rccl* in any case (ncclKernel_*, ncclDevKernel_*)."""
-    return name[:4].lower() in COMM_PREFIXES
+    """A communication op: one of COMM_SUBSTRINGS anywhere in its lower-cased name
+    (`ncclDevKernel_AllReduce_*`, `void dpsk::ep::internode::dispatch<...>`)."""
+    low = name.lower()
+    return any(s in low for s in COMM_SUBSTRINGS)
 
 
 # Other accelerators. Device work recorded in categories beside kernel/gpu_memcpy/gpu_memset is

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stallscope.core.causes import BY_CODE, CAUSES
+from stallscope.core import causes
+from stallscope.core.causes import BY_CODE
 from stallscope.core.memory import MemoryStats
 from stallscope.core.trace import Trace
 
@@ -67,7 +68,7 @@ class DeviceStats:
         return _overlap(self.comm_us, self.exposed_comm_us)
 
     def spans_of(self, cause: str) -> np.ndarray:
-        return self.cause_spans[self.cause_codes == CAUSES.index(cause)]
+        return self.cause_spans[self.cause_codes == causes.index(cause)]
 
     def to_json(self, trace: Trace | None = None) -> dict:
         out = {"busy_us": self.busy_us, "idle_us": self.idle_us,
@@ -173,7 +174,7 @@ class Report:
 
     def worst_gap(self, cause: str, device: str | None = None) -> tuple[float, float] | None:
         """The longest idle piece charged to `cause` (on `device`, else on any device)."""
-        code = CAUSES.index(cause)
+        code = causes.index(cause)
         best = None
         for dev, stats in self.devices.items():
             if device is not None and dev != device:

@@ -11,6 +11,7 @@ python by annotation, communication), steps (per-step figures, ceilings).
 
 from __future__ import annotations
 
+from stallscope.core import causes
 from stallscope.core import intervals as iv
 from stallscope.core.advice import Profile, advise, headlines
 from stallscope.core.analysis import idle
@@ -51,7 +52,7 @@ def analyze(trace: Trace, device: int | str | None = None,
         memory={d: m for d, m in memory_by_device(trace, devices, step_windows).items()
                 if device is None or d == str(device)},
         host_python_by_annotation=idle.python_by_annotation(
-            trace, r, host[0][host[1] == idle.PYTHON]),
+            trace, r, host[0][host[1] == causes.index("python")]),
         host_by_cause=host_by_cause, host_base_us=iv.length(base),
         host_spans=host[0], host_codes=host[1],
         ceilings=step_figures.ceilings(steps, dev_stats, window_us, host_by_cause,

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from stallscope.core import causes
 from stallscope.core import intervals as iv
 from stallscope.core.analysis.threads import Roles, launch_tracks, union_of
-from stallscope.core.causes import CAUSES
 from stallscope.core.kineto import is_comm_name
 from stallscope.core.report import DeviceStats
 from stallscope.core.trace import Trace
-
-PYTHON = CAUSES.index("python")
-UNCOVERED = CAUSES.index("uncovered")
 
 
 def device_stats(trace: Trace, r: Roles, dev: int, phases: dict[str, np.ndarray],
@@ -29,22 +26,20 @@ def device_stats(trace: Trace, r: Roles, dev: int, phases: dict[str, np.ndarray]
     tracks = launch_tracks(trace, r, on_dev)
     helpers = np.isin(trace.track, tracks[tracks != (-1 if r.main is None else r.main)])
     helper_busy = union_of(trace, helpers & r.cpu_op, lo, hi)
-    layers = [
-        gaps[gpu_wait_gaps(trace, r, on_dev, gaps)],
-        phases["data_loading"],
-        iv.union(np.concatenate([phases["sync"],
-                                 union_of(trace, np.isin(trace.track, tracks) & r.sync, lo, hi)])),
-        phases["optimizer"],
-        phases["cpu_ops"],
-        iv.union(np.concatenate([helper_busy, phases["backward"]])),
-        phases["python"],
-    ]
-    spans, codes = iv.paint(gaps, layers)
-    lengths = spans[:, 1] - spans[:, 0]
-    by_code = np.bincount(codes.astype(np.int64), weights=lengths, minlength=len(CAUSES))
-    by_cause = {c: float(by_code[k]) for k, c in enumerate(CAUSES[:-1])}
+    layers = {
+        "gpu_wait": gaps[gpu_wait_gaps(trace, r, on_dev, gaps)],
+        "data_loading": phases["data_loading"],
+        "sync": iv.union(np.concatenate([
+            phases["sync"], union_of(trace, np.isin(trace.track, tracks) & r.sync, lo, hi)])),
+        "optimizer": phases["optimizer"],
+        "cpu_ops": phases["cpu_ops"],
+        "backward": iv.union(np.concatenate([helper_busy, phases["backward"]])),
+        "python": phases["python"],
+    }
+    spans, codes = paint_causes(gaps, layers)
+    by_cause = cause_totals(spans, codes)
     # The remainder keeps the eight adding up to idle_us exactly.
-    by_cause["uncovered"] = max(idle_us - sum(by_cause.values()), 0.0)
+    by_cause[causes.REST] = max(idle_us - (sum(by_cause.values()) - by_cause[causes.REST]), 0.0)
     comm_union = union_of(trace, on_dev & comm, lo, hi)
     exposed = iv.EMPTY
     if len(comm_union):
@@ -54,10 +49,31 @@ def device_stats(trace: Trace, r: Roles, dev: int, phases: dict[str, np.ndarray]
         busy_us=busy_us, idle_us=idle_us, utilization=busy_us / width if width > 0 else 0.0,
         idle_gaps=len(gaps), idle_by_cause=by_cause, busy=busy, gaps=gaps,
         cause_spans=spans, cause_codes=codes,
-        python_by_annotation=python_by_annotation(trace, r, spans[codes == PYTHON]),
+        python_by_annotation=python_by_annotation(trace, r,
+                                                  spans[codes == causes.index("python")]),
         comm_us=iv.length(comm_union), exposed_comm_us=iv.length(exposed), comm=comm_union,
         exposed_comm=exposed,
         launch_tracks=[int(t) for t in tracks], helper_busy=helper_busy)
+
+
+def paint_causes(base: np.ndarray, layers: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Split `base` among the causes by priority (causes.CAUSES' order), joined by name: each
+    piece gets the index in CAUSES of the first cause whose layer covers it, else REST's."""
+    unknown = set(layers) - set(causes.CAUSES)
+    if unknown:
+        raise KeyError(f"not an idle cause: {sorted(unknown)}")
+    order = [c for c in causes.CAUSES if c in layers]
+    spans, k = iv.paint(base, [layers[c] for c in order])
+    index = np.array([causes.index(c) for c in (*order, causes.REST)], dtype=np.int8)
+    return spans, index[k]
+
+
+def cause_totals(spans: np.ndarray, codes: np.ndarray) -> dict[str, float]:
+    """Time per cause name of painted pieces (codes: indexes into causes.CAUSES)."""
+    lengths = spans[:, 1] - spans[:, 0]
+    by_index = np.bincount(codes.astype(np.int64), weights=lengths,
+                           minlength=len(causes.CAUSES))
+    return {c: float(by_index[k]) for k, c in enumerate(causes.CAUSES)}
 
 
 def comm_mask(trace: Trace, r: Roles) -> np.ndarray:

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from stallscope.core import causes
 from stallscope.core import intervals as iv
+from stallscope.core.analysis.idle import cause_totals, paint_causes
 from stallscope.core.analysis.threads import Roles
-from stallscope.core.causes import CAUSES
 from stallscope.core.report import Ceiling, DeviceStats, Step
 from stallscope.core.trace import Trace
 
-HOST_LAYERS = CAUSES[1:-1]  # data_loading .. python: what the main thread can be doing
-
 
 def host_split(base: np.ndarray, phases: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The main thread's time in `base` by cause (gpu_wait never applies: no GPU op queued)."""
-    spans, codes = iv.paint(base, [phases[c] for c in HOST_LAYERS])
-    return spans, codes + 1  # index into CAUSES; len(HOST_LAYERS) + 1 is `uncovered`
+    """The main thread's time in `base` by host cause (gpu_wait never applies: no GPU op
+    queued); codes index causes.CAUSES."""
+    return paint_causes(base, {c: phases[c] for c in causes.HOST_CAUSES})
 
 
 def host_base(trace: Trace, r: Roles) -> np.ndarray:
@@ -27,10 +26,7 @@ def host_base(trace: Trace, r: Roles) -> np.ndarray:
     return np.array([[r.lo, r.hi]]) if r.hi > r.lo else iv.EMPTY
 
 
-def totals(spans: np.ndarray, codes: np.ndarray) -> dict[str, float]:
-    lengths = spans[:, 1] - spans[:, 0]
-    by_code = np.bincount(codes.astype(np.int64), weights=lengths, minlength=len(CAUSES))
-    return {c: float(by_code[k]) for k, c in enumerate(CAUSES)}
+totals = cause_totals
 
 
 def steps(trace: Trace, r: Roles, phases: dict[str, np.ndarray],
@@ -42,12 +38,13 @@ def steps(trace: Trace, r: Roles, phases: dict[str, np.ndarray],
     dl = iv.measure_in(phases["data_loading"], lo, hi)
     opt = iv.measure_in(phases["optimizer"], lo, hi)
     busy = {d: iv.measure_in(s.busy, lo, hi) for d, s in devices.items()}
-    idle = {d: {c: iv.measure_in(s.spans_of(c), lo, hi) for c in CAUSES}
+    idle = {d: {c: iv.measure_in(s.spans_of(c), lo, hi) for c in causes.CAUSES}
             for d, s in devices.items()}
     comm = {d: iv.measure_in(s.comm, lo, hi) for d, s in devices.items()}
     exposed = {d: iv.measure_in(s.exposed_comm, lo, hi) for d, s in devices.items()}
     spans, codes = host
-    host_in = {c: iv.measure_in(spans[codes == k], lo, hi) for k, c in enumerate(CAUSES)}
+    host_in = {c: iv.measure_in(spans[codes == k], lo, hi)
+               for k, c in enumerate(causes.CAUSES)}
     return [
         Step(name=trace.names[trace.name[i]], start_us=float(lo[k]), dur_us=float(trace.dur[i]),
              data_loading_us=float(dl[k]), optimizer_us=float(opt[k]),
@@ -70,7 +67,7 @@ def ceilings(steps_: list[Step], devices: dict[str, DeviceStats], window_us: flo
         for dev, stats in devices.items():
             if steps_:
                 base = sum(s.dur_us for s in steps_)
-                per = {c: sum(s.idle_by_cause[dev][c] for s in steps_) for c in CAUSES}
+                per = {c: sum(s.idle_by_cause[dev][c] for s in steps_) for c in causes.CAUSES}
             else:
                 base, per = window_us, stats.idle_by_cause
             out += [_ceiling(dev, c, us, base) for c, us in per.items() if us > 0]

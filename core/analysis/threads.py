@@ -9,9 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stallscope.core import causes
 from stallscope.core import intervals as iv
 from stallscope.core.kineto import (
     BACKWARD_ANNOTATIONS,
+    CLOSURE_ANNOTATION,
+    CLOSURE_SUFFIXES,
     CPU_OP_CATS,
     DATALOADER_PREFIXES,
     GPU_CATS,
@@ -116,12 +119,11 @@ def union_of(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> np.ndarray
 
 
 def main_phases(trace: Trace, r: Roles) -> dict[str, np.ndarray]:
-    """The main thread's unions, clipped to the window, for the host causes that depend on the
-    main thread alone (sync and backward add the launching threads per device)."""
-    empty = {c: iv.EMPTY for c in ("data_loading", "sync", "optimizer", "cpu_ops", "backward",
-                                   "python")}
+    """The main thread's unions, clipped to the window, per host cause (by name; sync and
+    backward add the launching threads per device)."""
+    out = {c: iv.EMPTY for c in causes.HOST_CAUSES}
     if r.main is None:
-        return empty
+        return out
     on_main = trace.track == r.main
     lo, hi = r.lo, r.hi
     masks = {
@@ -131,9 +133,19 @@ def main_phases(trace: Trace, r: Roles) -> dict[str, np.ndarray]:
         "cpu_ops": r.cpu_op,
         "backward": trace.mask_names(lambda n: n in BACKWARD_ANNOTATIONS),
     }
-    out = {c: union_of(trace, m & on_main & ~r.gpu, lo, hi) for c, m in masks.items()}
+    out.update({c: union_of(trace, m & on_main & ~r.gpu, lo, hi) for c, m in masks.items()})
+    # The forward and backward a closure runs inside Optimizer.step are not the optimizer (v3).
+    out["optimizer"] = iv.subtract(out["optimizer"],
+                                   union_of(trace, closure_mask(trace) & on_main, lo, hi))
     out["python"] = iv.clip(python_span(trace, r, on_main), lo, hi)
     return out
+
+
+def closure_mask(trace: Trace) -> np.ndarray:
+    """The runner's closure annotation, and user annotations named like a closure."""
+    runner = trace.mask_names(lambda n: n == CLOSURE_ANNOTATION)
+    named = trace.mask_names(lambda n: n.endswith(CLOSURE_SUFFIXES))
+    return runner | (named & (trace.cat == Cat.USER_ANNOTATION))
 
 
 def python_span(trace: Trace, r: Roles, on_main: np.ndarray) -> np.ndarray:
