@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from stallscope.core import __version__
+from stallscope.core.commands.terminal import escaped_output
 from stallscope.core.errors import StallscopeError
 
 COMMANDS = ("analyze", "info", "run", "tune", "compare", "lineprof", "convert")
@@ -41,6 +42,11 @@ def _command_in(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    with escaped_output():  # names from traces never reach the terminal raw
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     args = build_parser(_command_in(argv)).parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -26,7 +26,13 @@ from stallscope.core.lineprof.heaviest import (
 )
 from stallscope.core.lineprof.install import install_command, line_profiler_missing
 from stallscope.core.lineprof.kernprof import load_lprof, looks_like_pickle
-from stallscope.core.lineprof.source import SourceMatch, common_indent, match_lines, match_source
+from stallscope.core.lineprof.source import (
+    SourceMatch,
+    common_indent,
+    match_lines,
+    match_source,
+    with_sources,
+)
 from stallscope.core.lineprof.stats import (
     FORMAT_VERSION,
     Line,
@@ -43,5 +49,5 @@ __all__ = [
     "common_indent", "evidence", "find_profiles", "format_table", "from_json",
     "heaviest_line", "heaviest_line_of", "install_command", "line_profiler_missing", "load",
     "load_any", "load_lprof", "load_session", "looks_like_pickle", "match_lines", "match_source",
-    "needs_trust", "primary", "read_stats", "save", "session_of",
+    "needs_trust", "primary", "read_stats", "save", "session_of", "with_sources",
 ]

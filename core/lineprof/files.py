@@ -5,7 +5,8 @@ file, or a kernprof `.lprof` (a pickle, only when trusted).
     load_session(session) -> [Profile]        # root __getitem__ first, heaviest first
     load_any(path, trust_pickle=False) -> [Profile]
     session_of(trace_or_session) -> Path | None
-    read_stats(path) -> (session | None, [Profile])   # what the app shows for a path
+    read_stats(path) -> (session | None, [Profile])   # what the app shows for a path, each
+                                                      # profile matched to its source file
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 from pathlib import Path
 
 from stallscope.core.lineprof.kernprof import load_lprof, looks_like_pickle
+from stallscope.core.lineprof.source import with_sources
 from stallscope.core.lineprof.stats import LineprofError, Profile, load
 
 LINEPROF_DIR = "lineprof"
@@ -30,7 +32,8 @@ def find_profiles(path: str | os.PathLike) -> list[Path]:
 
 def load_session(path: str | os.PathLike) -> list[Profile]:
     """Every profile of a session, the dataset's __getitem__ (root) first, heaviest first."""
-    profiles = [load(p) for p in find_profiles(path)]
+    folder = Path(path)
+    profiles = [load(p, inside=folder) for p in find_profiles(folder)]
     profiles.sort(key=lambda p: (not p.root, -p.total_s))
     return profiles
 
@@ -81,7 +84,7 @@ def read_stats(path: str | os.PathLike, *, trust_pickle: bool = False,
     gives (None, []) instead of an error (a document that simply has none)."""
     session = session_of(path)
     if session is not None:
-        return session, load_session(session)
+        return session, with_sources(load_session(session))
     if optional:
         return None, []
-    return None, load_any(path, trust_pickle=trust_pickle)
+    return None, with_sources(load_any(path, trust_pickle=trust_pickle))

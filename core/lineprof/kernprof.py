@@ -8,10 +8,12 @@ the stats). Even with the caller's go-ahead, the unpickler builds nothing but Li
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 from pathlib import Path
 
+from stallscope.core.lineprof.bounded import JSON_CAP, Refused, read_regular
 from stallscope.core.lineprof.source import block_end, mtime, read_source
 from stallscope.core.lineprof.stats import Line, LineprofError, Profile
 
@@ -55,10 +57,11 @@ def load_lprof(path: str | os.PathLike, *, trust_pickle: bool = False) -> list[P
             f"{path}: a .lprof file is a Python pickle, which can run code when loaded; "
             "open it only if you made it yourself (CLI: --trust-pickle)")
     try:
-        with open(path, "rb") as fh:
-            stats = _LprofUnpickler(fh).load()
-    except FileNotFoundError:
-        raise LineprofError(f"{path}: no such file") from None
+        data = read_regular(path, JSON_CAP)
+    except Refused as exc:
+        raise LineprofError(f"{path}: {exc}") from None
+    try:
+        stats = _LprofUnpickler(io.BytesIO(data)).load()
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
         raise LineprofError(f"{path}: not a kernprof .lprof file ({exc})") from None
     timings = getattr(stats, "timings", None)

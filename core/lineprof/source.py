@@ -9,19 +9,26 @@ and match the lines of two profiles (after vs before).
 from __future__ import annotations
 
 import difflib
+import io
 import os
 from dataclasses import dataclass
 
+from stallscope.core.lineprof.bounded import SOURCE_CAP, Refused, read_regular
 from stallscope.core.lineprof.stats import Line, Profile
 from stallscope.core.units import plural
 
 
 def read_source(file: str) -> list[str] | None:
+    """The file's lines; None when it is missing, not a regular file or over SOURCE_CAP."""
     try:
-        with open(file, encoding="utf-8", errors="replace") as fh:
-            return fh.readlines()
-    except OSError:
+        return _source_lines(file)
+    except Refused:
         return None
+
+
+def _source_lines(file: str) -> list[str]:
+    data = read_regular(file, SOURCE_CAP)
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace").readlines()
 
 
 def mtime(file: str) -> float:
@@ -54,11 +61,12 @@ class SourceMatch:
 def match_source(profile: Profile) -> SourceMatch:
     """Compare the source saved with the profile to the file as it is now. Lines whose text
     moved are found again by content; the rest are reported."""
-    src = read_source(profile.file)
     mapping: dict[int, int | None] = {ln.lineno: ln.lineno for ln in profile.lines}
-    if src is None:
+    try:
+        src = _source_lines(profile.file)
+    except Refused as why:
         return SourceMatch(mapping, False,
-                           f"{profile.file}: source file not found; showing the code as profiled")
+                           f"{profile.file}: source file {why}; showing the code as profiled")
     now = [s.rstrip("\r\n") for s in src]
     differ = [ln for ln in profile.lines
               if not (0 < ln.lineno <= len(now) and now[ln.lineno - 1] == ln.source)]
@@ -85,6 +93,13 @@ def match_source(profile: Profile) -> SourceMatch:
         parts.append(f"{plural(len(differ), 'line')} of the function differ")
     msg = f"{name} changed since the run: {'; '.join(parts)}; showing the code as profiled"
     return SourceMatch(mapping, True, msg)
+
+
+def with_sources(profiles: list[Profile]) -> list[Profile]:
+    """The profiles, each with its `match` against the source file as it is now."""
+    for p in profiles:
+        p.match = match_source(p)
+    return profiles
 
 
 def match_lines(after: Profile, before: Profile) -> dict[int, Line]:

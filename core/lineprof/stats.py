@@ -15,8 +15,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stallscope.core.errors import StallscopeError
+from stallscope.core.lineprof.bounded import JSON_CAP, Refused, read_regular
+
+if TYPE_CHECKING:
+    from stallscope.core.lineprof.source import SourceMatch
 
 FORMAT_VERSION = 1
 
@@ -50,6 +55,9 @@ class Profile:
     root: bool = True
     wraps: list[str] = field(default_factory=list)
     path: str | None = None  # where it was read from
+    # how the lines sit in the source file as it is now (source.match_source), found when the
+    # stats are read (off the GUI thread), never when they are shown
+    match: SourceMatch | None = field(default=None, compare=False, repr=False)
 
     @property
     def total_s(self) -> float:
@@ -92,25 +100,31 @@ class Profile:
 # JSON
 
 
-def load(path: str | os.PathLike) -> Profile:
-    """Read one lineprof JSON file; LineprofError names the file and what is wrong."""
+def load(path: str | os.PathLike, inside: str | os.PathLike | None = None) -> Profile:
+    """Read one lineprof JSON file; LineprofError names the file and what is wrong. With
+    `inside` (a session folder) the file must resolve to a place under it."""
     path = Path(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except FileNotFoundError:
-        raise LineprofError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LineprofError(f"{path}: cannot read: {exc}") from None
+        obj = json.loads(read_regular(path, JSON_CAP, inside).decode("utf-8"))
+    except Refused as exc:
+        raise LineprofError(f"{path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise LineprofError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
     except json.JSONDecodeError as exc:
         raise LineprofError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise LineprofError(f"{path}: not a line-stats file (JSON nested too deeply)") from None
     return from_json(obj, str(path))
 
 
 def from_json(obj: object, name: str = "<json>") -> Profile:
     if not isinstance(obj, dict) or "lines" not in obj or "qualname" not in obj:
         raise LineprofError(f"{name}: not a stallscope line-stats file (no 'qualname'/'lines')")
-    if obj.get("version", FORMAT_VERSION) > FORMAT_VERSION:
+    version = obj.get("version", FORMAT_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise LineprofError(f"{name}: not a stallscope line-stats file (version {version!r})")
+    if version > FORMAT_VERSION:
         raise LineprofError(f"{name}: written by a newer stallscope (format version "
                             f"{obj.get('version')}, this one reads {FORMAT_VERSION})")
     try:
@@ -130,7 +144,7 @@ def from_json(obj: object, name: str = "<json>") -> Profile:
             wraps=[str(w) for w in obj.get("wraps", [])],
             path=name,
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise LineprofError(f"{name}: malformed line entry ({type(exc).__name__}: {exc})") from None
 
 

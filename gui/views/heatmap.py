@@ -325,8 +325,8 @@ class HeatmapView(QWidget):
         self.subtitle.setText("  ·  ".join(parts))
         self.subtitle.setToolTip(p.file)
         warnings = list(p.warnings)
-        match = lineprof.match_source(p)
-        if match.warning:
+        match = p.match  # read with the stats, off the GUI thread (read_stats, open_profiles)
+        if match is not None and match.warning:
             warnings.append(match.warning)
         self.warnings.setText("\n".join(f"⚠ {w}" for w in dict.fromkeys(warnings)))
         self.warnings.setVisible(bool(warnings))
@@ -401,7 +401,7 @@ def open_profiles(path: str | Path, parent: QWidget | None = None,
     if trust is None:
         return None
     try:
-        return lineprof.load_any(path, trust_pickle=trust)
+        return lineprof.with_sources(lineprof.load_any(path, trust_pickle=trust))
     except StallscopeError as exc:
         QMessageBox.warning(parent, "Cannot open line stats", str(exc))
         return None

@@ -163,7 +163,8 @@ def test_changed_source_is_warned_and_profiled_code_shown(qtbot, tmp_path):
     Path(profile.file).write_text(SOURCE.replace("img = decode(i)", "img = decode_fast(i)"))
     view = HeatmapView()
     qtbot.addWidget(view)
-    view.set_profile(profile)
+    # the source is matched where the stats are read (off the GUI thread), not by the view
+    view.set_profile(lineprof.with_sources([profile])[0])
     view.show()
     assert view.warnings.isVisible()
     assert "ds.py changed since the run" in view.warnings.text()
