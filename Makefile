@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 
-.PHONY: setup run test lint bench gpu-check screenshots package clean
+.PHONY: setup run test quick lint bench gpu-check screenshots package clean
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,12 @@ run: setup
 ## Set up, check the import contracts (pyproject [tool.importlinter]), run every test.
 test: setup
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -rs -p no:cacheprovider
+
+## The fast loop while developing: no child processes (runner, CLI children, pools), no
+## PyInstaller build (tests/conftest.py marks them `runner`; test_packaging is `packaging`).
+quick: setup
+	$(PY) -m pytest -q -rs -p no:cacheprovider -m "not runner and not packaging"
 
 lint: setup
 	$(VENV)/bin/ruff check core gui tests

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,36 @@ from fixture_traces import fixtures_dir as _fixtures_dir
 
 def pytest_report_header(config) -> str:
     return header()
+
+
+CHILD_PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "concurrent",
+                                   "runner_helpers", "hostile_files"})
+
+
+def starts_processes(module) -> bool:
+    """A test module that starts child processes (the runner, CLI children, pools, QProcess):
+    it imports such a module, or a name from one."""
+    for value in vars(module).values():
+        home = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", "")
+        if str(home).split(".")[0] in CHILD_PROCESS_MODULES:
+            return True
+        if getattr(value, "__name__", "") == "QProcess":
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """`runner` marks every test of a module that starts child processes, so that
+    `pytest -m "not runner"` is the fast loop (`make quick`)."""
+    marked: dict[object, bool] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is None:
+            continue
+        if module not in marked:
+            marked[module] = starts_processes(module)
+        if marked[module]:
+            item.add_marker(pytest.mark.runner)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Big synthetic multi-rank jobs built from one real rank's trace, for tests and benchmarks.
 
-    python -m stallscope.core.synth OUT_DIR 64 --template hta_sampled_rank-0.json.gz \\
+    python tests/synth.py OUT_DIR 64 --template hta_sampled_rank-0.json.gz \\
         --repeat 10 --slow 17 --slow-ms 20
 
 Each rank is a copy of the template (its steps tiled `repeat` times, step names and correlation
@@ -197,7 +197,7 @@ def make_job(out_dir: str | os.PathLike, ranks: int, template: str | os.PathLike
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stallscope.core.synth", description=__doc__,
+    p = argparse.ArgumentParser(prog="python tests/synth.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", help="folder to write the rank traces into")
     p.add_argument("ranks", type=int)

@@ -13,6 +13,7 @@ import statistics
 import psutil
 import pytest
 from fixture_traces import fixture_path
+from synth import make_job
 
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, run_job
@@ -20,7 +21,6 @@ from stallscope.core.ranks.job import analyze_ranks_job
 from stallscope.core.ranks.pool import default_workers, json_bytes, run_local, run_serial
 from stallscope.core.ranks.stragglers import stragglers
 from stallscope.core.ranks.tasks import RankFailure, RankSummary, analyze_rank
-from stallscope.core.synth import make_job
 
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")
 

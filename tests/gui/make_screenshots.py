@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         "compare_nw0_nw4": (fixture("kineto_nw0"), fixture("kineto_nw4_worker0.1623212756351")),
     }
     subjects["hta_df_index_resolver"] = (fixture("hta_df_index_resolver"), None)
-    from stallscope.core.synth import make_job
+    from synth import make_job
 
     synth = ranks.parent / "synth16"
     make_job(synth, 16, fixture("hta_sampled_rank-0"), slow_rank=11, slow_us=15_000.0, seed=3)

@@ -46,6 +46,7 @@ def _pyinstaller() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.packaging
 def test_built_app_starts_and_opens_a_trace(tmp_path):
     traces = [fixture_path("kineto_nw0")]
     _pyinstaller()

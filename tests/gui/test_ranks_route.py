@@ -11,18 +11,17 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import shutil
-from pathlib import Path
 
 import pytest
 from fixture_traces import fixture_path
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QFileDialog
+from shots import save_shot
+from synth import make_job
 
 from stallscope.core.document import plan_path
-from stallscope.core.synth import make_job
 from stallscope.gui.controllers.document import RANKS_IN_FULL, many_ranks
 
-SHOTS = Path("/tmp/stallscope-shots")
 SLOW = 7
 
 
@@ -35,9 +34,7 @@ def job10(tmp_path_factory):
 
 
 def _shot(widget, name: str) -> None:
-    SHOTS.mkdir(exist_ok=True)
-    QApplication.processEvents()
-    assert widget.grab().save(str(SHOTS / f"wire_{name}.png"))
+    save_shot(widget, f"wire_{name}")
 
 
 def test_the_rule_is_more_than_a_handful_of_ranks_of_one_job(tmp_path):

@@ -12,8 +12,8 @@ import pytest
 from fixture_traces import fixture_path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
+from synth import make_job
 
-from stallscope.core.synth import make_job
 from stallscope.gui.controllers.ranks import RanksController
 from stallscope.gui.views.rank_model import COLUMNS, HELD
 from stallscope.gui.views.ranks import RanksView, row_colors
