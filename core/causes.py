@@ -1,4 +1,4 @@
-"""The idle causes: their priority order, codes, labels and descriptions (DESIGN.md v2).
+"""The idle causes: their priority order, codes, labels and descriptions (docs/definitions.md).
 
 Every idle microsecond of a device goes to the first cause in CAUSES that covers it. A cause is
 known by its `code` (a name: "data_loading"); the analysis builds each cause's intervals in a

@@ -46,7 +46,7 @@ def category(cat: str) -> int:
     return int(CATEGORY_CODES.get(cat, Cat.OTHER))
 
 
-# Steps are CPU events named exactly ProfilerStep#<digits> (DESIGN.md).
+# Steps are CPU events named exactly ProfilerStep#<digits> (docs/definitions.md).
 STEP_PREFIX = "ProfilerStep#"
 STEP_RE = re.compile(r"ProfilerStep#\d+")
 
@@ -57,9 +57,10 @@ def is_step_name(name: str) -> bool:
 
 DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 OPTIMIZER_PREFIX = "Optimizer."
-# Closures run by Optimizer.step(closure) (DESIGN.md v3, optimizer cause): the runner's annotation,
-# and user annotations ending so (Lightning's profiler: "[LightningModule]M.training_step",
-# "[Strategy]DDPStrategy.backward"). Their time is compute, not the optimizer.
+# Closures run by Optimizer.step(closure) (docs/definitions.md, the optimizer cause): the
+# runner's annotation, and user annotations ending so (Lightning's profiler:
+# "[LightningModule]M.training_step", "[Strategy]DDPStrategy.backward"). Their time is
+# compute, not the optimizer.
 CLOSURE_ANNOTATION = "stallscope#closure"
 CLOSURE_SUFFIXES = ("training_step", ".backward", "closure")
 # 2021 traces file record_function ranges under `Operator`: these names are annotations.
@@ -75,8 +76,8 @@ SYNC_NAMES = frozenset({
 MALLOC_NAMES = ("cudaMalloc", "hipMalloc")
 FREE_NAMES = ("cudaFree", "hipFree")
 PAGEABLE_H2D = "Memcpy HtoD (Pageable -> Device)"
-# Communication (DESIGN.md v3): a GPU op whose lower-cased name contains one of these. DeepEP's
-# dispatch/combine kernels live in `::internode::` / `::intranode::` namespaces.
+# Communication (docs/definitions.md): a GPU op whose lower-cased name contains one of these.
+# DeepEP's dispatch/combine kernels live in `::internode::` / `::intranode::` namespaces.
 COMM_SUBSTRINGS = ("nccl", "rccl", "nvshmem", "::internode::", "::intranode::",
                    "cross_device_reduce", "allreduce", "all_reduce", "allgather", "all_gather",
                    "reducescatter", "reduce_scatter", "alltoall", "all_to_all")

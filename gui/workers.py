@@ -1,4 +1,4 @@
-"""One worker base for every long job (DESIGN.md): a QRunnable whose signals live on a
+"""One worker base for every long job (ARCHITECTURE.md): a QRunnable whose signals live on a
 separate QObject. Workers never touch widgets; a newer request cancels the one it supersedes.
 
     worker = JobWorker(lambda cancel: core_job(..., cancel=cancel))

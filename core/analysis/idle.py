@@ -1,4 +1,4 @@
-"""Busy and idle time of one device, idle charged to the eight causes (DESIGN.md v2), the
+"""Busy and idle time of one device, idle charged to the eight causes (docs/definitions.md), the
 `python` time by annotation, and communication exposed outside compute. All numpy: masks,
 one sort per device, interval sweeps."""
 

@@ -1,6 +1,6 @@
 """Who is who in a trace: the steps, the main thread, the window, and the launch <-> GPU-op join.
 
-DESIGN.md "Analysis definitions": main thread, window, launching threads L(d).
+docs/definitions.md: main thread, window, launching threads L(d).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Analysis on real traces, checked against a plain-Python reading of DESIGN.md v2.
+"""Analysis on real traces, checked against a plain-Python reading of docs/definitions.md.
 
 `reference()` reads the raw JSON event by event and follows the definitions word for word: no
 numpy, no shared code with core/analysis. Each idle piece between two consecutive boundaries
@@ -79,7 +79,7 @@ def _is_annotation(e):
 
 
 def reference(path):
-    """DESIGN.md's definitions, written the slow obvious way from the raw JSON."""
+    """docs/definitions.md, written the slow obvious way from the raw JSON."""
     with gzip.open(path) as f:
         doc = json.load(f)
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]

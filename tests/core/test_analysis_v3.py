@@ -1,5 +1,6 @@
-"""DESIGN.md v3 in the analysis: closures inside Optimizer.step are not the optimizer, and the
-communication vocabulary (NCCL/RCCL anywhere, NVSHMEM, DeepEP, custom all-reduce, all-to-all)."""
+"""The v3 definitions in the analysis (docs/definitions.md): closures inside Optimizer.step are
+not the optimizer, and the communication vocabulary (NCCL/RCCL anywhere, NVSHMEM, DeepEP,
+custom all-reduce, all-to-all)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`make gpu-check`: small training scripts run under the runner on CUDA, each must produce its
-advice id (DESIGN.md "Advice rules"). Without a CUDA device it says so and exits 0.
+advice id (docs/definitions.md "Advice"). Without a CUDA device it says so and exits 0.
 
     python tests/gpu/check.py          # on a CUDA machine: about a minute
     python tests/gpu/check.py --cpu    # smoke run on the CPU: the scripts run and analyse,
