@@ -31,6 +31,12 @@ MAX_EVENTS = 100  # DataLoaders recorded one by one; later ones only count in th
 FORMS = "KEY=VALUE, N:KEY=VALUE (the N-th DataLoader built) or FILE:LINE:KEY=VALUE"
 
 
+INSTALLED_PARTS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# A framework's settings object that builds the DataLoader: its attributes dataloader_<key>
+# (HF TrainingArguments: dataloader_num_workers, dataloader_pin_memory, ...).
+SETTING_PREFIX = "dataloader_"
+
+
 class OverrideError(ValueError):
     """A `--set` that cannot apply; one line for the user."""
 
@@ -191,12 +197,14 @@ class DataLoaderLog:
         self.batches: dict[str, int] = {}
         self.used: set[Override] = set()
         self._skip_dirs: tuple[str, ...] = ()
+        self._library_dirs: tuple[str, ...] = ()
 
     def install(self, torch) -> list:
         from torch.utils.data import DataLoader
 
-        self._skip_dirs = (str(Path(torch.utils.data.__file__).resolve().parent) + os.sep,
+        self._skip_dirs = (str(Path(torch.__file__).resolve().parent) + os.sep,
                            str(Path(__file__).resolve().parent) + os.sep)
+        self._library_dirs = library_dirs()
         original_init = DataLoader.__init__
         original_get = DataLoader._get_iterator
         signature = inspect.signature(original_init)
@@ -226,17 +234,39 @@ class DataLoaderLog:
         if site is not None:
             self.batches[site] = self.batches.get(site, 0) + 1
 
-    def call_site(self, loader) -> tuple[str, int, str]:
+    def call_site(self, loader) -> Site:
+        """Where the user's code built this loader: the first frame outside torch, the runner,
+        installed packages and the standard library (so a framework that re-creates the
+        user's DataLoader, Lightning or accelerate, maps back to the user's line). A loader
+        built from another one in those frames takes that one's site; one a framework builds
+        from its own settings (HF Trainer's TrainingArguments) says which settings."""
         frame = sys._getframe(3)  # on_init <- init wrapper <- the caller
+        first_outside_torch = None
+        source = settings = None
         while frame is not None:
             code = frame.f_code
             name = code.co_filename
-            if (name.startswith(self._skip_dirs) or
-                    (code.co_name == "__init__" and frame.f_locals.get("self") is loader)):
+            if name.startswith(self._skip_dirs) or (
+                    code.co_name == "__init__" and frame.f_locals.get("self") is loader):
                 frame = frame.f_back  # torch's own code, or a DataLoader subclass's __init__
                 continue
-            return name, frame.f_lineno, code.co_name
-        return "<unknown>", 0, ""
+            if first_outside_torch is None:
+                first_outside_torch = frame
+            if not self.installed(name):
+                return Site(name, frame.f_lineno, code.co_name, source, settings)
+            source = source or built_from(loader, frame.f_locals)
+            settings = settings or framework_settings(frame.f_locals)
+            frame = frame.f_back
+        if first_outside_torch is not None:  # nothing of the user's on the stack
+            code = first_outside_torch.f_code
+            return Site(code.co_filename, first_outside_torch.f_lineno, code.co_name, source,
+                        settings)
+        return Site("<unknown>", 0, "", source, settings)
+
+    def installed(self, filename: str) -> bool:
+        """Code the user did not write: site-/dist-packages, the standard library, frozen."""
+        return (filename.startswith(self._library_dirs) or filename.startswith("<")
+                or any(part in filename for part in INSTALLED_PARTS))
 
     def on_init(self, loader, signature, args, kwargs):
         try:
@@ -245,7 +275,12 @@ class DataLoaderLog:
             return args, kwargs  # torch raises its own error for these arguments
         self.created += 1
         index = self.created
-        filename, line, function = self.call_site(loader)
+        found = self.call_site(loader)
+        if found.source is not None:  # re-created from the user's loader: the user's line
+            filename, line, function = found.source["file"], found.source["line"], found.source[
+                "function"]
+        else:
+            filename, line, function = found.file, found.line, found.function
         site = f"{display_path(filename)}:{line}"
         passed = {k: v for k, v in bound.arguments.items() if k not in ("self", "dataset")}
         chosen = choose(self.overrides, index, filename, line)
@@ -258,14 +293,21 @@ class DataLoaderLog:
             bound.arguments.update({k: values[k] for k in changed})
             args, kwargs = bound.args[1:], bound.kwargs
         loader.__dict__["_stallscope_site"] = site
+        loader.__dict__["_stallscope_where"] = {"file": filename, "line": line,
+                                                "function": function}
         info = {"site": site, "file": filename, "line": line, "function": function,
                 "dataset": type(bound.arguments.get("dataset")).__name__,
                 "passed": {k: jsonable(v) for k, v in passed.items()},
                 "overridden": changed, "effective": effective(values)}
+        if found.settings:
+            info["settings"] = found.settings
         entry = self.sites.setdefault(site, {"created": 0})
-        entry.update(info, created=entry["created"] + 1)
+        if found.source is None or not entry["created"]:
+            entry.update(info)  # a re-created loader keeps what the user's own one passed
+        entry["created"] += 1
         if index <= MAX_EVENTS:
-            self.emit("dataloader", index=index, notes=notes, **info)
+            extra = {"rebuilt_from": site} if found.source is not None else {}
+            self.emit("dataloader", index=index, notes=notes, **info, **extra)
         for note in notes:
             self.emit("warning", source="overrides", message=f"{site}: {note}")
         return args, kwargs
@@ -278,6 +320,55 @@ class DataLoaderLog:
         built = ", ".join(self.sites) or "none"
         return [f"--set {o.text} matched no DataLoader (the script built {self.created}: {built})"
                 for o in self.overrides if o not in self.used]
+
+
+@dataclass(frozen=True)
+class Site:
+    file: str
+    line: int
+    function: str
+    source: dict | None = None    # the loader this one was re-created from: its file/line
+    settings: dict | None = None  # {"owner": "TrainingArguments", "names": {key: attribute}}
+
+
+def library_dirs() -> tuple[str, ...]:
+    """The standard library's folders (site-packages are matched by name)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found = [paths[k] for k in ("stdlib", "platstdlib") if paths.get(k)]
+    return tuple(sorted({os.path.join(p, "") for d in found for p in (d, os.path.realpath(d))}))
+
+
+def built_from(loader, local_vars: dict) -> dict | None:
+    """A DataLoader among a framework frame's locals that this one is re-created from."""
+    from torch.utils.data import DataLoader
+
+    for value in local_vars.values():
+        if value is loader:
+            continue
+        try:
+            if isinstance(value, DataLoader):
+                where = getattr(value, "_stallscope_where", None)
+                if isinstance(where, dict):
+                    return where
+        except Exception:  # noqa: BLE001 - a wrapper's __getattr__ may raise anything
+            continue
+    return None
+
+
+def framework_settings(local_vars: dict) -> dict | None:
+    """The settings object a framework method (`self`) builds its DataLoader from: `self.args`
+    with attributes dataloader_num_workers, ... (HF Trainer)."""
+    owner = local_vars.get("self")
+    try:
+        args = getattr(owner, "args", None)
+        names = {k: SETTING_PREFIX + k for k in KEYS if hasattr(args, SETTING_PREFIX + k)}
+    except Exception:  # noqa: BLE001
+        return None
+    if "num_workers" not in names:
+        return None
+    return {"owner": type(args).__name__, "names": names}
 
 
 def display_path(filename: str) -> str:

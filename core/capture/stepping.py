@@ -1,21 +1,36 @@
-"""Steps without editing the script: hooks on optimizer steps and DataLoader iteration.
+"""Steps without editing the script: hooks on optimizers and DataLoader iteration (DESIGN.md,
+"Steps the runner makes").
 
-prof.step() runs after each optimizer step (the first optimizer to step paces the steps, nested
-optimizer steps count once), or, while no optimizer has stepped, once per DataLoader batch.
-Data-wait is the time spent in DataLoader iterators' __next__. Every backward() call runs inside
-a `stallscope#backward` record_function (DESIGN.md: the `backward` idle cause).
+Once the script has constructed an optimizer (any torch.optim.Optimizer, whoever wraps it), a
+step ends at each optimizer step that ran: the first optimizer to step paces the steps, steps
+nested in another (a wrapper's step calling its inner optimizer's, GradScaler.step calling
+optimizer.step) count once, and GradScaler.step counts even when it skipped the update. The
+batches fetched before that (gradient accumulation's micro-batches, a batch fetched ahead) belong
+to the step. Only a script that never constructs an optimizer is stepped once per batch.
+
+A batch is counted where the training loop receives it: a DataLoader wrapped by an object whose
+generator `__iter__` fetches ahead (accelerate's DataLoaderShard fetches one batch ahead) is
+counted at the wrapper's yield, so the look-ahead fetch is no extra batch of its own. Data-wait is
+the time spent in DataLoader iterators' __next__. Every backward() call runs inside a
+`stallscope#backward` record_function and every closure passed to Optimizer.step(closure)
+(Lightning's automatic optimization, LBFGS) inside `stallscope#closure` (DESIGN.md: the
+`backward` idle cause and optimizer cause 4).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
+import sys
 import time
 
 from .environment import read_rss
 from .exits import StopAfterWindow
 
 BACKWARD_ANNOTATION = "stallscope#backward"
+CLOSURE_ANNOTATION = "stallscope#closure"
+_MARK = "_stallscope_step_hook"
 
 
 class Stepper:
@@ -30,26 +45,38 @@ class Stepper:
         self.pid = os.getpid()
         self.steps = 0
         self.batches = 0
-        self.mode: str | None = None  # "optimizer" or "batch"
+        self.mode: str | None = None  # "optimizer" (one has been constructed) or "batch"
         self.pacer = None
-        self.depth = 0
+        self.depth = 0     # optimizer steps in progress (wrappers, GradScaler, nested)
+        self.fetching = 0  # batch fetches in progress (a wrapper's yield around its loader's)
         self.batches_in_step = 0
         self.data_wait = 0.0
         self.t0 = time.perf_counter()
         self.step_start: float | None = None
         self.window_done = False
 
+    def mine(self) -> bool:
+        return os.getpid() == self.pid  # a forked DataLoader worker inherits the hooks
+
     # -- hooks
-    def batch_starting(self) -> None:
+    def optimizer_built(self) -> None:
+        self.mode = "optimizer"
+
+    def batch_starting(self) -> bool:
+        """A batch is asked for; False when an outer fetch (a wrapper) already counts it."""
+        self.fetching += 1
+        if self.fetching > 1:
+            return False
         if self.mode != "optimizer" and self.batches_in_step > 0:
             self.mode = "batch"
             self.step()
         if self.step_start is None:
             self.step_start = time.perf_counter()
+        return True
 
-    def batch_fetched(self, seconds: float, got_batch: bool) -> None:
-        self.data_wait += seconds
-        if got_batch:
+    def batch_fetched(self, outer: bool, got_batch: bool) -> None:
+        self.fetching -= 1
+        if outer and got_batch:
             self.batches += 1
             self.batches_in_step += 1
 
@@ -94,9 +121,17 @@ class Stepper:
 
 
 def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
-    """Patch DataLoader iteration, optimizer steps and backward(); returns undo callables.
+    """Patch DataLoader iteration, optimizers, GradScaler and backward(); returns undo callables.
     `loaders` (overrides.DataLoaderLog) counts batches per DataLoader call site."""
-    from torch.optim import Optimizer
+    undo = hook_dataloaders(stepper, capture, loaders)
+    undo += hook_optimizers(torch, stepper)
+    undo.append(annotate_backward(torch))
+    return undo
+
+
+# ---------------------------------------------------------------------------- DataLoaders
+
+def hook_dataloaders(stepper: Stepper, capture, loaders) -> list:
     from torch.utils.data import DataLoader, dataloader
 
     undo = []
@@ -104,9 +139,9 @@ def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
     original_next = base_iter.__next__
 
     def timed_next(self):
-        if os.getpid() != stepper.pid:
+        if not stepper.mine():
             return original_next(self)
-        stepper.batch_starting()
+        outer = stepper.batch_starting()
         t = time.perf_counter()
         got = False
         try:
@@ -114,23 +149,118 @@ def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
             got = True
             return batch
         finally:
-            stepper.batch_fetched(time.perf_counter() - t, got)
+            stepper.data_wait += time.perf_counter() - t
+            stepper.batch_fetched(outer, got)
             if got and loaders is not None:
                 loaders.count(self)
 
     base_iter.__next__ = timed_next
     undo.append(lambda: setattr(base_iter, "__next__", original_next))
 
+    original_init = DataLoader.__init__
+    wrapped: dict[type, object] = {}  # class -> its own __iter__, put back at the end
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if stepper.mine():
+            for cls in iterating_wrappers(self, sys._getframe(1)):
+                wrapped[cls] = count_at_yield(cls, stepper)
+
+    def restore() -> None:
+        DataLoader.__init__ = original_init
+        for cls, original in wrapped.items():
+            cls.__iter__ = original
+
+    init.__wrapped__ = original_init
+    DataLoader.__init__ = init
+    undo.append(restore)
+
     if capture is not None and hasattr(capture, "on_dataloader"):
         original_iter = DataLoader.__iter__
 
         def iter_with_capture(self):
-            if os.getpid() == stepper.pid:
+            if stepper.mine():
                 capture.on_dataloader(self)
             return original_iter(self)
 
         DataLoader.__iter__ = iter_with_capture
         undo.append(lambda: setattr(DataLoader, "__iter__", original_iter))
+    return undo
+
+
+def iterating_wrappers(loader, frame) -> list[type]:
+    """The classes whose generator `__iter__` will iterate this new DataLoader: its own class
+    (a subclass overriding `__iter__`) and the objects whose `__init__` built it (accelerate's
+    DataLoaderShard builds its base DataLoader in its __init__). Each is patched once."""
+    found = [type(loader)]
+    while frame is not None and frame.f_code.co_name == "__init__":
+        owner = frame.f_locals.get("self")
+        if owner is not None and owner is not loader:
+            found.append(type(owner))  # type(): the real class, whatever __class__ claims
+        frame = frame.f_back
+    out = []
+    for cls in found:
+        defining = next((c for c in cls.__mro__ if "__iter__" in c.__dict__), None)
+        fn = defining.__dict__["__iter__"] if defining is not None else None
+        if (inspect.isgeneratorfunction(fn) and not getattr(fn, _MARK, False)
+                and defining not in out):
+            out.append(defining)
+    return out
+
+
+def count_at_yield(cls: type, stepper: Stepper):
+    """Count the batches of cls's generator `__iter__` where it yields them; its own fetches
+    from the DataLoader inside (one of them ahead) then add data-wait only. Returns the
+    original `__iter__`."""
+    original = cls.__dict__["__iter__"]
+
+    def counted(self, *args, **kwargs):
+        inner = original(self, *args, **kwargs)
+        if not stepper.mine():
+            yield from inner
+            return
+        try:
+            while True:
+                outer = stepper.batch_starting()
+                got = False
+                try:
+                    batch = next(inner)
+                    got = True
+                except StopIteration:
+                    return
+                finally:
+                    stepper.batch_fetched(outer, got)
+                yield batch
+        finally:
+            inner.close()
+
+    counted.__wrapped__ = original
+    counted.__doc__ = original.__doc__
+    setattr(counted, _MARK, True)
+    cls.__iter__ = counted
+    return original
+
+
+# ----------------------------------------------------------------------------- optimizers
+
+def hook_optimizers(torch, stepper: Stepper) -> list:
+    from torch.optim import Optimizer
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    undo = []
+    original_init = Optimizer.__init__
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if stepper.mine():
+            stepper.optimizer_built()
+
+    init.__wrapped__ = original_init
+    Optimizer.__init__ = init
+    undo.append(lambda: setattr(Optimizer, "__init__", original_init))
 
     # Preferred: step after Optimizer.step has returned, outside its record_function, so the
     # `Optimizer.step#` annotation nests inside its ProfilerStep. Fallback: the global post hook.
@@ -139,21 +269,9 @@ def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
         hook_step = original_hook_step.__func__
 
         def profile_hook_step(func):
-            hooked = hook_step(func)
-
-            def wrapper(*args, **kwargs):
-                stepper.depth += 1
-                try:
-                    out = hooked(*args, **kwargs)
-                finally:
-                    stepper.depth -= 1
-                if stepper.depth == 0 and os.getpid() == stepper.pid:
-                    stepper.optimizer_stepped(args[0])
-                return out
-
+            wrapper = counted_step(hook_step(func), stepper)
             wrapper.__wrapped__ = func
             wrapper.__doc__ = getattr(func, "__doc__", None)
-            wrapper.stallscope = True
             return wrapper
 
         Optimizer.profile_hook_step = staticmethod(profile_hook_step)
@@ -161,16 +279,58 @@ def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
 
     def post_hook(optimizer, args, kwargs):
         step_fn = getattr(type(optimizer), "step", None)
-        if getattr(step_fn, "stallscope", False) or stepper.depth > 1:
-            return  # the wrapper above steps (or this is an optimizer nested in another)
-        if os.getpid() == stepper.pid:
+        if getattr(step_fn, _MARK, False) or stepper.depth > 1:
+            return  # counted_step steps (or this is an optimizer nested in another)
+        if stepper.mine() and stepper.depth == 0:
             stepper.optimizer_stepped(optimizer)
 
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-    handle = register_optimizer_step_post_hook(post_hook)
-    undo.append(handle.remove)
-    undo.append(annotate_backward(torch))
+    undo.append(register_optimizer_step_post_hook(post_hook).remove)
+    record_function = torch.autograd.profiler.record_function
+    undo.append(register_optimizer_step_pre_hook(
+        lambda optimizer, args, kwargs: annotate_closure(record_function, args, kwargs)).remove)
+
+    scaler_cls = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if scaler_cls is not None and "step" in scaler_cls.__dict__:
+        original_scaler_step = scaler_cls.__dict__["step"]
+        scaler_cls.step = counted_step(original_scaler_step, stepper, optimizer_arg=1)
+        undo.append(lambda: setattr(scaler_cls, "step", original_scaler_step))
     return undo
+
+
+def counted_step(step, stepper: Stepper, optimizer_arg: int = 0):
+    """An optimizer's (or GradScaler's) step that ends the runner's step once it has returned,
+    unless it ran inside another counted step."""
+
+    def wrapper(*args, **kwargs):
+        stepper.depth += 1
+        try:
+            out = step(*args, **kwargs)
+        finally:
+            stepper.depth -= 1
+        if stepper.depth == 0 and stepper.mine() and len(args) > optimizer_arg:
+            stepper.optimizer_stepped(args[optimizer_arg])
+        return out
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+def annotate_closure(record_function, args: tuple, kwargs: dict):
+    """Optimizer step pre-hook: the closure passed to step() (positional after self, or
+    `closure=`) runs inside a CLOSURE_ANNOTATION record_function. None: nothing to wrap."""
+    positional = len(args) > 1
+    closure = args[1] if positional else kwargs.get("closure")
+    if not callable(closure) or getattr(closure, _MARK, False):
+        return None
+
+    def annotated(*a, **k):
+        with record_function(CLOSURE_ANNOTATION):
+            return closure(*a, **k)
+
+    setattr(annotated, _MARK, True)
+    if positional:
+        return (args[0], annotated, *args[2:]), kwargs
+    return args, {**kwargs, "closure": annotated}
 
 
 def annotate_backward(torch):
@@ -189,5 +349,3 @@ def annotate_backward(torch):
     backward.__doc__ = original.__doc__
     autograd.backward = backward
     return lambda: setattr(autograd, "backward", original)
-
-
