@@ -13,8 +13,9 @@ Every file below the folder is either picked or skipped with its reason:
    and NCCL version (unknown parts stay unknown).
 3. A candidate's time is Kineto's timestamp in its name first (`<worker>.<epoch ms>.pt.trace.json`,
    the runner's `<script>.<YYYYmmdd-HHMMSS-mmm>`, or `Mon_DD_HH_MM_SS` with the year of the file's
-   mtime), else the trace's own clock when it is wall-clock time (`baseTimeNanoseconds`, or the
-   first event's `ts` in the head when it reads as a date in 2000-2100), else the file's mtime.
+   mtime), else the trace's own clock when it is wall-clock time (`baseTimeNanoseconds` plus the
+   first event's `ts`: the base is when the clock started, the same for every trace of one boot;
+   or the first `ts` alone when it reads as a date in 2000-2100), else the file's mtime.
 4. Runs: files in one folder (relative to the opened one) belong to one run folder. In a run
    folder, ranked files form jobs: same job signature, and times no more than JOB_GAP_S apart from
    the next file of the job (sorted by time). Unranked files of a folder form one single-trace
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass, field
@@ -298,8 +300,25 @@ def _candidate(root: Path, f: Path) -> Candidate | Skipped:
         m = RANK_RE.search(name)
         rank = int(m.group(1)) if m else None
     when, source = file_time(f, st.st_mtime, data)
+    if source == "trace":
+        when += _since_base(data)
     folder = f.parent.relative_to(root).as_posix() if f.parent != root else "."
     return Candidate(f, folder, rank, world, when, source, job)
+
+
+_BASE_TIME_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,20})')
+_FIRST_TS_RE = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)')
+
+
+def _since_base(head: bytes) -> float:
+    """Seconds from baseTimeNanoseconds to the first event (its `ts`, microseconds on the clock
+    the base is the start of); 0 without a base (the time already was the first `ts`)."""
+    base = _BASE_TIME_RE.search(head)
+    if not base or not 946684800 <= int(base.group(1)) / 1e9 <= 4102444800:  # file_time's range
+        return 0.0
+    ts = _FIRST_TS_RE.search(head, max(head.find(b'"traceEvents"'), 0))
+    t = float(ts.group(1)) / 1e6 if ts else 0.0
+    return t if 0 <= t < 100 * 365 * 86400 else 0.0
 
 
 def _runs(candidates: list[Candidate]) -> list[Run]:

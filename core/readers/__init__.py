@@ -17,11 +17,23 @@ READERS = (chrome,)
 
 def reader_for(p: Path, head: bytes):
     """The reader that takes a file starting with `head`, else a one-line TraceError."""
+    if _utf16(head):
+        raise TraceError(f"{p}: UTF-16 text; stallscope reads UTF-8: save it as UTF-8 "
+                         "(e.g. iconv -f UTF-16 -t UTF-8 IN > OUT)")
     for reader in READERS:
         if reader.accepts(head):
             return reader
     kinds = " or ".join(r.KIND for r in READERS)
     raise TraceError(f"{p}: not {kinds} (starts with {shown(head)})")
+
+
+def _utf16(head: bytes) -> bool:
+    """Its byte order mark, or ASCII text with a zero byte after (or before) each character."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return True
+    pairs = head[:64]
+    return len(pairs) >= 8 and any(
+        pairs[i::2].count(0) == len(pairs[i::2]) and 0 not in pairs[1 - i::2] for i in (0, 1))
 
 
 def sniffer(p: Path) -> Callable[[bytes], None]:
@@ -45,4 +57,7 @@ def decode(p: Path, data: bytearray, cancel):
     m = _NON_SPACE.search(data)
     if m is None:
         raise TraceError(f"{p}: file is empty")
-    return reader_for(p, bytes(data[m.start():m.start() + 64])).decode(p, data, cancel)
+    reader = reader_for(p, bytes(data[m.start():m.start() + 64]))
+    decoded = yield from reader.decode(p, data, cancel)
+    decoded.notes[:0] = getattr(data, "notes", [])  # what reading left out (source.Text)
+    return decoded

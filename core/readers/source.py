@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stallscope.core.errors import TraceError
 from stallscope.core.jobs import CancelFlag, Job
-from stallscope.core.units import mib
+from stallscope.core.units import mib, plural
 
 # Memory needed per byte of JSON: the bytes themselves, one batch of decoded structs and the
 # columns (measured by tests/bench/bench_load.py).
@@ -28,10 +28,27 @@ _GZ_IN_CHUNK = 1 << 20     # compressed bytes fed to zlib per step
 # run is, before the rest of it is read or inflated.
 _MAX_BLANK_RUN = 16 << 20
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
+UTF8_BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
 
 Sniff = Callable[[bytes], None]  # raises TraceError when the head is no format it reads
+
+
+class Text(bytearray):
+    """A file's text, with notes on what was left out of it (trailing data after gzip)."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.notes: list[str] = []
+
+
+def _shown(data: bytes) -> str:
+    head = data[:16]
+    if all(32 <= b < 127 or b in b"\t\r\n" for b in head):
+        return '"' + " ".join(head.decode("ascii").split()) + ('..."' if len(data) > 16 else '"')
+    return "bytes " + " ".join(f"{b:02x}" for b in head[:8])
 
 
 def kind_of(mode: int) -> str:
@@ -85,6 +102,13 @@ def read_bytes(p: Path, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
     `sniff` sees the first bytes after leading blanks as soon as they are read; it raises when
     they are no format stallscope reads, so a large file of something else is not read whole.
     """
+    data = yield from _read_text(p, cancel, sniff)
+    if data[:3] == UTF8_BOM:  # a UTF-8 byte order mark (Windows editors): not part of the JSON
+        del data[:3]  # O(1): a bytearray drops its head by moving its start
+    return data
+
+
+def _read_text(p: Path, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
     avail = available_memory()
     limit = int(avail / MEMORY_FACTOR)
     try:
@@ -120,7 +144,7 @@ def _read_plain(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFla
     watch.see(head, 0, len(head))
     if size > limit:
         raise _too_large(p, f"{mib(size)} of JSON", avail)
-    buf = bytearray(size)
+    buf = Text(size)
     buf[:len(head)] = head
     done = len(head)
     del head
@@ -147,7 +171,7 @@ def _gunzip(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFlag,
     f.seek(max(size - 4, 0))
     trailer = int.from_bytes(f.read(4), "little")  # the last member's size mod 2**32
     f.seek(0)
-    buf = bytearray()  # grows by appending: realloc moves its pages, it does not copy them
+    buf = Text()  # grows by appending: realloc moves its pages, it does not copy them
     inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
     pending = b""
     read = 0
@@ -158,10 +182,15 @@ def _gunzip(p: Path, f, size: int, limit: int, avail: int, cancel: CancelFlag,
                 read += len(pending)
                 if not pending:
                     break
-            if inflate.eof:  # the next member, or padding
+            if inflate.eof:  # the next member, padding, or something else appended
                 if not pending.strip(b"\0"):
                     pending = b""
                     continue
+                if not pending.startswith(_GZIP_MAGIC):
+                    junk = size - (read - len(pending))
+                    buf.notes.append(f"{plural(junk, 'byte')} after the gzip data ignored "
+                                     f"(not gzip: starts with {_shown(pending)})")
+                    break
                 inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
             chunk = inflate.decompress(pending, _READ_CHUNK)
             pending = inflate.unconsumed_tail or inflate.unused_data
@@ -198,6 +227,8 @@ class _Watch:
 
     def see(self, buf, start: int, end: int) -> None:
         """buf[start:end] just arrived."""
+        if start == 0 and buf[:3] == UTF8_BOM:  # read_bytes strips it
+            start = 3
         m = _NON_SPACE.search(buf, start, end)
         if m is None:
             self.blank += end - start

@@ -219,3 +219,28 @@ def test_a_session_folder_names_its_own_records(tmp_path):
         n: "the session's own record, not a trace"
         for n in ("run.json", "events.jsonl", "stdout.log", "getitem.json")}
     assert p.runs[0].files[0].time_source == "name"
+
+
+def test_two_traces_of_one_boot_are_ordered_by_base_time_plus_first_ts(tmp_path):
+    """baseTimeNanoseconds is when the clock started (the boot): the same in every trace recorded
+    since. The trace recorded later is the one whose first event is later on that clock."""
+    base = 1_767_189_312_000_000_000  # 2025-12-31, as in a real Kineto trace
+
+    def trace(name: str, first_ts_us: float, mtime: float) -> Path:
+        events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+                   "tid": 1, "ts": first_ts_us, "dur": 100},
+                  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                   "ts": first_ts_us + 10, "dur": 20}]
+        path = tmp_path / name
+        path.write_text(json.dumps({"baseTimeNanoseconds": base, "traceEvents": events}))
+        _set_mtime(path, mtime)
+        return path
+
+    later = trace("a.json", 701_805_216_966.892 + 3600e6, mtime=time.time() - 86400)
+    earlier = trace("b.json", 701_805_216_966.892, mtime=time.time())  # newer mtime: a copy
+    p = plan_folder(tmp_path)
+    assert p.picks == [("", later)]
+    picked = p.runs[p.chosen].files[0]
+    assert picked.time_source == "trace"
+    assert picked.time == pytest.approx(base / 1e9 + 701_805.216966892 + 3600)
+    assert [s.path for s in p.all_skipped] == [earlier]

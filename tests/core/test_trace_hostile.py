@@ -266,3 +266,45 @@ def test_bad_budget_variable_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", "lots")
     with pytest.raises(TraceError, match="STALLSCOPE_MEMORY_LIMIT=lots: not a number of bytes"):
         load(path)
+
+
+# ----------------------------------------------------------------------------- encodings, gzip junk
+
+def _trace_text() -> str:
+    return json.dumps({"traceEvents": _step_events()})
+
+
+def test_a_utf8_bom_is_read_past(tmp_path):
+    import gzip
+
+    plain = tmp_path / "bom.json"
+    plain.write_bytes(b"\xef\xbb\xbf" + _trace_text().encode())
+    zipped = tmp_path / "bom.json.gz"
+    zipped.write_bytes(gzip.compress(b"\xef\xbb\xbf  " + _trace_text().encode()))
+    for path in (plain, zipped):
+        trace = load(path)
+        assert trace.n_events == 3 and not trace.notes
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_is_named_with_how_to_fix_it(tmp_path, encoding):
+    path = tmp_path / f"{encoding}.json"
+    path.write_bytes(_trace_text().encode(encoding))
+    rc, _, err, _, _ = cli_with_peak("info", path)
+    _one_line_error(rc, err, path, "UTF-16 text; stallscope reads UTF-8: save it as UTF-8")
+
+
+def test_junk_after_gzip_is_ignored_and_said(tmp_path):
+    import gzip
+
+    path = tmp_path / "junk.json.gz"
+    text = _trace_text().encode()
+    half = len(text) // 2
+    path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"not gzip\n")
+    trace = load(path)
+    assert trace.n_events == 3  # both members read
+    assert trace.notes == ['9 bytes after the gzip data ignored (not gzip: starts with '
+                           '"not gzip")']
+    rc, out, err, _, _ = cli_with_peak("info", path)
+    assert rc == 0, err
+    assert "9 bytes after the gzip data ignored" in out
