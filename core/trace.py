@@ -17,7 +17,7 @@ import numpy as np
 from stallscope.core import readers
 from stallscope.core.errors import TraceError
 from stallscope.core.jobs import CancelFlag, Job, run_job
-from stallscope.core.kineto import GPU_CATS, Cat, is_step_name
+from stallscope.core.kineto import ACCELERATOR_RUNTIMES, GPU_CATS, Cat, is_step_name
 from stallscope.core.readers.columns import MemorySamples
 from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, check_kind
 from stallscope.core.readers.source import read_bytes as _read_bytes
@@ -55,6 +55,9 @@ class Trace:
     # The accelerator a trace without readable device activity came from, when its runtime or
     # device categories are there (device work stallscope does not analyse yet), else None.
     unanalysed_accelerator: str | None = None
+    # What the device ids name: "GPU" (CUDA, ROCm), or the accelerator whose runtime the trace
+    # holds ("MTIA", "XPU").
+    device_kind: str = "GPU"
 
     @property
     def n_events(self) -> int:
@@ -63,6 +66,10 @@ class Trace:
     def gpu_devices(self) -> list[int]:
         gpu = np.isin(self.cat, np.array(GPU_CATS, dtype=np.int8))
         return sorted(int(d) for d in np.unique(self.device[gpu]))
+
+    def device_label(self, dev) -> str:
+        """A device for people: "GPU 0", "MTIA 17"."""
+        return f"{self.device_kind} {dev}"
 
     def step_indices(self) -> np.ndarray:
         """CPU `ProfilerStep#<digits>` events, in time order (GPU repeats are ignored)."""
@@ -124,12 +131,22 @@ def load_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[T
                          f", about {MEMORY_FACTOR}x the JSON size is needed)") from None
     trace = Trace(path=p, **fields, notes=decoded.notes)
     trace.device_properties = decoded.device_properties
+    trace.device_kind = device_kind(getattr(decoded.cols, "cats", ()))
     trace.rank, trace.world_size = _rank_of(p, decoded.distributed_info)
     if trace.n_events == 0 and len(trace.mem) == 0:
         reason = "; ".join(f"{n} {why}" for why, n in trace.dropped.items())
         raise TraceError(f"{p}: no usable trace events" + (f" ({reason})" if reason else ""))
     return trace
 
+
+def device_kind(categories) -> str:
+    """"GPU", or the accelerator named by a runtime category among the trace's raw categories
+    (mtia_runtime: "MTIA"; xpu_runtime: "XPU"; a PrivateUse1 runtime: "device")."""
+    for cat in categories:
+        name = ACCELERATOR_RUNTIMES.get(cat)
+        if name:
+            return "device" if name.startswith("a ") else name.split()[-1]
+    return "GPU"
 
 
 def _rank_of(p: Path, info) -> tuple[int | None, int | None]:

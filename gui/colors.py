@@ -29,7 +29,8 @@ CAUSE_COLORS = {
 NOT_CPU_STATES = ("gpu_wait", "uncovered")
 
 BUSY_COLOR = "#1f5fa8"
-STREAM_COLORS = {"compute": BUSY_COLOR, "nccl": "#6741d9", "copy": "#a0522d"}
+COMM_COLOR = "#6741d9"  # communication (DESIGN: Communication(d)): collectives, on lanes + legend
+STREAM_COLORS = {"compute": BUSY_COLOR, "communication": COMM_COLOR, "copy": "#a0522d"}
 LAUNCH_THREAD_COLOR = CAUSE_COLORS["backward"]  # the autograd threads: "CPU backward"
 OTHER_THREAD_COLOR = "#495057"                  # other threads' ops in a trace without a GPU
 STEP_COLORS = ("#eef2f7", "#dfe6ef")

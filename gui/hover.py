@@ -47,9 +47,9 @@ def describer(spec, trace, t0_us: float) -> Describe:
 def gpu_describer(spec, trace, t0_us: float) -> Describe:
     """An idle piece: its duration, cause and start (and the whole gap's length when the gap
     holds several causes); else the GPU op under x; else the busy block."""
-    dev, gaps = spec.device, spec.extra["gaps"]
+    dev, gaps, name = spec.device, spec.extra["gaps"], spec.label
     spans, codes = spec.extra["spans"], spec.extra["codes"]
-    busy = spec.layers[-1].intervals
+    busy, comm = spec.extra["busy"], spec.extra["comm"]
     events = gpu_events(trace, np.asarray(trace.device) == dev_id(dev), t0_us)
 
     def describe(x: float) -> str | None:
@@ -62,16 +62,17 @@ def gpu_describer(spec, trace, t0_us: float) -> Describe:
             else:
                 a, b = gaps[g]
                 cause = "uncovered"
-            text = f"GPU {dev} idle {fmt_ms(b - a)} ({cause_label(cause)}) from {fmt_ms(a)}"
+            text = f"{name} idle {fmt_ms(b - a)} ({cause_label(cause)}) from {fmt_ms(a)}"
             if (a, b) != tuple(gaps[g]):
                 text += f", in an idle gap of {fmt_ms(gaps[g, 1] - gaps[g, 0])}"
             return text
-        name = events(x)
-        if name is not None:
-            return f"GPU {dev}: {name}"
+        op = events(x)
+        alone = " (communication, nothing else running)" if index_at(comm, x) is not None else ""
+        if op is not None:
+            return f"{name}: {op}{alone}"
         b = index_at(busy, x)
         if b is not None:
-            return f"GPU {dev} busy {fmt_ms(busy[b, 1] - busy[b, 0])} from {fmt_ms(busy[b, 0])}"
+            return f"{name} busy {fmt_ms(busy[b, 1] - busy[b, 0])} from {fmt_ms(busy[b, 0])}"
         return None
 
     return describe
@@ -99,8 +100,7 @@ def gpu_events(trace, mask: np.ndarray, t0_us: float) -> Describe:
 
 
 def phase_describer(spec) -> Describe:
-    # layers are drawn lowest priority first: the last one covering x is the one shown
-    layers = list(reversed(spec.layers))
+    layers = spec.layers  # disjoint: at most one covers x
 
     def describe(x: float) -> str | None:
         for layer in layers:

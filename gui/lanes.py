@@ -1,13 +1,15 @@
 """What the timeline draws, as plain numpy: one LaneSpec per row, built from a Report.
 
 No Qt here: the view (gui/views/timeline.py) paints these specs and tests read them. Rows, top to
-bottom: the steps; per GPU device its lane (busy as a solid band on top, the idle causes as a band
-below it) and, on demand, one sub-lane per stream (compute, NCCL, copy); the CPU main thread (what
-it was in, by cause); the other CPU threads that matter: the threads that launch GPU work besides
+bottom: the steps; per device its lane (busy rising in the top band, communication with nothing
+else running in its own colour, the idle causes hanging in the band below it) and, on demand, one
+labelled sub-lane per stream (compute, communication, copy); the CPU main thread (what it was in,
+by cause); the other CPU threads that matter: the threads that launch GPU work besides
 the main thread ("CPU backward": the autograd engine), or, in a trace without a GPU, the threads
 that were busy during the steps (e.g. gloo collectives).
 
-x is milliseconds since the window's start.
+x is milliseconds since the window's start. The layers of a band are disjoint, so the view can
+stack them per pixel column in proportion to time (gui/views/lane_item.py).
 """
 
 from __future__ import annotations
@@ -18,18 +20,19 @@ import numpy as np
 
 from stallscope.core import intervals as iv
 from stallscope.core.causes import CAUSES
-from stallscope.core.kineto import COMM_PREFIXES, GPU_CATS, RUNTIME_CATS, Cat
+from stallscope.core.kineto import GPU_CATS, RUNTIME_CATS, Cat, is_comm_name
 from stallscope.gui.colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
+    COMM_COLOR,
     LAUNCH_THREAD_COLOR,
     OTHER_THREAD_COLOR,
     STREAM_COLORS,
 )
 
 # Where the bands sit inside a row (fractions of the row height, from the top).
-BUSY_BAND = (0.06, 0.50)     # GPU busy: solid, on top
-CAUSE_BAND = (0.60, 0.32)    # GPU idle by cause: below it
+BUSY_BAND = (0.06, 0.50)     # GPU busy: rising from the band's bottom, on top
+CAUSE_BAND = (0.60, 0.32)    # GPU idle by cause: hanging from the band's top, below it
 FULL_BAND = (0.14, 0.72)     # CPU lanes and stream sub-lanes
 MAX_THREAD_LANES = 6
 ROW_HEIGHTS = {"steps": 0.55, "gpu": 1.3, "stream": 0.6, "cpu": 0.8, "thread": 0.7}
@@ -43,7 +46,7 @@ class LayerSpec:
     intervals: np.ndarray     # (N, 2) ms, sorted
     color: str
     band: tuple[float, float]  # (top, height) as fractions of the row
-    dominant: bool = False     # shares its band with the lane's other dominant layers
+    from_top: bool = False     # the band's stack hangs from its top (else rises from its bottom)
 
 
 @dataclass
@@ -64,8 +67,12 @@ class LaneSpec:
         return ROW_HEIGHTS.get(self.kind, 1.0)
 
 
-def device_sort_key(dev: str) -> tuple[int, str]:
-    return (int(dev), dev) if dev.isdigit() else (1 << 30, dev)
+def device_sort_key(dev: str) -> tuple[int, int, str]:
+    """Devices in numeric order (0, 2, 10, 100), ids that are not numbers after them."""
+    try:
+        return (0, int(dev), dev)
+    except ValueError:
+        return (1, 0, dev)
 
 
 def build_lanes(report, streams: bool = False) -> list[LaneSpec]:
@@ -75,7 +82,7 @@ def build_lanes(report, streams: bool = False) -> list[LaneSpec]:
     if report.steps:
         lanes.append(steps_lane(report, t0))
     for dev in sorted(report.devices, key=device_sort_key):
-        lanes.append(device_lane(dev, report.devices[dev], t0))
+        lanes.append(device_lane(dev, report.devices[dev], t0, report.trace.device_label(dev)))
         if streams:
             lanes += stream_lanes(report, dev, t0)
     if report.main_track is not None:
@@ -103,28 +110,40 @@ def steps_lane(report, t0: float) -> LaneSpec:
                     texts=(starts, ends, names))
 
 
-def device_lane(dev: str, stats, t0: float) -> LaneSpec:
+def device_lane(dev: str, stats, t0: float, name: str = "") -> LaneSpec:
     spans = to_ms(stats.cause_spans, t0)
     codes = np.asarray(stats.cause_codes, dtype=np.int64)
-    layers = []
-    # The cause band: each pixel shows the cause holding most of its idle time.
-    for code in range(len(CAUSES)):
-        cause = CAUSES[code]
-        pick = codes == code
-        layers.append(LayerSpec(cause, spans[pick], CAUSE_COLORS[cause], CAUSE_BAND,
-                                dominant=True))
-    layers.append(LayerSpec("busy", to_ms(stats.busy, t0), BUSY_COLOR, BUSY_BAND))
-    return LaneSpec(f"gpu:{dev}", f"GPU {dev}", "gpu", layers,
-                    f"GPU {dev}: busy on top (solid), idle below it coloured by cause",
+    # The cause band: every cause's pieces, stacked per pixel column by their share of it.
+    layers = [LayerSpec(cause, spans[codes == code], CAUSE_COLORS[cause], CAUSE_BAND,
+                        from_top=True) for code, cause in enumerate(CAUSES)]
+    busy = np.asarray(stats.busy, dtype=np.float64).reshape(-1, 2)
+    alone = np.asarray(getattr(stats, "exposed_comm", iv.EMPTY), np.float64).reshape(-1, 2)
+    # The busy band: communication with nothing else running in its own colour (it is what
+    # the step waits on), every other busy moment as compute.
+    layers.append(LayerSpec("busy", to_ms(iv.subtract(busy, alone), t0), BUSY_COLOR, BUSY_BAND))
+    layers.append(LayerSpec("comm", to_ms(alone, t0), COMM_COLOR, BUSY_BAND))
+    name = name or f"GPU {dev}"
+    return LaneSpec(f"gpu:{dev}", name, "gpu", layers,
+                    f"{name}: busy above (communication alone in its own colour), idle below "
+                    "it by cause; a column's filled height is its share of the time",
                     device=dev, extra={"gaps": to_ms(stats.gaps, t0), "spans": spans,
-                                       "codes": codes})
+                                       "codes": codes, "busy": to_ms(busy, t0),
+                                       "comm": to_ms(alone, t0)})
+
+
+def device_ops(trace, dev: str) -> np.ndarray:
+    """Indices of device `dev`'s GPU ops."""
+    if not dev.lstrip("-").isdigit():
+        return np.zeros(0, np.int64)
+    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.device == int(dev))
+    return np.flatnonzero(gpu)
 
 
 def stream_kind(n_ops: int, n_comm: int, n_copies: int) -> str:
-    """'nccl' when at least half the stream's ops are collectives, 'copy' when at least half
-    are copies or memsets, else 'compute'."""
+    """'communication' when at least half the stream's ops are collectives, 'copy' when at
+    least half are copies or memsets, else 'compute'."""
     if n_ops and n_comm * 2 >= n_ops:
-        return "nccl"
+        return "communication"
     if n_ops and n_copies * 2 >= n_ops:
         return "copy"
     return "compute"
@@ -133,15 +152,12 @@ def stream_kind(n_ops: int, n_comm: int, n_copies: int) -> str:
 def stream_lanes(report, dev: str, t0: float) -> list[LaneSpec]:
     """One sub-lane per stream of device `dev` (from args.stream), busiest first."""
     trace = report.trace
-    if not dev.lstrip("-").isdigit():
-        return []
     lo, hi = report.window
-    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.device == int(dev))
-    idx = np.flatnonzero(gpu)
+    idx = device_ops(trace, dev)
     if not len(idx):
         return []
     streams = np.asarray(trace.stream)[idx]
-    comm = trace.mask_names(lambda n: n.lower().startswith(COMM_PREFIXES))[idx]
+    comm = trace.mask_names(is_comm_name)[idx]
     copy = np.isin(trace.cat[idx], np.array([Cat.GPU_MEMCPY, Cat.GPU_MEMSET], dtype=np.int8))
     out = []
     for s in np.unique(streams).tolist():
@@ -153,9 +169,9 @@ def stream_lanes(report, dev: str, t0: float) -> list[LaneSpec]:
         kind = stream_kind(int(on.sum()), int(comm[on].sum()), int(copy[on].sum()))
         label = f"stream {s}" if s >= 0 else "stream ?"
         out.append((iv.length(busy), LaneSpec(
-            f"stream:{dev}:{s}", f"  {label} · {kind}", "stream",
+            f"stream:{dev}:{s}", f"{label} · {kind}", "stream",
             [LayerSpec("busy", to_ms(busy, t0), STREAM_COLORS[kind], FULL_BAND)],
-            f"GPU {dev}, {label}: {kind} ops ({len(pick):,})", device=dev,
+            f"{trace.device_label(dev)}, {label}: {kind} ops ({len(pick):,})", device=dev,
             extra={"stream": s, "kind": kind})))
     out.sort(key=lambda pair: -pair[0])
     return [lane for _, lane in out]
@@ -163,24 +179,17 @@ def stream_lanes(report, dev: str, t0: float) -> list[LaneSpec]:
 
 def main_thread_lane(report, t0: float) -> LaneSpec:
     """What the main thread was in, by cause: the analysis' disjoint pieces (host_spans) when
-    it gives them, each pixel showing the cause that covers most of it; else its overlapping
-    phases, highest priority drawn on top."""
-    layers = []
+    it gives them, else its phases made disjoint (the first cause covering a moment has it)."""
     spans = np.asarray(getattr(report, "host_spans", np.zeros((0, 2))), dtype=np.float64)
     codes = np.asarray(getattr(report, "host_codes", np.zeros(0)), dtype=np.int64)
-    if len(spans):
-        spans = to_ms(spans, t0)
-        for code, cause in enumerate(CAUSES):
-            pick = codes == code
-            if pick.any() and cause != "uncovered":
-                layers.append(LayerSpec(cause, spans[pick], CAUSE_COLORS[cause], FULL_BAND,
-                                        dominant=True))
-    else:
-        for cause in reversed(CAUSES):
-            phase = report.phases.get(cause)
-            if phase is not None and len(phase):
-                layers.append(LayerSpec(cause, to_ms(phase, t0), CAUSE_COLORS[cause],
-                                        FULL_BAND))
+    if not len(spans):  # the phases overlap: each moment goes to the first cause covering it
+        phases = [np.asarray(report.phases.get(c, iv.EMPTY), np.float64).reshape(-1, 2)
+                  for c in CAUSES]
+        spans, codes = iv.paint(iv.union(np.concatenate(phases)), phases)
+    spans, codes = to_ms(spans, t0), np.asarray(codes, np.int64)
+    layers = [LayerSpec(cause, spans[codes == code], CAUSE_COLORS[cause], FULL_BAND)
+              for code, cause in enumerate(CAUSES)
+              if cause != "uncovered" and (codes == code).any()]
     pid, tid = report.trace.tracks[report.main_track]
     return LaneSpec("cpu:main", "CPU main thread", "cpu", layers,
                     f"the main thread (pid {pid}, tid {tid}), coloured by what it was in",

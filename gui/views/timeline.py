@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from stallscope.core.causes import BY_CODE, CAUSES
@@ -23,6 +24,7 @@ from stallscope.gui import lanes as lane_model
 from stallscope.gui.colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
+    COMM_COLOR,
     NOT_CPU_STATES,
     OTHER_THREAD_COLOR,
     STEP_EDGE_COLOR,
@@ -35,20 +37,28 @@ from stallscope.gui.views.lane_item import LaneItem, Layer, StepEdges
 from stallscope.gui.views.memory import MemoryPlot
 from stallscope.gui.widgets import ElidedLabel
 
+LABEL_COLUMN_PX = 130  # the lane labels' column, at least
+
 
 def _chip(color: str, text: str, tip: str = "") -> str:
     return (f'<span title="{tip}" style="white-space:nowrap"><span style="color:{color};">'
             f'&#9632;</span>&nbsp;{text}</span>')
 
 
-def legend_html(gpu: bool, threads: bool = True) -> str:
-    """The lane legend: what each colour means, in the trace's own terms (GPU or CPU-only)."""
+def legend_html(gpu: bool, threads: bool = True, comm: bool = False) -> str:
+    """The lane legend: what each colour means, in the trace's own terms (GPU or CPU-only);
+    `comm`: the trace has communication on a device."""
     cpu_states = [c for c in CAUSES if c not in NOT_CPU_STATES]
     if gpu:
         apart = [c for c in CAUSES if c in NOT_CPU_STATES]
-        parts = [_chip(BUSY_COLOR, "<b>GPU busy</b> (paler: partly)",
-                       "a block is paler the less of it the GPU was busy (zoom in for more)"),
-                 "&nbsp;&nbsp;<b>GPU idle:</b>"]
+        parts = [_chip(BUSY_COLOR, "<b>busy</b>",
+                       "each pixel column is filled in proportion to its time: a column the "
+                       "GPU was busy 13% of is 13% filled (zoom in for single kernels)")]
+        if comm:
+            parts.append(_chip(COMM_COLOR, "communication",
+                               "collectives (NCCL, RCCL, ...) with no other op running: the "
+                               "communication the GPU waits on"))
+        parts.append("&nbsp;&nbsp;<b>idle:</b>")
         parts += [_chip(CAUSE_COLORS[c], cause_label(c), BY_CODE[c].description)
                   for c in apart[:1]]
         parts.append("&nbsp;&nbsp;<b>while the CPU was in:</b>")
@@ -120,7 +130,7 @@ class TimelineView(QWidget):
         self.plot = pg.PlotItem(viewBox=self.view_box)
         self.plot.hideButtons()
         self.plot.setMenuEnabled(False)
-        self.plot.getAxis("left").setWidth(130)
+        self.plot.getAxis("left").setWidth(LABEL_COLUMN_PX)
         self.plot.getAxis("bottom").setStyle(showValues=False)
         self.memory = MemoryPlot()
         self.memory.setXLink(self.plot)
@@ -183,7 +193,8 @@ class TimelineView(QWidget):
         gpu = bool(report.devices)
         self.streams_button.setVisible(gpu)
         self.specs = lane_model.build_lanes(report, streams=self.streams_button.isChecked())
-        self.legend.setText(legend_html(gpu, any(s.kind == "thread" for s in self.specs)))
+        comm = any(len(spec.extra.get("comm", ())) for spec in self.specs)
+        self.legend.setText(legend_html(gpu, any(s.kind == "thread" for s in self.specs), comm))
         tops = np.concatenate([[0.0], np.cumsum([spec.height for spec in self.specs])])
         self.lanes = [self._lane_item(row, spec, float(tops[row]))
                       for row, spec in enumerate(self.specs)]
@@ -197,12 +208,23 @@ class TimelineView(QWidget):
             self.plot.addItem(self.edges)
         self.plot.getAxis("left").setTicks([[(lane.y + lane.h / 2, lane.label)
                                              for lane in self.lanes], []])
+        self._fit_label_column()
         self.view_box.setLimits(xMin=-0.05 * self.span_ms, xMax=1.05 * self.span_ms,
                                 minXRange=1e-4, yMin=0, yMax=n, minYRange=n, maxYRange=n)
         self.view_box.setYRange(0, n, padding=0)
         self.memory.set_memory(report.memory, self.t0_us, self.span_ms, self.colors)
         self._show_memory_plot(bool(self.memory.lines))
         self.fit()
+
+    def _fit_label_column(self) -> None:
+        """Room for the longest lane label ("stream 108 · communication"): the axis drops a
+        label it cannot fit. The memory plot's axis keeps the same width, so x lines up."""
+        axis = self.plot.getAxis("left")
+        metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
+        need = max((metrics.horizontalAdvance(lane.label) for lane in self.lanes), default=0)
+        width = max(LABEL_COLUMN_PX, need + 16)
+        axis.setWidth(width)
+        self.memory.getAxis("left").setWidth(width)
 
     def _show_memory_plot(self, shown: bool) -> None:
         """Without memory samples there is no memory plot (no empty panel): the lanes carry
@@ -227,7 +249,7 @@ class TimelineView(QWidget):
             if color.startswith("steps:"):
                 color = self.colors["steps"][int(color[-1])]
             layers.append(Layer(ls.key, ls.intervals[:, 0], ls.intervals[:, 1], color,
-                                top=ls.band[0], height=ls.band[1], dominant=ls.dominant))
+                                top=ls.band[0], height=ls.band[1], from_top=ls.from_top))
         text_color = TEXT_ON_COLOR if spec.kind == "thread" else self.colors["text"]
         item = LaneItem(row, spec.label, layers, spec.kind, self._describer(spec),
                         texts=spec.texts, text_color=text_color, key=spec.key, y=y,

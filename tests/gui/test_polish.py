@@ -192,7 +192,7 @@ def test_message_strip_and_timeline_follow_the_dark_theme(qtbot, window, open_an
     timeline = window.analysis.timeline
     gpu = timeline.lane("gpu:0")
     idle = next(layer for layer in gpu.layers if layer.key == "data_loading")
-    assert idle.brushes[-1].color().name() == colors.CAUSE_COLORS["data_loading"]
+    assert idle.color == colors.CAUSE_COLORS["data_loading"]
     steps = timeline.lane("steps")
     assert all(lightness(layer.color) < 80 for layer in steps.layers)
     image = window.analysis.timeline.grab().toImage()

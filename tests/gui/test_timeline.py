@@ -1,5 +1,6 @@
-"""Timeline: interval merging/LOD and the per-pixel cause band against brute force, and what the
-lanes draw on real traces (busy on top, idle by cause below, streams, threads, CPU-only)."""
+"""Timeline: interval unions and per-column shares against brute force, and what the lanes draw
+on real traces (busy on top, idle by cause below, streams, threads, CPU-only). The painted
+areas themselves: test_lane_proportions.py."""
 
 from __future__ import annotations
 
@@ -22,12 +23,7 @@ from stallscope.core.analysis import CAUSES, analyze
 from stallscope.core.trace import load
 from stallscope.gui import lanes as lane_model
 from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, OTHER_THREAD_COLOR, cause_label
-from stallscope.gui.views.lane_item import (
-    DENSITY_LEVELS,
-    IntervalPyramid,
-    dominant_runs,
-    merge_close,
-)
+from stallscope.gui.views.lane_item import Coverage, column_shares
 from stallscope.gui.views.timeline import TimelineView, legend_html
 
 
@@ -41,88 +37,47 @@ def brute_union(starts, ends):
     return np.array(out).reshape(-1, 2)
 
 
-def brute_merge(iv, gap):
-    out = []
-    for s, e in iv:
-        if out and s - out[-1][1] < gap:
-            out[-1][1] = e
-        else:
-            out.append([s, e])
-    return np.array(out).reshape(-1, 2)
-
-
 def _covered(full, a, b):
     return float(np.clip(np.minimum(full[:, 1], b) - np.maximum(full[:, 0], a), 0, None).sum())
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_union_and_merge_match_brute_force(seed):
+def test_union_matches_brute_force(seed):
     rng = np.random.default_rng(seed)
     starts = rng.uniform(0, 1000, 400)
     ends = starts + rng.exponential(3, 400)
     u = iv.union(iv.as_intervals(starts, ends))
     np.testing.assert_allclose(u, brute_union(starts, ends))
-    s, e = u[:, 0], u[:, 1]
-    gap = float(rng.uniform(0.1, 5))
-    ms, me = merge_close(s, e, gap)
-    np.testing.assert_allclose(np.column_stack([ms, me]), brute_merge(np.column_stack([s, e]), gap))
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_pyramid_visible_equals_merging_the_clipped_full_set(seed):
-    """The LOD shortcut must draw exactly what merging all intervals would draw."""
+def test_coverage_up_to_any_point_matches_brute_force(seed):
     rng = np.random.default_rng(100 + seed)
     n = 8_000
     starts = np.cumsum(rng.exponential(10, n))
     ends = starts + rng.exponential(8, n) * (rng.random(n) < 0.7)
-    pyr = IntervalPyramid(starts, ends)
-    assert len(pyr.levels) > 3, "a big lane should get coarser levels"
-    full = np.column_stack([pyr.starts, pyr.ends])
-    for _ in range(10):
-        lo = rng.uniform(0, starts[-1])
-        hi = lo + rng.uniform(1, starts[-1] / 3)
-        merge = float(10 ** rng.uniform(-1, 3))
-        s, e = pyr.visible(lo, hi, merge)
-        merged = brute_merge(full, merge)  # merge everything, then look at the view
-        expect = np.clip(merged[(merged[:, 1] >= lo) & (merged[:, 0] <= hi)], lo, hi)
-        got = np.clip(np.column_stack([s, e]), lo, hi)
-        assert len(got) == len(expect)
-        if len(got):
-            # Inner edges are exact; the outer two may differ by less than one merge gap
-            # (a block cut by the view edge), which is below 3 px on screen.
-            np.testing.assert_allclose(got[1:, 0], expect[1:, 0])
-            np.testing.assert_allclose(got[:-1, 1], expect[:-1, 1])
-            assert abs(got[0, 0] - expect[0, 0]) < merge
-            assert abs(got[-1, 1] - expect[-1, 1]) < merge
-        np.testing.assert_allclose(pyr.density(s, e) * (e - s),
-                                   [_covered(full, a, b) for a, b in zip(s, e, strict=True)],
-                                   rtol=1e-9, atol=1e-6)
+    cov = Coverage(starts, ends)
+    full = np.column_stack([cov.starts, cov.ends])
+    xs = np.sort(rng.uniform(-50, starts[-1] + 50, 200))
+    np.testing.assert_allclose(cov.covered_upto(xs), [_covered(full, -1e18, x) for x in xs],
+                               rtol=1e-9, atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_each_pixel_of_the_cause_band_shows_the_cause_covering_most_of_it(seed):
-    """dominant_runs against a pixel-by-pixel brute force over three disjoint layers."""
+def test_each_columns_share_of_each_layer_matches_brute_force(seed):
+    """column_shares against a column-by-column brute force over three disjoint layers."""
     rng = np.random.default_rng(7 + seed)
     cuts = np.sort(rng.uniform(0, 500, 1200))
     pieces = np.column_stack([cuts[:-1], cuts[1:]])[::2]  # disjoint, with holes between
     owner = rng.integers(0, 3, len(pieces))
     layers = [pieces[owner == k] for k in range(3)]
-    pyramids = [IntervalPyramid(p[:, 0], p[:, 1]) for p in layers]
-    lo, hi, px = 40.0, 460.0, 0.7
-    starts, ends, which, level = dominant_runs(pyramids, lo, hi, px)
-    assert len(starts) and (np.diff(starts) > 0).all()
-    edges = lo - px + np.arange(int(np.ceil((hi - lo) / px)) + 3) * px
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
-        cover = [_covered(p, a, b) for p in layers]
-        run = np.searchsorted(starts, (a + b) / 2, "right") - 1
-        inside = run >= 0 and (a + b) / 2 < ends[run]
-        if sum(cover) <= 1e-12:
-            assert not inside
-            continue
-        assert inside
-        assert cover[which[run]] == pytest.approx(max(cover))
-        frac = min(sum(cover) / px, 1.0)
-        assert level[run] == max(1, int(np.ceil(frac * DENSITY_LEVELS - 1e-9)))
+    edges = 40.0 + np.arange(601) * 0.7
+    shares = column_shares([Coverage(p[:, 0], p[:, 1]) for p in layers], edges)
+    assert shares.shape == (3, 600)
+    for c, (a, b) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        for k, p in enumerate(layers):
+            assert shares[k, c] == pytest.approx(_covered(p, a, b) / (b - a), abs=1e-9)
+    assert (shares.sum(axis=0) <= 1 + 1e-9).all()
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +117,7 @@ def test_lanes_of_a_real_trace(view, nw0_report):
     # Every idle gap of the analysis is a gap of the lane, at the same place.
     assert len(gpu.gaps) == stats.idle_gaps
     assert np.isclose((gpu.gaps[:, 1] - gpu.gaps[:, 0]).sum() * 1000, stats.idle_us)
-    assert sum(len(gpu.layer(c).pyramid) for c in CAUSES) == len(stats.cause_spans)
+    assert sum(len(gpu.layer(c).coverage) for c in CAUSES) == len(stats.cause_spans)
     # busy on top, the causes below it: two bands that do not overlap
     busy = gpu.layer("busy")
     cause = gpu.layer("data_loading")
@@ -239,10 +194,10 @@ def test_stream_sub_lanes_on_demand(view, nw0_report):
     assert view.lanes.index(subs[0]) == view.lanes.index(view.lane("gpu:0")) + 1
     # together the streams are busy exactly when the device is
     union = iv.union(np.concatenate([lane.spec.layers[0].intervals for lane in subs]))
-    np.testing.assert_allclose(iv.length(union), iv.length(view.lane("gpu:0").spec.layers[-1]
-                                                           .intervals), rtol=1e-9)
+    np.testing.assert_allclose(iv.length(union), iv.length(view.lane("gpu:0").spec.extra["busy"]),
+                               rtol=1e-9)
     kinds = {lane.spec.extra["kind"] for lane in subs}
-    assert "compute" in kinds and kinds <= {"compute", "copy", "nccl"}
+    assert "compute" in kinds and kinds <= {"compute", "copy", "communication"}
     view.streams_button.setChecked(False)
     assert not any(lane.kind == "stream" for lane in view.lanes)
 
@@ -276,7 +231,7 @@ def test_every_device_of_a_trace_is_shown_with_its_nccl_stream(qtbot, tmp_path):
     for dev in ("0", "1"):
         kinds = {lane.spec.extra["stream"]: lane.spec.extra["kind"] for lane in v.lanes
                  if lane.kind == "stream" and lane.device == dev}
-        assert kinds == {7: "compute", 13: "nccl"}
+        assert kinds == {7: "compute", 13: "communication"}
     v.grab()
 
 
