@@ -2,12 +2,32 @@
 
     from stallscope.core.lmdb.dataset import LMDBDataset
     ds = LMDBDataset("data/train.lmdb")        # image folder: (uint8 CHW tensor, label)
-    loader = DataLoader(ds, batch_size=256, shuffle=True, num_workers=8)
+    loader = DataLoader(ds, batch_size=256, shuffle=True, num_workers=2)
 
-The environment opens lazily in each process (the pid is checked on every access), so the
-dataset pickles without it and is safe under fork and spawn. It opens readonly with lock=False.
-Each field is viewed in place with np.frombuffer, then copied once into memory the sample owns:
-the LMDB map is read-only memory, so a view handed out could not survive an in-place transform.
+Reader defaults, and why:
+- readahead: on when the LMDB is at most half of the memory available (MemAvailable), off
+  above that. Measured on 1M 16x16 images with the page cache dropped: 21.7k samples/s cold
+  without readahead, 100.8k with it (4.7x; 3.0x at 2 workers): without it every random read is
+  one 4 KiB disk request. With an LMDB much larger than memory, readahead pulls in neighbours
+  that are evicted before they are used, so it is off there. Pass readahead=True/False to force.
+- lock=False, readonly: the data never changes under a reader, so no lock file and no reader
+  table slot per worker.
+- opened lazily in each process (the pid is checked on every access), so the dataset pickles
+  without its environment and is safe under fork, spawn and forkserver.
+
+Batches: DataLoader calls `__getitems__(indices)` (torch >= 2.1) with a batch's indices: one
+read transaction, one contiguous tensor per field built for the whole batch, so the default
+collate only stacks views. Faster still, hand whole batches to `__getitem__` and skip collate:
+
+    from torch.utils.data import BatchSampler, RandomSampler
+    sampler = BatchSampler(RandomSampler(ds), batch_size=256, drop_last=False)
+    loader = DataLoader(ds, sampler=sampler, batch_size=None, num_workers=2)
+    for images, labels in loader: ...      # images: uint8 [256, C, H, W], labels: int64 [256]
+
+Floats stored as uint8 (a factory's k/255 tensors) come back as uint8 (scale them on the GPU:
+`x.to(device).float().div_(255)`) or, with floats=True, as the original floats.
+verify_reads=True checks each record's crc32 as it is read (StallscopeError on a damaged one).
+Each field is copied once out of the map (read-only memory) into memory the sample owns.
 torch is imported on first item access, not on import.
 """
 
@@ -15,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import lmdb
@@ -24,26 +44,33 @@ import numpy as np
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
 
+LEAF_KINDS = ("image", "tensor", "ndarray", "int", "float", "bool", "str")
+
 
 class LMDBDataset:
     """A map-style Dataset over a stallscope LMDB.
 
     transform: for image-folder conversions it is applied to the image tensor (like torchvision's
     ImageFolder); for factory conversions it receives the whole rebuilt sample.
-    Image fields come back as uint8 CHW tensors, tensor fields as tensors of their own dtype and
-    shape, ndarray fields as numpy arrays, numbers as Python numbers, str as str.
+    Image fields come back as uint8 CHW tensors, tensor fields as tensors of their stored dtype
+    and shape (floats=True: the original dtype), ndarray fields as numpy arrays, numbers as
+    Python numbers, str as str.
     """
 
     def __init__(
         self,
         path: str | os.PathLike,
         transform: Callable | None = None,
-        readahead: bool = False,
+        readahead: bool | None = None,
         allow_partial: bool = False,
+        floats: bool = False,
+        verify_reads: bool = False,
     ) -> None:
         self.path = str(Path(path).expanduser())
         self.transform = transform
-        self.readahead = readahead
+        self.readahead = default_readahead(self.path) if readahead is None else bool(readahead)
+        self.floats = floats
+        self.verify_reads = verify_reads
         meta, progress = read_meta(self.path)
         if not meta.get("complete"):
             if not allow_partial:
@@ -56,10 +83,13 @@ class LMDBDataset:
         else:
             self._count = int(meta["count"])
         self.meta = meta
+        self.version = int(meta["version"])
+        self.chunk = int(meta.get("chunk", 1)) if self.version >= 2 else 1
         self.classes: list[str] = list(meta.get("classes", []))
         self.fields: list[str] = list(meta.get("fields", []))
         self.structure: dict = meta["structure"]
-        self._kinds = _leaf_kinds(self.structure)
+        self._leaves = _leaves(self.structure)
+        self._kinds = [leaf["kind"] for leaf in self._leaves]
         self._folder = meta["source"]["kind"] == "folder"
         self._pid: int | None = None
         self._env = None
@@ -95,42 +125,69 @@ class LMDBDataset:
         self._open()
         return self._env
 
-    def _record(self, index: int):
+    def _index(self, index) -> int:
+        index = int(index)
         if index < 0:
             index += self._count
         if not 0 <= index < self._count:
             raise IndexError(f"index {index} out of range for {self._count} samples")
-        buf = self._open().get(fmt.sample_key(index))
-        if buf is None:
-            raise StallscopeError(f"{self.path}: sample {index} is missing")
-        return buf
+        return index
+
+    def _record(self, index: int, cache: dict | None = None):
+        """The record bytes of sample `index` (a memoryview into the map)."""
+        index = self._index(index)
+        txn = self._open()
+        if self.version == 1:
+            buf = txn.get(fmt.sample_key(index))
+            if buf is None:
+                raise StallscopeError(f"{self.path}: sample {index} is missing")
+            return buf
+        c, k = divmod(index, self.chunk)
+        chunk = cache.get(c) if cache is not None else None
+        if chunk is None:
+            chunk = txn.get(fmt.sample_key(c))
+            if chunk is None:
+                raise StallscopeError(f"{self.path}: sample {index} is missing (chunk {c})")
+            if cache is not None:
+                cache[c] = chunk
+        try:
+            record, crc = fmt.chunk_slot(chunk, k)
+        except fmt.FormatError as exc:
+            raise StallscopeError(f"{self.path}: sample {index} is damaged: {exc}") from exc
+        if self.verify_reads and not fmt.crc_ok(record, crc):
+            raise StallscopeError(f"{self.path}: sample {index} is damaged (crc32 mismatch)")
+        return record
+
+    def _views(self, index: int, cache: dict | None = None):
+        buf = self._record(index, cache)
+        try:
+            source_index, views = fmt.parse(buf)
+        except fmt.FormatError as exc:
+            raise StallscopeError(f"{self.path}: sample {index} is damaged: {exc}") from exc
+        if len(views) != len(self._kinds):
+            raise StallscopeError(f"{self.path}: sample {index} has {len(views)} fields, the "
+                                  f"metadata {len(self._kinds)}")  # fmt: skip
+        return buf, source_index, views
 
     def arrays(self, index: int) -> tuple[int, list[np.ndarray]]:
-        """(source index, one owned numpy array per field); needs no torch."""
-        buf = self._record(index)
-        source_index, views = fmt.parse(buf)
+        """(source index, one owned numpy array per field, as stored); needs no torch."""
+        buf, source_index, views = self._views(index)
         return source_index, [np.array(fmt.view_array(buf, v)) for v in views]
 
     def source_index(self, index: int) -> int:
-        return fmt.parse(self._record(index))[0]
+        return self._views(index)[1]
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index):
+        if not isinstance(index, int | np.integer):
+            return self._batch([self._index(i) for i in index])
         import torch
 
-        buf = self._record(index)
-        _, views = fmt.parse(buf)
-        values = []
-        for kind, view in zip(self._kinds, views, strict=True):
-            arr = fmt.view_array(buf, view)
-            if kind in ("image", "tensor"):
-                t = torch.from_numpy(np.array(arr))  # the one copy, into owned memory
-                values.append(t.view(torch.bfloat16) if view.dtype == "bfloat16" else t)
-            elif kind == "ndarray":
-                values.append(np.array(arr))
-            elif kind == "str":
-                values.append(arr.tobytes().decode())
-            else:
-                values.append(arr.item())
+        buf, _, views = self._views(index)
+        pairs = zip(self._leaves, views, strict=True)
+        values = [self._value(torch, leaf, buf, view) for leaf, view in pairs]
+        return self._sample(values)
+
+    def _sample(self, values: list):
         if self._folder:
             if self.transform is not None:
                 values[0] = self.transform(values[0])
@@ -138,8 +195,130 @@ class LMDBDataset:
         sample = _rebuild(self.structure, iter(values))
         return self.transform(sample) if self.transform is not None else sample
 
+    def _value(self, torch, leaf: dict, buf, view):
+        arr = fmt.view_array(buf, view)
+        kind = leaf["kind"]
+        if kind in ("image", "tensor"):
+            t = torch.from_numpy(np.array(arr))  # the one copy, into owned memory
+            t = t.view(torch.bfloat16) if view.dtype == "bfloat16" else t
+            return self._float_back(torch, leaf, t)
+        if kind == "ndarray":
+            return self._float_back(None, leaf, np.array(arr))
+        if kind == "str":
+            return arr.tobytes().decode("utf-8", "surrogatepass")
+        return arr.item()
+
+    def _float_back(self, torch, leaf: dict, x):
+        """A uint8-stored float field as floats again (floats=True), else as stored."""
+        origin = leaf.get("quant") or leaf.get("cast")
+        if not (self.floats and origin):
+            return x
+        if torch is None:
+            y = x.astype(origin)
+            return y / y.dtype.type(255) if "quant" in leaf else y
+        y = x.to(getattr(torch, origin))
+        return y.div_(255) if "quant" in leaf else y
+
+    # ------------------------------------------------------------------------- batches
+
+    def __getitems__(self, indices: Sequence[int]) -> list:
+        """A batch's samples for DataLoader's default collate: one read transaction, each field
+        built as one contiguous tensor for the batch, each sample holding views of it."""
+        indices = [self._index(i) for i in indices]
+        columns = self._columns(indices)
+        if columns is None:  # fields of different shapes: sample by sample
+            return [self[i] for i in indices]
+
+        per_field = []
+        for leaf, col in zip(self._leaves, columns, strict=True):
+            if leaf["kind"] in ("image", "tensor"):
+                per_field.append(list(col.unbind(0)))
+            elif leaf["kind"] == "ndarray":
+                per_field.append(list(col))
+            elif leaf["kind"] == "str":
+                per_field.append(col)
+            else:
+                per_field.append(col.tolist())
+        if self._folder and self.transform is None:
+            return list(zip(*per_field, strict=True)) if len(per_field) > 1 else per_field[0]
+        return [self._sample(list(values)) for values in zip(*per_field, strict=True)]
+
+    def _batch(self, indices: list[int]):
+        """A whole collated batch (the batch_sampler path): stacked tensors per field, numbers
+        as tensors, str as lists, nested like a sample."""
+        import torch
+
+        columns = self._columns(indices)
+        if columns is None or self.transform is not None:
+            from torch.utils.data import default_collate
+
+            return default_collate(self.__getitems__(indices))
+        values = [col if isinstance(col, list | torch.Tensor) else torch.from_numpy(col)
+                  for col in columns]  # fmt: skip
+        if self._folder:
+            return tuple(values) if len(values) > 1 else values[0]
+        return _rebuild(self.structure, iter(values))
+
+    def _columns(self, indices: list[int]) -> list | None:
+        """Per field, one array [len(indices), ...] (a tensor for tensor fields, a list for
+        str); None when a field's shape or dtype varies within the batch."""
+        import torch
+
+        cache: dict = {}
+        rows = [self._views(i, cache) for i in indices]
+        if not rows:
+            return None
+        first = rows[0][2]
+        for _buf, _src, views in rows[1:]:
+            if views is not first and any(
+                a.shape != b.shape or a.dtype != b.dtype for a, b in zip(views, first, strict=True)
+            ):
+                return None
+        columns = []
+        for f, (leaf, view) in enumerate(zip(self._leaves, first, strict=True)):
+            if leaf["kind"] == "str":
+                columns.append([fmt.view_array(buf, views[f]).tobytes().decode(
+                    "utf-8", "surrogatepass") for buf, _s, views in rows])  # fmt: skip
+                continue
+            dtype = fmt._NP_DTYPE[view.dtype]
+            out = np.empty((len(rows), *view.shape), dtype)
+            flat = out.reshape(len(rows), -1).view(np.uint8)
+            for k, (buf, _s, views) in enumerate(rows):
+                v = views[f]
+                flat[k] = np.frombuffer(buf, np.uint8, v.nbytes, v.offset)
+            if leaf["kind"] in ("image", "tensor"):
+                t = torch.from_numpy(out)
+                t = t.view(torch.bfloat16) if view.dtype == "bfloat16" else t
+                out = self._float_back(torch, leaf, t)
+            elif leaf["kind"] == "ndarray":
+                out = self._float_back(None, leaf, out)
+            columns.append(out)
+        return columns
+
     def __repr__(self) -> str:
         return f"LMDBDataset({self.path!r}, {self._count} samples, fields={self.fields})"
+
+
+def default_readahead(path: str) -> bool:
+    """On when the LMDB is at most half the memory available now (see the module docstring)."""
+    try:
+        data = Path(path) / "data.mdb" if os.path.isdir(path) else Path(path)
+        size = data.stat().st_size
+    except OSError:
+        return True
+    avail = _mem_available()
+    return avail is None or size <= avail // 2
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 # LMDB allows one handle per file per process, so readers of the same path share one, opened
@@ -181,14 +360,15 @@ def _release(path: str) -> None:
 
 
 def read_meta(path: str | os.PathLike) -> tuple[dict, dict]:
-    """(metadata, progress) of a stallscope LMDB; StallscopeError when it is not one."""
+    """(metadata, progress) of a stallscope LMDB; StallscopeError (one line) when it is not
+    one, or when its metadata is damaged or hostile (wrong types, absurd nesting)."""
     path = str(path)
     if not os.path.exists(path):
         raise StallscopeError(f"{path}: no such LMDB")
     try:
         _env, txn = _acquire(path, readahead=False)
     except lmdb.Error as exc:
-        raise StallscopeError(f"{path}: not an LMDB ({exc})") from exc
+        raise StallscopeError(f"{path}: not an LMDB ({' '.join(str(exc).split())})") from exc
     try:
         meta, progress = txn.get(fmt.META_KEY), txn.get(fmt.PROGRESS_KEY)
         meta, progress = (bytes(v) if v is not None else None for v in (meta, progress))
@@ -196,19 +376,82 @@ def read_meta(path: str | os.PathLike) -> tuple[dict, dict]:
         _release(path)
     try:
         meta = fmt.loads(meta) if meta is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != fmt.FORMAT:
         raise StallscopeError(f"{path}: an LMDB that stallscope did not write")
-    if meta.get("version") != fmt.VERSION:
-        raise StallscopeError(f"{path}: stallscope LMDB format {meta.get('version')} is not known")
-    return meta, fmt.loads(progress) if progress is not None else {}
+    if meta.get("version") not in fmt.READABLE_VERSIONS:
+        raise StallscopeError(f"{path}: stallscope LMDB format {meta.get('version')!r} is not "
+                              "known (written by a newer stallscope?)")  # fmt: skip
+    try:
+        progress = fmt.loads(progress) if progress is not None else {}
+    except (ValueError, RecursionError):
+        progress = None
+    problem = _meta_problem(meta, progress)
+    if problem:
+        raise StallscopeError(f"{path}: damaged metadata: {problem}")
+    return meta, progress
 
 
-def _leaf_kinds(structure: dict) -> list[str]:
+def _meta_problem(meta: dict, progress) -> str:
+    """What is wrong with metadata read from a file ('' when nothing)."""
+    source = meta.get("source")
+    if not isinstance(source, dict) or not isinstance(source.get("spec"), str):
+        return "no source"
+    if source.get("kind") not in ("folder", "factory"):
+        return f"source kind {source.get('kind')!r}"
+    for key in ("count",):
+        if not _count(source.get(key)) or (meta.get("complete") and not _count(meta.get(key))):
+            return f"{key} is not a sample count"
+    chunk = meta.get("chunk", 1)
+    if not (_count(chunk) and 1 <= chunk <= fmt.MAX_CHUNK):
+        return f"chunk {chunk!r}"
+    if not isinstance(progress, dict) or not _count(progress.get("written", 0)):
+        return "progress record"
+    for key in ("classes", "fields"):
+        if not isinstance(meta.get(key, []), list):
+            return f"{key} is not a list"
+    problem = _structure_problem(meta.get("structure"), 0)
+    if problem:
+        return f"structure: {problem}"
+    return ""
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= fmt.MAX_SAMPLES
+
+
+def _structure_problem(st, depth: int) -> str:
+    if depth > 64:
+        return "nested too deeply"
+    if not isinstance(st, dict):
+        return f"a {type(st).__name__} where a node should be"
+    kind = st.get("type")
+    if kind == "leaf":
+        if st.get("kind") not in LEAF_KINDS:
+            return f"leaf kind {st.get('kind')!r}"
+        for mark in ("quant", "cast"):
+            if mark in st and st[mark] not in ("float16", "float32", "float64"):
+                return f"{mark} {st[mark]!r}"
+        return ""
+    items = st.get("items")
+    if kind not in ("tuple", "list", "dict") or not isinstance(items, list):
+        return f"node type {kind!r}"
+    if kind == "dict":
+        keys = st.get("keys")
+        if not isinstance(keys, list) or len(keys) != len(items):
+            return "dict keys"
+    for sub in items:
+        problem = _structure_problem(sub, depth + 1)
+        if problem:
+            return problem
+    return ""
+
+
+def _leaves(structure: dict) -> list[dict]:
     if structure["type"] == "leaf":
-        return [structure["kind"]]
-    return [k for sub in structure["items"] for k in _leaf_kinds(sub)]
+        return [structure]
+    return [leaf for sub in structure["items"] for leaf in _leaves(sub)]
 
 
 def _rebuild(structure: dict, values):

@@ -14,6 +14,8 @@ from PIL import Image
 
 from stallscope.core.errors import StallscopeError
 
+FLOAT_CHOICES = ("auto", "float32", "float16")
+
 
 @dataclass(frozen=True)
 class Preprocess:
@@ -22,11 +24,19 @@ class Preprocess:
     resize: None, an int (shorter side, aspect kept; torchvision `Resize(int)`) or (w, h).
     crop:   None or (w, h), centred (torchvision `CenterCrop`).
     rgb:    convert every image to 3-channel RGB (torchvision's default loader does).
+    floats: what float tensors/arrays of a factory become: "auto" (uint8 when every value is
+            k/255, as ToTensor() makes them, else as they are), "float32" (as they are) or
+            "float16" (half the bytes, rounded).
     """
 
     resize: int | tuple[int, int] | None = None
     crop: tuple[int, int] | None = None
     rgb: bool = True
+    floats: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.floats not in FLOAT_CHOICES:
+            raise StallscopeError(f"floats {self.floats!r}: expected one of {FLOAT_CHOICES}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -42,6 +52,7 @@ class Preprocess:
             resize=tuple(resize) if isinstance(resize, list) else resize,
             crop=tuple(crop) if crop else None,
             rgb=bool(d.get("rgb", True)),
+            floats=str(d.get("floats", "auto")),
         )
 
     def output_size(self, w: int, h: int) -> tuple[int, int]:
@@ -62,6 +73,8 @@ class Preprocess:
         if self.crop:
             parts.append(f"centre crop {self.crop[0]}x{self.crop[1]}")
         parts.append("RGB" if self.rgb else "keep colour mode")
+        if self.floats != "auto":
+            parts.append(f"floats as {self.floats}")
         return ", ".join(parts)
 
 

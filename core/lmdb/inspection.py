@@ -7,13 +7,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from stallscope.core.lmdb.format import record_size
+from stallscope.core.lmdb.fields import field_lines, stored_fields
+from stallscope.core.lmdb.format import chunk_for, record_size
 from stallscope.core.lmdb.images import Preprocess, to_display
 from stallscope.core.lmdb.source import (
     Decoder,
@@ -33,12 +35,30 @@ class SourceInfo:
     count: int
     classes: list[str]
     fields: list[str]
-    field_info: list[str]  # "image: uint8 3x256x256" for the first readable sample
+    field_info: list[str]  # "image: uint8 3x256x256": each field as stored (fields.py)
     structure: dict
     preview: list[tuple[str, np.ndarray]]  # (caption, HWC uint8 image) for thumbnails
     bytes_per_sample: float  # mean stored record size after preprocessing
     estimated_bytes: int  # on disk, with LMDB's page overhead
     notes: list[str]
+    shapes: list[tuple[str, int]] = field(default_factory=list)  # first field's, most seen first
+    surveyed: int = 0  # samples the shape survey looked at
+    suggestion: str = ""  # "--resize 32 --crop 32" when shapes vary
+
+    @property
+    def varied(self) -> bool:
+        return len(self.shapes) > 1
+
+    def shape_line(self) -> str:
+        """'3x32x32 in all 48 sampled', or the spread and what to do about it."""
+        if not self.shapes:
+            return ""
+        top, count = self.shapes[0]
+        if not self.varied:
+            return f"{self.fields[0]}: {top} in all {self.surveyed} sampled"
+        return (f"{self.fields[0]}: {len(self.shapes)} sizes in {self.surveyed} sampled (most "
+                f"common {top}: {count}); a DataLoader cannot stack them into batches: "
+                f"convert with {self.suggestion}, or read with collate_fn=list")  # fmt: skip
 
 
 def inspect_source(
@@ -55,6 +75,7 @@ def inspect_source(
     preview: list = []
     structure, first = None, None
     sizes: list[int] = []
+    shapes: list[tuple[int, ...]] = []
     candidates = dict.fromkeys(_spread(n, max(n_preview, 1)) + _spread(n, 3 * n_preview + 3))
     for index in candidates:  # spread over the classes; more tries if some are unreadable
         if len(preview) >= n_preview and structure is not None:
@@ -69,6 +90,7 @@ def inspect_source(
             structure = st if source.kind == "factory" else source.structure
             first = leaves
         sizes.append(record_size([(d, a.shape) for _k, d, a in leaves]))
+        shapes.append(tuple(leaves[0][2].shape))
         picture = next((to_display(a) for k, _d, a in leaves if to_display(a) is not None), None)
         if picture is not None and len(preview) < n_preview:
             caption = source.name_of(index)
@@ -78,7 +100,10 @@ def inspect_source(
     if structure is None:
         raise SourceError(f"{source.spec}: none of the first samples could be read ({notes[0]})")
     if isinstance(source, FolderSource):
-        sizes = header_sizes(source, pre, n_size) or sizes
+        surveyed = header_shapes(source, pre, n_size)
+        if surveyed:
+            shapes = [shape for shape, _labelled in surveyed]
+            sizes = [_record_of(shape, labelled) for shape, labelled in surveyed]
         if source.ignored_top_level:
             notes.append(
                 f"{source.ignored_top_level} image(s) at the top level are ignored "
@@ -86,22 +111,33 @@ def inspect_source(
             )
     preview = [(caption, picture) for _i, caption, picture in sorted(preview, key=lambda p: p[0])]
     names = leaf_names(structure) if source.kind == "factory" else source.fields()
-    info = [
-        f"{name}: {kind} {d} {'x'.join(map(str, a.shape)) or 'scalar'}"
-        for name, (kind, d, a) in zip(names, first, strict=False)
-    ]
+    info = field_lines(stored_fields(structure, names, first))
     mean = float(np.mean(sizes))
+    counted = Counter("x".join(map(str, shape)) or "scalar" for shape in shapes).most_common()
     return SourceInfo(
         source.spec, source.kind, n, list(source.classes), names, info, structure, preview,
-        mean, int(n * lmdb_bytes(mean)), notes,
+        mean, int(n * lmdb_bytes(mean)), notes, counted, len(shapes), _suggest(shapes),
     )  # fmt: skip
 
 
+def _suggest(shapes: list[tuple[int, ...]]) -> str:
+    """--resize S --crop S from the most common image size (its shorter side)."""
+    images = [s for s in shapes if len(s) == 3]
+    if len({*shapes}) <= 1 or not images:
+        return ""
+    c, h, w = Counter(images).most_common(1)[0][0]
+    side = min(h, w)
+    return f"--resize {side} --crop {side}"
+
+
 def lmdb_bytes(record: float) -> float:
-    """Bytes a value of this size takes in LMDB: big values live on whole 4 KiB overflow pages."""
-    if record > 2000:
-        return float(np.ceil((record + 16) / 4096) * 4096)
-    return record * 1.4 + 24  # leaf pages are ~70% full after appends
+    """Bytes one sample of this record size takes on disk: records are packed into chunks of
+    ~128 KiB (8 bytes each for offset and crc32, at most one part-used 4 KiB page per chunk);
+    a record bigger than that is a chunk of its own on whole 4 KiB overflow pages."""
+    chunk = chunk_for(record)
+    if chunk == 1:
+        return float(np.ceil((record + 48) / 4096) * 4096)
+    return (record + 8) * (1 + 2048 / (chunk * (record + 8)))
 
 
 def _spread(n: int, k: int) -> list[int]:
@@ -110,6 +146,17 @@ def _spread(n: int, k: int) -> list[int]:
 
 def header_sizes(source: FolderSource, pre: Preprocess, k: int) -> list[int]:
     """Record sizes from image headers only (no decoding), for a quick estimate."""
+    return [_record_of(shape, labelled) for shape, labelled in header_shapes(source, pre, k)]
+
+
+def _record_of(shape: tuple[int, ...], labelled: bool) -> int:
+    leaves = [("uint8", shape)] + ([("int64", ())] if labelled else [])
+    return record_size(leaves)
+
+
+def header_shapes(source: FolderSource, pre: Preprocess, k: int) -> list[tuple[tuple, bool]]:
+    """(stored CHW shape, has a label) of k files spread over the folder, from their headers
+    only (no decoding): the shape survey."""
     out = []
     for index in _spread(len(source), k):
         try:
@@ -118,8 +165,5 @@ def header_sizes(source: FolderSource, pre: Preprocess, k: int) -> list[int]:
                 bands = 3 if pre.rgb else len(img.getbands())
         except Exception:  # noqa: BLE001 - a corrupt file does not change the estimate
             continue
-        leaves = [("uint8", (bands, h, w))]
-        if source.labels is not None:
-            leaves.append(("int64", ()))
-        out.append(record_size(leaves))
+        out.append(((bands, h, w), source.labels is not None))
     return out

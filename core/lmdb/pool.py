@@ -5,7 +5,11 @@
     pool.close()
 
 workers=0 decodes in this process. Workers die with the converter (PR_SET_PDEATHSIG) and
-ignore Ctrl-C (the converter handles it).
+ignore Ctrl-C (the converter handles it). Workers pull tasks from one queue and answer on their
+own pipe; the parent waits on those pipes and on each worker's exit at once, so a worker that
+dies (a `__getitem__` calling os._exit, a crash in a decoder, the OOM killer) ends the run with
+one line naming the sample it was on (each worker posts its current sample in shared memory)
+instead of a wait that never ends.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 
+from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.source import Decoder, Source, SourceError, source_desc
@@ -34,12 +40,13 @@ SHM_PREFIX = "stallscope-lmdb-"
 TASK_BYTES = 4 << 20  # target decoded bytes per task
 
 
+class WorkerDied(StallscopeError):
+    """A decoding process ended while it was decoding a sample."""
+
+
 class _Done:
     def __init__(self, value) -> None:
         self.value = value
-
-    def get(self, timeout=None):
-        return self.value
 
 
 @dataclass
@@ -49,10 +56,15 @@ class DecodePool:
     structure: dict
     workers: int
     mp_context: str | None
-    _pool: object = field(default=None, init=False)
     _local: Decoder | None = field(default=None, init=False)
     _free: deque = field(default_factory=deque, init=False)
     _maps: dict = field(default_factory=dict, init=False)  # slot -> (mmap, view)
+    _procs: list = field(default_factory=list, init=False)
+    _conns: list = field(default_factory=list, init=False)
+    _tasks: object = field(default=None, init=False)
+    _current: object = field(default=None, init=False)  # per worker: sample being decoded
+    _results: dict = field(default_factory=dict, init=False)  # seq -> answer, out of order
+    _seq: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         args = (source_desc(self.source), self.pre.to_dict(), self.structure)
@@ -65,7 +77,19 @@ class DecodePool:
             prefix = str(SHM_DIR / f"{SHM_PREFIX}{os.getpid()}-")
             self._free.extend(range(self.depth))
         ctx = mp.get_context(self.mp_context or default_context())
-        self._pool = ctx.Pool(self.workers, _init_worker, (os.getpid(), prefix, *args))
+        self._tasks = ctx.SimpleQueue()
+        self._current = ctx.RawArray("q", self.workers)
+        for w in range(self.workers):
+            self._current[w] = -1
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_worker_main, daemon=True, name=f"stallscope-decoder-{w}",
+                args=(os.getpid(), prefix, args, self._tasks, writer, self._current, w),
+            )  # fmt: skip
+            proc.start()
+            writer.close()
+            self._procs.append(proc)
+            self._conns.append(reader)
 
     @property
     def depth(self) -> int:
@@ -75,19 +99,88 @@ class DecodePool:
 
     def submit(self, task):
         if self._local is not None:
-            return _Done((None, ("inline", self._local.records(task))))
+            return _Done(("inline", self._local.records(task)))
         slot = self._free.popleft() if self._free else -1
-        return slot, self._pool.apply_async(_decode_task, (slot, task))
+        seq = self._seq
+        self._seq += 1
+        self._tasks.put((seq, slot, task))
+        return seq, slot, task
 
-    def take(self, pending):
+    def take(self, pending, timeout: float | None = None):
         """The result of a submitted task; its slot is free again once the writer is done,
         which is before the next submit (the writer runs in this thread)."""
         if isinstance(pending, _Done):
-            return pending.get()[1]
-        slot, async_result = pending
+            return pending.value
+        seq, slot, task = pending
+        answer = self._wait_for(seq, task, timeout)
         if slot >= 0:
             self._free.append(slot)
-        return async_result.get()
+        kind, value = answer
+        if kind == "error":
+            raise StallscopeError(value)
+        return value
+
+    def _wait_for(self, seq: int, task, timeout: float | None):
+        while seq not in self._results:
+            conns = [c for c in self._conns if c is not None]
+            ready = wait(conns + [p.sentinel for p in self._procs], timeout)
+            if not ready:
+                raise TimeoutError
+            got = False
+            for c in conns:
+                if c in ready:
+                    try:
+                        done_seq, answer = c.recv()
+                    except (EOFError, OSError):
+                        self._conns[self._conns.index(c)] = None
+                        continue
+                    self._results[done_seq] = answer
+                    got = True
+            if not got and seq not in self._results:
+                self._check_alive(task)
+        return self._results.pop(seq)
+
+    def _check_alive(self, task) -> None:
+        for w, proc in enumerate(self._procs):
+            if proc.exitcode is None:
+                continue
+            index = self._current[w]
+            code = proc.exitcode
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            if index >= 0:
+                raise WorkerDied(
+                    f"sample {index} ({self.source.name_of(index)}) ended its decoding process "
+                    f"({how}): its __getitem__ must not exit the process; the samples before "
+                    "it are kept, fix it (or remove the sample) and run the same command to resume"
+                )
+            raise WorkerDied(f"a decoding process ended ({how}) before taking a task")
+
+    def discard(self, inflight) -> None:
+        """Results that will not be written (after a map growth, or when stopping): waited for,
+        so no worker still writes into a slot that is handed out again."""
+        while inflight:
+            pending = inflight.popleft()
+            if isinstance(pending, _Done):
+                continue
+            with contextlib.suppress(Exception):
+                self.take(pending, timeout=60)
+
+    def close(self) -> None:
+        for m, view in self._maps.values():
+            view.release()
+            m.close()
+        self._maps.clear()
+        if self._procs:
+            for proc in self._procs:
+                proc.kill()
+            for proc in self._procs:
+                proc.join(5)
+            for c in self._conns:
+                if c is not None:
+                    c.close()
+            self._procs.clear()
+            for path in SHM_DIR.glob(f"{SHM_PREFIX}{os.getpid()}-*"):
+                path.unlink(missing_ok=True)
 
     def slot_view(self, slot: int, needed: int) -> memoryview:
         mapped = self._maps.get(slot)
@@ -103,29 +196,6 @@ class DecodePool:
                 os.close(fd)
             mapped = self._maps[slot] = (m, memoryview(m))
         return mapped[1]
-
-    def discard(self, inflight) -> None:
-        """Results that will not be written (after a map growth, or when stopping)."""
-        while inflight:
-            pending = inflight.popleft()
-            with contextlib.suppress(Exception):
-                if isinstance(pending, _Done):
-                    continue
-                slot, async_result = pending
-                if slot >= 0:
-                    self._free.append(slot)
-                async_result.get(timeout=60)
-
-    def close(self) -> None:
-        for m, view in self._maps.values():
-            view.release()
-            m.close()
-        self._maps.clear()
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            for path in SHM_DIR.glob(f"{SHM_PREFIX}{os.getpid()}-*"):
-                path.unlink(missing_ok=True)
 
 
 def _remove_stale_shm() -> None:
@@ -154,25 +224,36 @@ _SLOT_PREFIX = ""
 _SLOTS: dict[int, tuple[mmap.mmap, int]] = {}
 
 
-def _init_worker(parent_pid: int, prefix: str, desc: dict, pre: dict, structure: dict) -> None:
+def _worker_main(parent_pid: int, prefix: str, args: tuple, tasks, conn, current, w: int) -> None:
     global _DECODER, _INIT_ERROR, _SLOT_PREFIX
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     _SLOT_PREFIX = prefix
     _SLOTS.clear()  # a forked worker must not share its parent's mappings' bookkeeping
     try:
-        _DECODER = Decoder(desc, pre, structure)
-    except Exception as exc:  # noqa: BLE001 - reported by the first task, not by a respawn loop
+        _DECODER = Decoder(*args)
+    except Exception as exc:  # noqa: BLE001 - reported by the first task
         _INIT_ERROR = str(exc)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+    while True:
+        item = tasks.get()
+        if item is None:
+            return
+        seq, slot, task = item
+        try:
+            answer = ("ok", _decode_task(slot, task, current, w))
+        except Exception as exc:  # noqa: BLE001 - one line to the parent, not a traceback
+            answer = ("error", str(exc))
+        current[w] = -1
+        conn.send((seq, answer))
 
 
-def _decode_task(slot: int, task: list):
+def _decode_task(slot: int, task: list, current=None, w: int = 0):
     if _DECODER is None:
         raise SourceError(_INIT_ERROR or "decoder did not start")
-    decoded = _DECODER.decode(task)
+    decoded = _DECODER.decode(task, current, w)
     total = sum(planned[2] for _i, planned, _r in decoded if planned is not None)
     if total and slot >= 0 and _SLOT_PREFIX:
         try:

@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 from stallscope.core.lmdb.inspection import SourceInfo
+from stallscope.core.lmdb.measure import suggest_loader
 from stallscope.core.lmdb.source import describe
 
 
@@ -43,27 +44,51 @@ def default_destination(info: SourceInfo) -> str:
     return str(Path(path).with_name(f"{Path(path).stem}_{name}.lmdb"))
 
 
-def code_snippet(dst: str, info: SourceInfo | None) -> str:
-    """A DataLoader over the converted LMDB, unpacked as the source's samples are."""
+def code_snippet(dst: str, info: SourceInfo | None, num_workers: int | None = None,
+                 batch_size: int | None = None, varied: bool | None = None) -> str:
+    """A DataLoader over the converted LMDB, unpacked as the source's samples are.
+
+    num_workers/batch_size: what the speed check measured (measure.suggest_loader's for the
+    sample size when not given); varied: samples of different shapes (the shape survey's
+    verdict when not given), read as lists since they cannot be stacked."""
+    suggested = suggest_loader(info.bytes_per_sample if info is not None else 4096)
+    workers = suggested[0] if num_workers is None else num_workers
+    batch = suggested[1] if batch_size is None else batch_size
+    if varied is None:
+        varied = info is not None and info.varied
+    scale = "    images = images.to(device, non_blocking=True).float().div_(255)"
     if info is not None and info.kind == "factory":
         unpack = "for sample in loader:"
         comment = f"    # same structure as your dataset: {describe(info.structure)}"
         use = "    ..."
+        if any(" stored as uint8" in line for line in info.field_info):
+            use = ("    # k/255 floats are stored (and returned) as uint8: on the GPU, "
+                   "x.to(device).float().div_(255)\n    ...")
     elif info is not None and not info.classes:
         unpack = "for images in loader:"
         comment = "    # uint8 CHW batches; scale on the GPU, not in the workers"
-        use = "    images = images.to(device, non_blocking=True).float().div_(255)"
+        use = scale
     else:
         unpack = "for images, labels in loader:"
         comment = "    # uint8 CHW batches; scale on the GPU, not in the workers"
-        use = "    images = images.to(device, non_blocking=True).float().div_(255)"
+        use = scale
+    if varied:
+        unpack = "for batch in loader:"
+        comment = ("    # sizes vary, so each batch is a list of samples (convert with "
+                   "--resize/--crop to get stacked batches)")
+        use = "    ..."
+    persistent = ",\n                    persistent_workers=True" if workers > 0 else ""
+    collate = ",\n                    collate_fn=list" if varied else ""
     return "\n".join([
         "from torch.utils.data import DataLoader",
         "from stallscope.core.lmdb.dataset import LMDBDataset",
         "",
+        "# opened lazily in each worker, readonly, lock-free; readahead on while it fits in",
+        "# memory (LMDBDataset(..., readahead=False) for an LMDB far larger than RAM)",
         f"dataset = LMDBDataset({str(dst)!r})",
-        "loader = DataLoader(dataset, batch_size=256, shuffle=True, num_workers=4,",
-        "                    pin_memory=True, persistent_workers=True)",
+        f"loader = DataLoader(dataset, batch_size={batch}, shuffle=True, "
+        f"num_workers={workers},",
+        f"                    pin_memory=True{persistent}{collate})",
         unpack,
         comment,
         use,

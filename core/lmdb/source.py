@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from stallscope.core.errors import StallscopeError
-from stallscope.core.lmdb.format import DTYPE_CODE, plan, write
+from stallscope.core.lmdb.format import DTYPE_CODE, MAX_SAMPLES, plan, write
 from stallscope.core.lmdb.images import Preprocess, image_to_chw, preprocess_image
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -37,6 +38,10 @@ class SourceError(StallscopeError):
 
 class SampleError(Exception):
     """One sample that cannot be read; the conversion skips it and lists the reason."""
+
+
+class SampleExit(StallscopeError):
+    """A sample whose __getitem__ tried to end the process: the conversion stops there."""
 
 
 def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
@@ -56,26 +61,85 @@ def one_line(exc: BaseException) -> str:
 # ----------------------------------------------------------------------------- flattening
 
 
-def flatten(item, pre: Preprocess) -> tuple[dict, list[tuple[str, str, np.ndarray]]]:
-    """A sample -> (structure, leaves [(kind, dtype, array)]). Raises SampleError."""
+MAX_DEPTH = 32  # nesting of tuples/lists/dicts in one sample
+
+
+def flatten(item, pre: Preprocess, reference: dict | None = None):
+    """A sample -> (structure, leaves [(kind, dtype, array)]). Raises SampleError.
+
+    Float tensors and arrays whose values all lie on k/255 steps (a ToTensor() image) are stored
+    as uint8 k, their leaf marked {"quant": original dtype}; with a reference structure (the
+    one the conversion settled on) each leaf follows it: quantized where the reference is, a
+    sample that is not on those steps is refused (SampleError) rather than rounded."""
     leaves: list[tuple[str, str, np.ndarray]] = []
-    structure = _flatten(item, pre, leaves, "sample")
+    structure = _flatten(item, pre, leaves, "sample", reference, 0)
     return structure, leaves
 
 
-def _flatten(obj, pre, leaves, where) -> dict:
+def _flatten(obj, pre, leaves, where, ref, depth) -> dict:
+    if depth > MAX_DEPTH:
+        raise SampleError(f"{where}: nested deeper than {MAX_DEPTH} levels")
     if isinstance(obj, tuple | list):
-        items = [_flatten(v, pre, leaves, f"{where}[{i}]") for i, v in enumerate(obj)]
-        return {"type": "tuple" if isinstance(obj, tuple) else "list", "items": items}
+        kind = "tuple" if isinstance(obj, tuple) else "list"
+        subs = _ref_items(ref, kind, len(obj))
+        items = [_flatten(v, pre, leaves, f"{where}[{i}]", subs[i], depth + 1)
+                 for i, v in enumerate(obj)]  # fmt: skip
+        return {"type": kind, "items": items}
     if isinstance(obj, dict):
         keys = list(obj)
         if not all(isinstance(k, str) for k in keys):
-            raise SampleError(f"{where}: dict keys must be str, got {keys!r}")
-        items = [_flatten(obj[k], pre, leaves, f"{where}[{k!r}]") for k in keys]
+            raise SampleError(f"{where}: dict keys must be str, got {_short(keys)}")
+        subs = _ref_items(ref, "dict", len(keys))
+        items = [_flatten(obj[k], pre, leaves, f"{where}[{_short(k)}]", subs[i], depth + 1)
+                 for i, k in enumerate(keys)]  # fmt: skip
         return {"type": "dict", "keys": keys, "items": items}
     kind, dtype, arr = _leaf(obj, pre, where)
+    leaf = {"type": "leaf", "kind": kind}
+    if kind in ("tensor", "ndarray") and dtype in ("float16", "float32", "float64"):
+        dtype, arr, mark = _store_float(arr, pre, where, ref)
+        leaf.update(mark)
     leaves.append((kind, dtype, arr))
-    return {"type": "leaf", "kind": kind}
+    return leaf
+
+
+def _ref_items(ref: dict | None, kind: str, n: int) -> list:
+    if ref is not None and ref.get("type") == kind and len(ref.get("items", ())) == n:
+        return ref["items"]
+    return [None] * n
+
+
+def _short(obj) -> str:
+    text = repr(obj)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def on_255_steps(arr: np.ndarray) -> np.ndarray | None:
+    """uint8 k when every value is exactly k/255 as float division gives it, else None."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = np.rint(arr.astype(np.float64) * 255.0)
+        if arr.size and not (scaled.min() >= 0 and scaled.max() <= 255):
+            return None
+        q = scaled.astype(np.uint8)
+        back = q.astype(arr.dtype) / arr.dtype.type(255)
+    return q if back.tobytes() == arr.tobytes() else None
+
+
+def _store_float(arr: np.ndarray, pre: Preprocess, where: str, ref: dict | None):
+    """(stored dtype, array, leaf marks) for a float leaf, by pre.floats and the reference."""
+    name = arr.dtype.name
+    if pre.floats == "float16":
+        return "float16", arr.astype(np.float16), {"cast": name}
+    if pre.floats == "float32" or (ref is not None and "quant" not in ref):
+        return name, arr, {}
+    q = on_255_steps(arr)
+    if q is None:
+        if ref is not None:
+            raise SampleError(
+                f"{where}: values are not on 1/255 steps like the first samples' (stored "
+                "as uint8); convert with --floats float32 to keep every float"
+            )
+        return name, arr, {}
+    return "uint8", q, {"quant": name}
 
 
 def _leaf(obj, pre, where) -> tuple[str, str, np.ndarray]:
@@ -87,21 +151,30 @@ def _leaf(obj, pre, where) -> tuple[str, str, np.ndarray]:
         t = obj.detach().cpu().contiguous()
         if t.dtype == torch.bfloat16:
             return "tensor", "bfloat16", t.view(torch.int16).numpy().view(np.uint16)
-        arr = t.numpy()
+        try:
+            arr = t.numpy()
+        except (TypeError, RuntimeError) as exc:
+            raise SampleError(f"{where}: a {t.dtype} tensor cannot be stored ({exc})") from exc
         return "tensor", _dtype_name(arr, where), arr
     if isinstance(obj, bool | np.bool_):
         return "bool", "bool", np.asarray(obj, dtype=np.bool_)
     if isinstance(obj, int | np.integer):
-        arr = np.asarray(obj, dtype=obj.dtype if isinstance(obj, np.integer) else np.int64)
+        try:
+            arr = np.asarray(obj, dtype=obj.dtype if isinstance(obj, np.integer) else np.int64)
+        except OverflowError as exc:
+            raise SampleError(f"{where}: the int {_short(obj)} does not fit in 64 bits") from exc
         return "int", _dtype_name(arr, where), arr
     if isinstance(obj, float | np.floating):
         arr = np.asarray(obj, dtype=obj.dtype if isinstance(obj, np.floating) else np.float64)
         return "float", _dtype_name(arr, where), arr
     if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise SampleError(f"{where}: an array of Python objects cannot be stored")
         arr = np.ascontiguousarray(obj)
         return "ndarray", _dtype_name(arr, where), arr
     if isinstance(obj, str):
-        return "str", "uint8", np.frombuffer(obj.encode(), np.uint8)
+        # surrogatepass: a lone surrogate (an undecodable file name) round-trips exactly
+        return "str", "uint8", np.frombuffer(obj.encode("utf-8", "surrogatepass"), np.uint8)
     raise SampleError(
         f"{where} is a {type(obj).__name__}; only tensors, arrays, PIL images, numbers and str "
         "(or tuples/lists/dicts of them) can be stored"
@@ -137,6 +210,9 @@ class FolderSource:
     labels: np.ndarray | None  # int64 per file, None for a flat folder
     classes: list[str]
     ignored_top_level: int = 0
+    sizes: np.ndarray | None = None  # st_size per file, from the one scan
+    mtimes: np.ndarray | None = None  # st_mtime_ns per file
+    scan_skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}: not samples
     kind: str = "folder"
 
     @property
@@ -157,14 +233,30 @@ class FolderSource:
         return ["image", "label"] if self.labels is not None else ["image"]
 
     def fingerprint(self) -> str:
-        h = hashlib.sha1()
-        for rel in self.files:
-            try:
-                size = os.stat(self.root / rel).st_size
-            except OSError:
-                size = -1
-            h.update(f"{rel}\t{size}\n".encode())
+        """Names and sizes as the scan saw them (no second stat of every file)."""
+        h = hashlib.sha1(b"\0".join(os.fsencode(f) for f in self.files))
+        if self.sizes is not None:
+            h.update(np.ascontiguousarray(self.sizes, "<i8").tobytes())
         return h.hexdigest()
+
+    def listing(self) -> tuple:
+        n = len(self.files)
+        labels = self.labels if self.labels is not None else np.full(n, -1, np.int64)
+        zeros = np.zeros(n, np.int64)
+        return (self.files, labels, zeros if self.sizes is None else self.sizes,
+                zeros if self.mtimes is None else self.mtimes)  # fmt: skip
+
+    def changed(self, index: int) -> str:
+        """Why file `index` is not what the scan saw ('' when it is the same)."""
+        try:
+            st = os.stat(self.root / self.files[index])
+        except OSError as exc:
+            return f"cannot be read now ({one_line(exc)})"
+        if self.sizes is not None and st.st_size != self.sizes[index]:
+            return f"is {st.st_size} bytes now, {int(self.sizes[index])} when converted"
+        if self.mtimes is not None and self.mtimes[index] and st.st_mtime_ns != self.mtimes[index]:
+            return "was modified after it was converted"
+        return ""
 
     def task(self, start: int, stop: int) -> list:
         labels = self.labels
@@ -175,6 +267,14 @@ class FolderSource:
 
     def name_of(self, index: int) -> str:
         return self.files[index]
+
+
+def folder_from_listing(root: str, classes: list[str], listing) -> FolderSource:
+    """The source a conversion scanned, rebuilt from the listing stored in its LMDB."""
+    files, labels, sizes, mtimes = listing
+    flat = len(labels) > 0 and bool(np.all(labels < 0)) and not classes
+    return FolderSource(Path(root), files, None if flat else labels, list(classes),
+                        sizes=sizes, mtimes=mtimes)  # fmt: skip
 
 
 @dataclass
@@ -211,6 +311,13 @@ def is_factory_spec(spec: str) -> bool:
 
 
 def open_source(spec: str | os.PathLike) -> Source:
+    from stallscope.core.jobs import run_job
+
+    return run_job(open_source_job(spec))
+
+
+def open_source_job(spec: str | os.PathLike):
+    """open_source as a job: a folder's scan yields (files found, 0) as it goes."""
     spec = str(spec)
     if is_factory_spec(spec):
         path, name = spec.rsplit(":", 1)
@@ -218,48 +325,154 @@ def open_source(spec: str | os.PathLike) -> Source:
         dataset = load_factory(full, name)
         classes = getattr(dataset, "classes", None)
         classes = [str(c) for c in classes] if isinstance(classes, list | tuple) else []
-        return FactorySource(f"{full}:{name}", dataset, classes)
-    return scan_folder(Path(spec).expanduser())
+        source = FactorySource(f"{full}:{name}", dataset, classes)
+        factory_length(source)
+        return source
+    return (yield from scan_folder_job(Path(spec).expanduser()))
+
+
+def factory_length(source: FactorySource) -> int:
+    """len() of a user's dataset, or one SourceError saying why it is not usable."""
+    try:
+        n = len(source.dataset)
+    except Exception as exc:  # noqa: BLE001 - user code: negative, huge or failing __len__
+        raise SourceError(f"{source.spec}: len() of the dataset failed: {one_line(exc)}") from exc
+    if n > MAX_SAMPLES:
+        raise SourceError(f"{source.spec}: the dataset says it has {n:,} samples; at most "
+                          f"{MAX_SAMPLES:,} can be stored")  # fmt: skip
+    return n
 
 
 def scan_folder(root: Path) -> FolderSource:
+    from stallscope.core.jobs import run_job
+
+    return run_job(scan_folder_job(root))
+
+
+def scan_folder_job(root: Path):
+    """Walk an image folder once (one stat per image file, for its size and mtime), in
+    torchvision ImageFolder's order. Directory symlinks are followed once: a directory already
+    listed (same st_dev, st_ino: a loop, or a second link to it) is skipped and listed, as is
+    anything with an image name that is not a regular file (a FIFO would block the decoder)."""
     if not root.exists():
         raise SourceError(f"{root}: no such folder")
     if not root.is_dir():
         raise SourceError(f"{root}: not a folder (give an image folder or file.py:factory)")
     root = root.resolve()
-    top = sorted((e for e in os.scandir(root) if not e.name.startswith(".")), key=lambda e: e.name)
-    class_dirs = [e.name for e in top if e.is_dir()]
-    top_images = [e.name for e in top if e.is_file() and _is_image(e.name)]
+    scan = _Scan(root)
+    try:
+        top = sorted((e for e in os.scandir(root) if not e.name.startswith(".")),
+                     key=lambda e: e.name)  # fmt: skip
+    except OSError as exc:
+        raise SourceError(f"{root}: cannot be listed ({one_line(exc)})") from exc
+    scan.visit_dir(os.stat(root), "")
+    class_dirs = [e.name for e in top if _entry_is_dir(e)]
+    top_images = [e for e in top if not _entry_is_dir(e) and _is_image(e.name)]
     if class_dirs:
-        files: list[str] = []
-        labels: list[int] = []
         for label, name in enumerate(class_dirs):
-            found = _images_under(root / name)
-            files += [f"{name}/{rel}" for rel in found]
-            labels += [label] * len(found)
-        if files:
-            return FolderSource(
-                root, files, np.asarray(labels, np.int64), class_dirs, len(top_images)
-            )
-    if not top_images:
+            yield from scan.walk(name, label)
+        if scan.files:
+            return scan.source(class_dirs, len(top_images))
+    scan = _Scan(root)
+    for entry in top_images:
+        scan.add_file(entry.path, entry.name, -1)
+    if not scan.files:
         raise SourceError(f"{root}: no image files ({', '.join(IMG_EXTENSIONS)}) found")
-    return FolderSource(root, top_images, None, [])
+    return scan.source([], 0)
+
+
+def _entry_is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+class _Scan:
+    """What one scan found: files with label, size and mtime, and what it skipped."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: list[str] = []
+        self.labels: list[int] = []
+        self.sizes: list[int] = []
+        self.mtimes: list[int] = []
+        self.skipped: list[dict] = []
+        self.visited: dict[tuple[int, int], str] = {}
+
+    def visit_dir(self, st: os.stat_result, rel: str) -> bool:
+        key = (st.st_dev, st.st_ino)
+        if key in self.visited:
+            first = self.visited[key] or "the source folder"
+            self.skipped.append({"path": rel, "reason": f"directory already listed as {first} "
+                                 "(a symlink loop or a second link)"})  # fmt: skip
+            return False
+        self.visited[key] = rel
+        return True
+
+    def walk(self, top: str, label: int):
+        """Files under root/top in sorted(os.walk()) order; yields (files found, 0)."""
+        by_dir: dict[str, list[os.DirEntry]] = {}
+        stack = [top]
+        while stack:
+            rel = stack.pop()
+            try:
+                if not self.visit_dir(os.stat(self.root / rel), rel):
+                    continue
+                entries = list(os.scandir(self.root / rel))
+            except OSError as exc:
+                self.skipped.append({"path": rel, "reason": f"cannot be listed: {one_line(exc)}"})
+                continue
+            images, subdirs = [], []
+            for entry in entries:
+                if _entry_is_dir(entry):
+                    subdirs.append(f"{rel}/{entry.name}")
+                elif _is_image(entry.name):
+                    images.append(entry)
+            by_dir[rel] = images
+            stack += sorted(subdirs, reverse=True)
+        reported = len(self.files)
+        for rel in sorted(by_dir):
+            for entry in sorted(by_dir[rel], key=lambda e: e.name):
+                self.add_file(entry.path, f"{rel}/{entry.name}", label)
+            if len(self.files) - reported >= 2000:
+                reported = len(self.files)
+                yield reported, 0
+
+    def add_file(self, path: str, rel: str, label: int) -> None:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            self.skipped.append({"path": rel, "reason": f"cannot be read: {one_line(exc)}"})
+            return
+        if not stat.S_ISREG(st.st_mode):
+            self.skipped.append({"path": rel, "reason": f"not a regular file ({_kind(st)})"})
+            return
+        self.files.append(rel)
+        self.labels.append(label)
+        self.sizes.append(st.st_size)
+        self.mtimes.append(st.st_mtime_ns)
+
+    def source(self, classes: list[str], ignored_top_level: int) -> FolderSource:
+        labels = np.asarray(self.labels, np.int64) if classes else None
+        return FolderSource(
+            self.root, self.files, labels, classes, ignored_top_level,
+            np.asarray(self.sizes, np.int64), np.asarray(self.mtimes, np.int64), self.skipped,
+        )  # fmt: skip
+
+
+def _kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a plain file"
 
 
 def _is_image(name: str) -> bool:
     return name.lower().endswith(IMG_EXTENSIONS)
-
-
-def _images_under(folder: Path) -> list[str]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
-        dirnames.sort()
-        rel = os.path.relpath(dirpath, folder)
-        for name in sorted(filenames):
-            if _is_image(name):
-                out.append(name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"))
-    return out
 
 
 _FACTORIES: dict[str, object] = {}
@@ -310,6 +523,7 @@ class Decoder:
         self.pre = Preprocess.from_dict(preprocess)
         self.structure = structure
         self.dataset = None
+        self.name = Path(source_desc["spec"]).name
         if self.kind == "factory":
             path, name = source_desc["spec"].rsplit(":", 1)
             self.dataset = load_factory(path, name)
@@ -326,19 +540,29 @@ class Decoder:
         index = entry
         try:
             item = self.dataset[index]
+        except SystemExit as exc:
+            raise SampleExit(f"sample {index} ({self.name}[{index}]) called sys.exit({exc.code!r})"
+                             " in __getitem__; the samples before it are kept") from exc
         except Exception as exc:  # noqa: BLE001 - the user's __getitem__ failed for this one
             raise SampleError(one_line(exc)) from exc
-        structure, leaves = flatten(item, self.pre)
+        try:
+            structure, leaves = flatten(item, self.pre, self.structure)
+        except RecursionError as exc:
+            raise SampleError("nested too deeply to store") from exc
         if self.structure is not None and structure != self.structure:
             raise SampleError(f"structure {describe(structure)} differs from sample 0's")
         return index, structure, leaves
 
-    def decode(self, task: list) -> list[tuple[int, tuple | None, str]]:
-        """-> [(source index, (header, offsets, size, arrays) or None, reason)]."""
+    def decode(self, task: list, current=None, w: int = 0) -> list[tuple[int, tuple | None, str]]:
+        """-> [(source index, (header, offsets, size, arrays) or None, reason)]. `current[w]`
+        (shared memory) names the sample being decoded, for when a __getitem__ kills its
+        process."""
 
         out = []
         for entry in task:
             index = entry if self.kind == "factory" else entry[0]
+            if current is not None:
+                current[w] = index
             try:
                 _, _, leaves = self.sample(entry)
             except SampleError as exc:

@@ -1,80 +1,190 @@
-"""Check a converted LMDB against its source, and measure the speed-up it buys.
+"""Check a converted LMDB: every record against its checksum (no source needed), and random
+samples against the source, decoded again.
 
-verify():  decode a random sample of the source again and compare it byte for byte with what
-           LMDBDataset returns (needs no torch for image folders; uses torch when present).
-measure(): samples/s and MB/s of the original pipeline (decode in __getitem__, in a DataLoader)
-           against LMDBDataset in the same DataLoader settings (needs torch).
+    result = run_job(verify(dst, n=64))          # seed chosen at random, result.seed says which
+    result = run_job(verify(dst, n=64, seed=7))  # the same samples again
+    result = run_job(check_records(dst))         # checksums only: `stallscope-cli verify DST`
+
+Each run picks other samples (the seed is printed, --seed repeats a run). A sample is decoded
+twice in this process: when the two decodes differ the Dataset is not deterministic (random
+transforms), which is said as such instead of as a damaged LMDB.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
+import secrets
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
-from stallscope.core.lmdb.dataset import LMDBDataset, _rebuild
+from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.images import Preprocess
+from stallscope.core.lmdb.measure import Rate, SourceDataset, Throughput, measure  # noqa: F401
 from stallscope.core.lmdb.source import (
     Decoder,
+    FolderSource,
     SampleError,
     SourceError,
     flatten,
+    folder_from_listing,
     open_source,
     source_desc,
 )
+
+NOT_DETERMINISTIC = "your Dataset is not deterministic (random transforms?)"
 
 
 @dataclass
 class VerifyResult:
     checked: int
     mismatches: list[str] = field(default_factory=list)
-    problem: str = ""  # why nothing could be checked (source gone, ...)
+    problem: str = ""  # why the source comparison could not run (source gone, ...)
     count: int = 0
     skipped: int = 0
     source_count: int = 0
+    seed: int = 0
+    records_checked: int = 0  # records whose crc32 was checked (all of them)
+    damaged: list[str] = field(default_factory=list)  # records failing their checksum/format
+    checksums: bool = True  # False for format-1 LMDBs (no checksums stored)
 
     @property
     def ok(self) -> bool:
-        return self.checked > 0 and not self.mismatches and not self.problem
+        return (self.checked > 0 or self.records_checked > 0) and not (
+            self.mismatches or self.problem or self.damaged
+        )
 
     def summary(self) -> str:
+        parts = []
+        if self.damaged:
+            parts.append(f"{len(self.damaged):,} damaged record(s) of {self.records_checked:,}")
+        elif self.records_checked:
+            parts.append(f"all {self.records_checked:,} records match their crc32")
+        elif not self.checksums:
+            parts.append("no checksums (format 1 LMDB)")
         if self.problem:
-            return f"not verified: {self.problem}"
-        if self.mismatches:
-            n = len(self.mismatches)
-            return f"{n} of {self.checked} checked samples differ from the source"
-        return (
-            f"{self.checked} random samples identical to the source, byte for byte "
-            f"({self.count} stored + {self.skipped} skipped = {self.source_count} in the source)"
-        )
+            parts.append(f"source not compared: {self.problem}")
+        elif self.mismatches:
+            parts.append(f"{len(self.mismatches)} of {self.checked} checked samples differ from "
+                         f"the source (seed {self.seed})")  # fmt: skip
+        elif self.checked:
+            parts.append(
+                f"{self.checked} random samples identical to the source, byte for byte "
+                f"(seed {self.seed}; {self.count} stored + {self.skipped} skipped = "
+                f"{self.source_count} in the source)"
+            )
+        return "; ".join(parts)
 
 
 def verify(
-    dst: str | os.PathLike, n: int = 64, seed: int = 0, cancel: CancelFlag | None = None
+    dst: str | os.PathLike,
+    n: int = 64,
+    seed: int | None = None,
+    cancel: CancelFlag | None = None,
+    records: bool = True,
 ) -> Job[VerifyResult]:
+    """Checksums of every record (records=True), then n random samples against the source.
+    n=0: checksums only (no source needed)."""
     ds = LMDBDataset(dst)
     try:
-        return (yield from _verify(ds, n, seed, cancel))
+        result = VerifyResult(0, count=len(ds), source_count=int(ds.meta["source"]["count"]))
+        result.seed = secrets.randbelow(1 << 31) if seed is None else int(seed)
+        if records:
+            yield from _check_records(ds, result, cancel)
+        if n > 0:
+            yield from _verify_source(ds, n, result, cancel)
+        return result
     finally:
         ds.close()
 
 
-def _verify(ds: LMDBDataset, n: int, seed: int, cancel) -> Job[VerifyResult]:
-    meta = ds.meta
-    result = VerifyResult(0, count=len(ds), source_count=int(meta["source"]["count"]))
+def check_records(dst: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[VerifyResult]:
+    return (yield from verify(dst, n=0, seed=0, cancel=cancel))
+
+
+def _check_records(ds: LMDBDataset, result: VerifyResult, cancel) -> Job[None]:
+    """Walk every chunk: its header, each record's crc32 and header. Damaged ones listed."""
+    txn = ds._open()
+    total = len(ds)
+    if ds.version == 1:
+        result.checksums = False
+        for index in range(total):
+            buf = txn.get(fmt.sample_key(index))
+            problem = "missing" if buf is None else _record_problem(ds, buf)
+            if problem:
+                result.damaged.append(f"sample {index}: {problem}")
+            if index % 4096 == 4095:
+                yield index + 1, total
+        return
+    n_chunks = (total + ds.chunk - 1) // ds.chunk
+    for c in range(n_chunks):
+        first = c * ds.chunk
+        want = min(ds.chunk, total - first)
+        value = txn.get(fmt.sample_key(c))
+        if value is None:
+            result.damaged.append(f"samples {first}..{first + want - 1}: chunk {c} is missing")
+            continue
+        try:
+            records = fmt.chunk_records(value)
+        except fmt.FormatError as exc:
+            result.damaged.append(f"samples {first}..{first + want - 1}: chunk {c}: {exc}")
+            continue
+        if len(records) != want:
+            result.damaged.append(f"chunk {c} holds {len(records)} samples, not {want}")
+        for k, (record, crc) in enumerate(records):
+            result.records_checked += 1
+            if zlib.crc32(record) != crc:
+                result.damaged.append(f"sample {first + k}: crc32 mismatch (bytes changed)")
+                continue
+            problem = _record_problem(ds, record)
+            if problem:
+                result.damaged.append(f"sample {first + k}: {problem}")
+        yield min(total, first + ds.chunk), total
+        if cancel is not None:
+            cancel.check()
+
+
+def _record_problem(ds: LMDBDataset, record) -> str:
     try:
-        source = open_source(meta["source"]["spec"])
-    except SourceError as exc:
-        result.problem = f"the source cannot be opened ({exc})"
-        return result
+        _src, views = fmt.parse(record)
+    except fmt.FormatError as exc:
+        return str(exc)
+    if len(views) != len(ds._kinds):
+        return f"{len(views)} fields, the metadata says {len(ds._kinds)}"
+    return ""
+
+
+def _source_of(ds: LMDBDataset):
+    """The conversion's source: a folder from its stored listing (no scan), a factory opened."""
+    meta = ds.meta
+    if meta["source"]["kind"] == "folder" and "listing" in meta:
+        from stallscope.core.lmdb.listing import read_listing
+
+        try:
+            listing = read_listing(ds._open(), int(meta["listing"]))
+        except fmt.FormatError as exc:
+            raise SourceError(f"{ds.path}: {exc}") from exc
+        source = folder_from_listing(meta["source"]["spec"], meta["classes"], listing)
+        if not source.root.is_dir():
+            raise SourceError(f"{source.root}: no such folder")
+        return source
+    source = open_source(meta["source"]["spec"])
     if source.fingerprint() != meta["source"]["fingerprint"]:
-        result.problem = f"{source.spec} changed since it was converted"
-        return result
+        raise SourceError(f"{source.spec} changed since it was converted")
+    return source
+
+
+def _verify_source(ds: LMDBDataset, n: int, result: VerifyResult, cancel) -> Job[None]:
+    meta = ds.meta
+    try:
+        source = _source_of(ds)
+    except StallscopeError as exc:
+        result.problem = f"the source cannot be opened ({exc})"
+        return
     from stallscope.core.lmdb.convert import read_skipped
 
     result.skipped = len(read_skipped(ds.env))
@@ -84,26 +194,51 @@ def _verify(ds: LMDBDataset, n: int, seed: int, cancel) -> Job[VerifyResult]:
         )
     decoder = Decoder(source_desc(source), meta["preprocess"], meta["structure"])
     torch = _torch()
-    picks = np.sort(np.random.default_rng(seed).choice(len(ds), min(n, len(ds)), replace=False))
+    rng = np.random.default_rng(result.seed)
+    picks = np.sort(rng.choice(len(ds), min(n, len(ds)), replace=False))
+    as_stored = Preprocess(rgb=False, floats="float32")
     for done, k in enumerate(picks.tolist()):
-        src_index, stored = ds.arrays(k)
         try:
-            _, _, leaves = decoder.sample(source.task(src_index, src_index + 1)[0])
-        except SampleError as exc:
-            result.mismatches.append(f"sample {k} (source {src_index}): source now fails: {exc}")
+            src_index, stored = ds.arrays(k)
+        except StallscopeError as exc:
+            result.mismatches.append(f"sample {k}: {exc}")
             continue
-        expected = [a for _kind, _d, a in leaves]
-        problem = _compare(expected, stored)
+        name = source.name_of(src_index) if 0 <= src_index < len(source) else "?"
+        problem = _source_problem(decoder, source, src_index, stored)
         if not problem and torch is not None:
-            _, returned = flatten(ds[k], Preprocess(rgb=False))
-            problem = _compare(expected, [a for _kind, _d, a in returned], "reader ")
+            try:
+                _, returned = flatten(ds[k], as_stored)
+                problem = _compare(stored, [a for _kind, _d, a in returned], "reader ")
+            except (StallscopeError, SampleError) as exc:
+                problem = f"reader: {exc}"
+        if problem == NOT_DETERMINISTIC:
+            result.problem = f"{NOT_DETERMINISTIC}: sample {k} ({name}) decodes differently twice"
+            return
         if problem:
-            result.mismatches.append(f"sample {k} ({source.name_of(src_index)}): {problem}")
+            result.mismatches.append(f"sample {k} ({name}): {problem}")
         result.checked += 1
         yield done + 1, len(picks)
         if cancel is not None:
             cancel.check()
-    return result
+
+
+def _source_problem(decoder: Decoder, source, src_index: int, stored: list) -> str:
+    if not 0 <= src_index < len(source):
+        return f"source index {src_index} is outside the source"
+    if isinstance(source, FolderSource):
+        changed = source.changed(src_index)
+        if changed:
+            return f"the source file {changed}"
+    entry = source.task(src_index, src_index + 1)[0]
+    try:
+        _, _, leaves = decoder.sample(entry)
+        _, _, again = decoder.sample(entry)
+    except SampleError as exc:
+        return f"source now fails: {exc}"
+    expected = [a for _kind, _d, a in leaves]
+    if _compare(expected, [a for _kind, _d, a in again]):
+        return NOT_DETERMINISTIC
+    return _compare(expected, stored)
 
 
 def _compare(expected: list[np.ndarray], got: list[np.ndarray], who: str = "") -> str:
@@ -123,176 +258,3 @@ def _torch():
     except ImportError:
         return None
     return torch
-
-
-# ----------------------------------------------------------------------------- throughput
-
-
-@dataclass
-class Rate:
-    name: str
-    samples: int
-    seconds: float
-    nbytes: int
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.nbytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclass
-class Throughput:
-    before: Rate
-    after: Rate
-    num_workers: int
-    batch_size: int
-
-    @property
-    def speedup(self) -> float:
-        b = self.before.samples_per_s
-        return self.after.samples_per_s / b if b > 0 else float("inf")
-
-
-class SourceDataset:
-    """The original pipeline: decode the source (PIL for images) in every __getitem__.
-
-    Holds only the spec, so it pickles into spawn workers and reopens the source there.
-    """
-
-    def __init__(self, spec: str, preprocess: dict, structure: dict) -> None:
-        self.spec, self.preprocess, self.structure = spec, preprocess, structure
-        self._pid = None
-        self._source = self._decoder = None
-        self._n = len(open_source(spec))
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getstate__(self) -> dict:
-        return dict(self.__dict__, _pid=None, _source=None, _decoder=None)
-
-    def __getitem__(self, index: int):
-        import torch
-
-        if self._pid != os.getpid():
-            self._source = open_source(self.spec)
-            self._decoder = Decoder(source_desc(self._source), self.preprocess, self.structure)
-            self._pid = os.getpid()
-        _, _, leaves = self._decoder.sample(self._source.task(index, index + 1)[0])
-        values = []
-        for kind, _dtype, arr in leaves:
-            if kind in ("image", "tensor"):
-                values.append(torch.from_numpy(np.array(arr)))
-            elif kind in ("int", "float", "bool"):
-                values.append(arr.item())
-            elif kind == "str":
-                values.append(arr.tobytes().decode())
-            else:
-                values.append(arr)
-        return _rebuild(self.structure, iter(values))
-
-
-def measure(
-    dst: str | os.PathLike,
-    num_workers: int = 0,
-    batch_size: int = 32,
-    seconds: float = 2.0,
-    max_samples: int = 4000,
-    cancel: CancelFlag | None = None,
-) -> Job[Throughput]:
-    """Before/after samples/s and MB/s with the same DataLoader settings (shuffled, like training).
-
-    Worker start-up is left out: the clock starts at the first batch.
-    """
-    torch = _torch()
-    if torch is None:
-        raise StallscopeError("measuring throughput needs torch (pip install torch)")
-    after_ds = LMDBDataset(dst)
-    meta = after_ds.meta
-    try:
-        before_ds = SourceDataset(meta["source"]["spec"], meta["preprocess"], meta["structure"])
-    except SourceError as exc:
-        after_ds.close()
-        raise StallscopeError(f"cannot measure the original pipeline: {exc}") from exc
-    rates = []
-    total = 2 * max_samples
-    try:
-        for step, (name, ds) in enumerate((("original (decode per sample)", before_ds),
-                                           ("LMDBDataset", after_ds))):  # fmt: skip
-            rate = yield from _rate(torch, name, ds, num_workers, batch_size, seconds,
-                                    max_samples, step * max_samples, total, cancel)  # fmt: skip
-            rates.append(rate)
-    finally:
-        after_ds.close()
-    return Throughput(rates[0], rates[1], num_workers, batch_size)
-
-
-def _rate(torch, name, ds, num_workers, batch_size, seconds, max_samples, base, total, cancel):
-    from torch.utils.data import DataLoader
-
-    context = None
-    if num_workers > 0 and threading.active_count() > 1:
-        context = "spawn"  # never fork a process that runs other threads (the GUI)
-    loader = DataLoader(
-        _Safe(ds), batch_size=batch_size, shuffle=True, num_workers=num_workers,
-        generator=torch.Generator().manual_seed(0), multiprocessing_context=context,
-        collate_fn=_collate_skip_none, persistent_workers=num_workers > 0,
-    )  # fmt: skip
-    samples = nbytes = 0
-    t0 = None
-    while t0 is None or (samples < max_samples and time.perf_counter() - t0 < seconds):
-        for batch in loader:  # epochs repeat until the time or sample budget is spent
-            if t0 is None:  # the clock starts once workers are up
-                t0 = time.perf_counter()
-                continue
-            samples += len(batch)
-            nbytes += sum(t.numel() * t.element_size() for t in _tensors(batch))
-            yield base + min(samples, max_samples), total
-            if cancel is not None:
-                cancel.check()
-            if samples >= max_samples or time.perf_counter() - t0 >= seconds:
-                break
-        if t0 is None:
-            break
-    if t0 is None:
-        raise StallscopeError(f"{name}: no batch could be read")
-    return Rate(name, samples, time.perf_counter() - t0, nbytes)
-
-
-class _Safe:
-    """Wraps a dataset so an unreadable sample (the source's corrupt files) yields None."""
-
-    def __init__(self, ds) -> None:
-        self.ds = ds
-
-    def __len__(self) -> int:
-        return len(self.ds)
-
-    def __getitem__(self, index):
-        try:
-            return self.ds[index]
-        except SampleError:
-            return None
-
-
-def _collate_skip_none(items):
-    """A batch as a list: images of different sizes cannot be stacked, and stacking is the
-    same copy for both pipelines. Tensors still travel from the workers as they would."""
-    return [it for it in items if it is not None]
-
-
-def _tensors(obj):
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, list | tuple):
-        for o in obj:
-            yield from _tensors(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors(o)

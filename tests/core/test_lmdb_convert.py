@@ -139,7 +139,9 @@ def test_folder_round_trip_is_byte_equal_and_lists_corrupt_files(tree, tmp_path)
     env.close()
     assert meta["classes"] == ["ant", "bee", "cat"] and meta["complete"] is True
     assert {s["path"] for s in report["skipped"]} == set(info["corrupt"])
-    assert keys == [b"%010d" % i for i in range(result.count)]  # zero-padded, dense, in order
+    # format 2: one chunk of meta["chunk"] consecutive samples per key, zero-padded, dense
+    n_chunks = -(-result.count // meta["chunk"])
+    assert meta["version"] == 2 and keys == [b"%010d" % c for c in range(n_chunks)]
     assert _no_pickle(dst)
 
 
@@ -272,15 +274,24 @@ def test_verify_catches_a_tampered_record(tree, tmp_path):
     dst = tmp_path / "tamper.lmdb"
     run_job(convert(root, dst, workers=0))
     assert run_job(verify(dst, n=100)).ok
-    env = lmdb.open(str(dst))
-    with env.begin(write=True) as txn:
-        raw = bytearray(txn.get(fmt.sample_key(5)))
-        _, views = fmt.parse(bytes(raw))
-        raw[views[0].offset + 3] ^= 0xFF  # one pixel byte
-        txn.put(fmt.sample_key(5), bytes(raw))
-    env.close()
+    flip_pixel(dst, 5)
     result = run_job(verify(dst, n=100))
     assert not result.ok and len(result.mismatches) == 1 and "sample 5" in result.mismatches[0]
+    assert result.damaged == ["sample 5: crc32 mismatch (bytes changed)"]
+
+
+def flip_pixel(dst: Path, sample: int) -> None:
+    """Flip one pixel byte of a stored sample in place (its chunk's crc32 left as it was)."""
+    env = lmdb.open(str(dst))
+    with env.begin(write=True) as txn:
+        chunk_n = json.loads(txn.get(fmt.META_KEY))["chunk"]
+        key = fmt.sample_key(sample // chunk_n)
+        raw = bytearray(txn.get(key))
+        start, end, _crc = fmt.chunk_span(bytes(raw), sample % chunk_n)
+        _, views = fmt.parse(bytes(raw[start:end]))
+        raw[start + views[0].offset + 3] ^= 0xFF  # one pixel byte
+        txn.put(key, bytes(raw))
+    env.close()
 
 
 def test_inspect_source_counts_classes_previews_and_estimates_size(tree, tmp_path):
