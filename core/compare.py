@@ -2,6 +2,11 @@
 
 Pure functions over analysis Reports. Runs of different length compare fairly because
 times are per step (or per window when a trace has no steps) and utilization is a fraction.
+A trace inside a session folder (as every run and every tune trial is) takes its step time and
+data wait from the session's step events instead: the steady statistic of
+core/session/steady.py, the very figure tune claims (the slowest rank's under torchrun), so
+tune, `compare` and the compare view state one speed-up for the same two sessions. The
+profiled window's own mean stays beside it, for information.
 `mismatch_warnings` says when two reports should not be compared blindly (other GPU, other rank,
 GPU vs CPU-only, other step count); `Metric.change_text` hides deltas that are only noise.
 """
@@ -17,7 +22,10 @@ from stallscope.core import units
 from stallscope.core.analysis import Report
 from stallscope.core.causes import CAUSES
 from stallscope.core.causes import label as cause_label
+from stallscope.core.session.reader import open_session, session_of_trace
+from stallscope.core.session.steady import Steady
 
+STEADY_LABEL = "step time (steady mean)"
 SAME_WITHIN = 0.02  # relative change below which a metric counts as unchanged
 SAME_ABS = {"ms": 0.1, "%": 0.5, "MiB": 1.0, "": 0.5}  # absolute change below which it is noise
 IDLE_GROUP = "idle_ms"  # the parent row of the per-cause idle rows
@@ -117,15 +125,37 @@ def step_ms(report: Report) -> float:
     return (report.window[1] - report.window[0]) / 1000.0
 
 
-def summary_values(report: Report, device: str | None = None) -> dict[str, tuple]:
+def steady_of(report: Report) -> Steady | None:
+    """The steady window of the session the report's trace belongs to (the slowest rank's);
+    None for a bare trace or a session without steps."""
+    session = session_of_trace(report.trace.path)
+    if session is None:
+        return None
+    try:
+        found = open_session(session).steady()
+    except Exception:  # noqa: BLE001 - an unreadable session: the trace's own figures stand
+        return None
+    return found[1] if found is not None else None
+
+
+def summary_values(report: Report, device: str | None = None,
+                   steady: Steady | None = None) -> dict[str, tuple]:
     """key -> (label, unit, value, lower_is_better, cause) for one report; cause is set on the
-    per-cause idle rows only."""
+    per-cause idle rows only. With the session's `steady` window, `step_ms` is its steady
+    step time and the profiled window's mean is informational."""
     dev = device if device is not None else primary_device(report)
     per = 1000.0 * n_steps(report)
-    out: dict[str, tuple] = {
-        "steps": ("steps", "", float(len(report.steps)), None, None),
-        "step_ms": ("step time (mean)", "ms", step_ms(report), True, None),
-    }
+    out: dict[str, tuple] = {"steps": ("steps", "", float(len(report.steps)), None, None)}
+    if steady is not None:
+        out["step_ms"] = (STEADY_LABEL, "ms", steady.step_ms, True, None)
+        out["data_wait_ms"] = ("data wait/step (steady)", "ms", steady.data_wait_ms, True, None)
+        out["data_wait_pct"] = ("data wait share (steady)", "%", 100 * steady.data_wait_share,
+                                True, None)
+        out["steady_steps"] = ("steady steps", "", float(steady.steps), None, None)
+        out["window_step_ms"] = ("step time (profiled window mean)", "ms", step_ms(report),
+                                 None, None)
+    else:
+        out["step_ms"] = ("step time (mean)", "ms", step_ms(report), True, None)
     stats = report.devices.get(dev) if dev is not None else None
     if stats is not None:
         out["utilization"] = ("GPU utilization", "%", 100.0 * stats.utilization, False, None)
@@ -150,9 +180,13 @@ def summary_values(report: Report, device: str | None = None) -> dict[str, tuple
 
 def compare_reports(before: Report, after: Report, device_before: str | None = None,
                     device_after: str | None = None) -> list[Metric]:
-    """Metrics of both runs with deltas, in a stable order (before's keys first)."""
-    a = summary_values(before, device_before)
-    b = summary_values(after, device_after)
+    """Metrics of both runs with deltas, in a stable order (before's keys first). Step time is
+    the steady statistic when both traces belong to sessions, else the traces' own mean."""
+    sb, sa = steady_of(before), steady_of(after)
+    if sb is None or sa is None:
+        sb = sa = None  # one statistic on both sides or none
+    a = summary_values(before, device_before, sb)
+    b = summary_values(after, device_after, sa)
     keys = list(a) + [k for k in b if k not in a]
     metrics = []
     for key in keys:
@@ -160,6 +194,23 @@ def compare_reports(before: Report, after: Report, device_before: str | None = N
         metrics.append(Metric(key, label, unit, a[key][2] if key in a else None,
                               b[key][2] if key in b else None, lower, cause))
     return metrics
+
+
+def speedup(metrics: list[Metric]) -> float | None:
+    """Before's step time over after's (> 1: after is faster)."""
+    step = next((m for m in metrics if m.key == "step_ms"), None)
+    if step is None or not step.before or not step.after:
+        return None
+    return step.before / step.after
+
+
+def statistic(metrics: list[Metric]) -> str:
+    """Which statistic the step time is, in words."""
+    step = next((m for m in metrics if m.key == "step_ms"), None)
+    if step is not None and step.label == STEADY_LABEL:
+        return ("steady mean from the sessions' step events (elapsed over the steady steps / "
+                "their count; the slowest rank's under torchrun)")
+    return "mean ProfilerStep duration in the traces' profiled windows"
 
 
 def device_name(report: Report, device: str | None) -> str | None:
@@ -191,6 +242,14 @@ def mismatch_warnings(before: Report, after: Report, device_before: str | None =
     if len(before.steps) != len(after.steps):
         out.append(f"different step counts: {units.plural(len(before.steps), 'step')} vs "
                    f"{units.plural(len(after.steps), 'step')} (per-step figures are means)")
+    sb, sa = steady_of(before), steady_of(after)
+    if (sb is None) != (sa is None):
+        which = "before" if sa is None else "after"
+        out.append(f"only {which} belongs to a session: step times are the traces' profiled "
+                   "windows, not the steady statistic")
+    for name, w in (("before", sb), ("after", sa)):
+        if sb is not None and sa is not None and w is not None and not w.reached:
+            out.append(f"{name}: {w.note}")
     return out
 
 

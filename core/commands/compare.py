@@ -1,8 +1,9 @@
 """`stallscope-cli compare BEFORE AFTER [--json]`: the compare view's figures, headless.
 
 BEFORE and AFTER are traces or session folders (a tune's trials are session folders); a tune
-folder alone compares its trial of the script as written with its best trial. The metrics and
-the mismatch warnings come from core/compare.py, as in the app.
+folder alone compares the two trials its claim rests on (the script as written and the
+leader, of the median pair). The metrics, the speed-up (and which statistic it is) and the
+mismatch warnings come from core/compare.py, as in the app.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from stallscope.core.capture.layout import TUNE_JSON
-from stallscope.core.compare import compare_reports, mismatch_warnings
+from stallscope.core.compare import compare_reports, mismatch_warnings, speedup, statistic
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
 
@@ -37,17 +38,20 @@ def register(sub) -> None:
 
 
 def tune_pair(folder: Path) -> tuple[Path, Path]:
-    """(the trial of the script as written, the best trial) of a tune folder."""
+    """(the trial of the script as written, the leader's trial) a tune folder's claim rests on
+    (the median pair; a leader kept within noise still compares with the script)."""
     from stallscope.core.tune import load_result
 
     result = load_result(folder)
-    base, best = result.baseline_trial, result.best_trial
-    if base is None or best is None or not base.session or not best.session:
+    before, after = result.sessions
+    if result.claim_pair is None:
+        base, best = result.baseline_trial, result.best_trial
+        if base is not None and best is not None and base.index == best.index:
+            raise StallscopeError(f"{folder}: the best trial is the script as written; nothing "
+                                  "to compare (give two sessions)")
+    if not before or not after:
         raise StallscopeError(f"{folder}: the tune has no measured baseline and best trial")
-    if base.index == best.index:
-        raise StallscopeError(f"{folder}: the best trial is the script as written; nothing to "
-                              "compare (give two sessions)")
-    return Path(base.session), Path(best.session)
+    return Path(before), Path(after)
 
 
 def load_report(path: Path, rank: int | None):
@@ -75,9 +79,11 @@ def run(args: argparse.Namespace) -> int:
     report_a, label_a = load_report(after, args.rank)
     metrics = compare_reports(report_b, report_a)
     warnings = mismatch_warnings(report_b, report_a)
+    gain, how = speedup(metrics), statistic(metrics)
     if args.json:
         print(json.dumps({
             "before": str(before), "after": str(after), "warnings": warnings,
+            "speedup": gain, "statistic": how,
             "metrics": [{"key": m.key, "label": m.label, "unit": m.unit, "before": m.before,
                          "after": m.after, "delta": m.delta, "rel": m.rel,
                          "verdict": m.verdict, "change": m.change_text()} for m in metrics],
@@ -87,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"after:  {after}" + (f" ({label_a})" if label_a else ""))
     for w in warnings:
         print(f"warning: {w}")
+    if gain is not None:
+        print(f"speed-up: {gain:.2f}x (step time: {how})")
     rows = [("metric", "before", "after", "change", "")]
     rows += [(m.label, m.value_text(m.before), m.value_text(m.after), m.change_text(),
               "" if m.verdict in ("n/a", "same") else m.verdict) for m in metrics]

@@ -110,14 +110,21 @@ def _close_session(session: Path, rc: int | None, reason: str) -> None:
 
 
 def summary_line(s: dict) -> str:
-    """One line for a finished session: how it ended, its steps and their median figures."""
+    """One line for a finished session: how it ended, its steps and their steady figures (one
+    statistic, core/session/steady.py: step time and data wait per step are means over the
+    steady steps, the share is summed wait over elapsed time)."""
     exc = s.get("exception")
     how = (f"the script raised {exc.get('type')}: {exc.get('message')}" if exc
            else s.get("reason") or "no finished record")
     line = f"session {s['session']}: {how} (rc {s['rc']}), {s['steps']} steps"
-    if "median_step_ms" in s:
-        line += (f"; median step {s['median_step_ms']:.1f} ms, data-wait "
-                 f"{s['median_data_wait_ms']:.1f} ms ({100 * s['data_wait_share']:.0f}%)")
+    if "step_ms" in s:
+        line += (f"; step {s['step_ms']:.1f} ms, data wait {s['data_wait_ms']:.1f} ms "
+                 f"({100 * s['data_wait_share']:.0f}%), means over {s['steady_steps']} steady "
+                 f"step{'s' if s['steady_steps'] != 1 else ''}")
+        if "slowest_rank" in s:
+            line += f" of the slowest rank ({s['slowest_rank']})"
+        if not s.get("steady_reached"):
+            line += " (too short to reach steady state)"
     return line
 
 

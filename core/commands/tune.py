@@ -12,9 +12,10 @@ from stallscope.core import units
 from stallscope.core.commands.run import add_launch_options, script_and_cwd
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
-from stallscope.core.tune import TuneConfig, load_result, table, tune_job, verdict
+from stallscope.core.tune import TuneConfig, load_result, noise, table, tune_job, verdict
 from stallscope.core.tune.job import DEFAULT_BUDGET_S
 from stallscope.core.tune.memory import parse_size
+from stallscope.core.tune.search import MOST_WORKERS
 
 USAGE = "stallscope-cli tune [options] -- script.py [args]"
 
@@ -23,11 +24,15 @@ def register(sub) -> None:
     p = sub.add_parser(
         "tune", help="find the DataLoader settings that make the steps fastest, by measuring",
         usage=USAGE,
-        description="Run the unmodified script repeatedly, each trial a short profiled window "
-                    "with other DataLoader settings (num_workers up to the usable cores while "
-                    "step time improves, then pin_memory, persistent_workers, prefetch_factor "
-                    "around the best). Prints each trial, the best settings, the measured "
-                    "speed-up and the line to change. Ctrl-C keeps the finished trials.",
+        description="Run the unmodified script repeatedly with other DataLoader settings "
+                    "(num_workers up to the usable cores while step time improves, past them "
+                    "while the workers wait on I/O; then pin_memory, persistent_workers, "
+                    "prefetch_factor around the best). Each trial's figure is its steady step "
+                    "time (elapsed over >= 20 unprofiled steps after the warm-up / their "
+                    "count); the best is repeated against the script as written in "
+                    "alternating pairs and kept only when its gain is beyond the noise. Prints "
+                    "each trial, the verdict with its interval and the line to change. Ctrl-C "
+                    "keeps the finished trials.",
     )
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                    help=f"time for all trials together (default {DEFAULT_BUDGET_S:.0f})")
@@ -37,7 +42,12 @@ def register(sub) -> None:
                    help="memory the trials may use, e.g. 8G (default: STALLSCOPE_MEMORY_LIMIT "
                         "or the free memory)")
     p.add_argument("--max-workers", type=int, metavar="N",
-                   help="most num_workers to try (default: the usable cores)")
+                   help="most num_workers to try (default: the usable cores, or "
+                        f"{MOST_WORKERS} when the workers wait on I/O rather than compute; "
+                        "memory bounds it too)")
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                   help="run every trial under torchrun with N ranks; the slowest rank's "
+                        "step time counts (default 1)")
     p.add_argument("--max-trials", type=int, metavar="N",
                    help="stop after N trials, the script as written included")
     p.add_argument("--json", action="store_true", help="print tune.json's content on stdout")
@@ -50,7 +60,11 @@ def progress_line(trial) -> str:
     text = f"trial {trial.index} ({trial.label}): "
     if trial.ok:
         text += (f"{units.ms(trial.step_ms * 1e3)} per step, data wait "
-                 f"{units.ms(trial.data_wait_ms * 1e3)}")
+                 f"{units.ms(trial.data_wait_ms * 1e3)} over {trial.steady_steps} steady steps")
+        if trial.rank is not None:
+            text += f" (slowest rank {trial.rank})"
+        if trial.worker_cpu is not None:
+            text += f", workers on a CPU {units.pct(trial.worker_cpu)}"
         if trial.utilization is not None:
             text += f", GPU {units.pct(trial.utilization)}"
     else:
@@ -70,10 +84,13 @@ def run(args: argparse.Namespace) -> int:
         raise StallscopeError("--max-workers must be >= 1")
     if args.max_trials is not None and args.max_trials < 1:
         raise StallscopeError("--max-trials must be >= 1")
+    if args.nproc_per_node < 1:
+        raise StallscopeError("--nproc-per-node must be >= 1")
     cfg = TuneConfig(script=script, args=script_args, cwd=cwd, python=args.python,
                      out=Path(args.out) if args.out else None, budget_s=args.budget,
                      memory_limit=parse_size(args.memory_limit) if args.memory_limit else None,
-                     max_workers=args.max_workers, max_trials=args.max_trials)
+                     max_workers=args.max_workers, max_trials=args.max_trials,
+                     nproc_per_node=args.nproc_per_node)
     cfg.out = cfg.folder()
     say(f"tuning {script.name}: trials go to {cfg.out}")
 
@@ -96,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     print(table(result), file=out)
     for line in verdict(result):
         print(line, file=out)
+    before, after = result.sessions
+    if result.decision == noise.ADOPT and before and after:
+        print(f"the claim's two sessions: stallscope-cli compare {before} {after}", file=out)
     print(f"trials: {result.folder} (tune.json; open any two sessions in the compare view, or "
           f"stallscope-cli compare BEFORE AFTER)", file=out)
     base = result.baseline_trial

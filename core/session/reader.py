@@ -24,8 +24,10 @@ from stallscope.core.capture.layout import (
 )
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.events import Event, Finished, typed
+from stallscope.core.session.steady import Steady, queued_batches, slowest, steady
 
-STEP_FIELDS = ("n", "wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")
+STEP_FIELDS = ("n", "t", "wall_ms", "data_wait_ms", "batches", "rss", "cuda_allocated",
+               "cuda_reserved")
 
 
 def is_session(path: str | os.PathLike) -> bool:
@@ -112,8 +114,10 @@ class Steps:
     """Per-step figures of one rank as numpy columns (NaN where a figure was not recorded)."""
 
     n: np.ndarray
+    t: np.ndarray             # event time (s since the epoch) at the step's end
     wall_ms: np.ndarray
     data_wait_ms: np.ndarray
+    batches: np.ndarray       # batches fetched in the step
     rss: np.ndarray
     cuda_allocated: np.ndarray
     cuda_reserved: np.ndarray
@@ -129,6 +133,11 @@ class Steps:
 
     def __len__(self) -> int:
         return len(self.n)
+
+    def steady(self, queued: int = 0, **limits) -> Steady | None:
+        """The steady window (core/session/steady.py) of these steps."""
+        return steady(self.t, self.wall_ms, self.data_wait_ms, self.batches, self.phase,
+                      queued, **limits)
 
 
 def _num(value) -> float:
@@ -163,6 +172,31 @@ class Session:
             rank = self.ranks[0]
         return Steps.from_events(self.events, rank)
 
+    def loaders(self) -> list[dict]:
+        """The DataLoaders the script built (run.json; under torchrun the first rank's record)."""
+        loaders = self.run.get("dataloaders")
+        if not loaders:
+            done = [e for e in self.events if e.get("event") == "finished" and "rank" in e]
+            loaders = next((e["dataloaders"] for e in done if e.get("dataloaders")), None)
+        if not loaders:
+            end = self.end
+            loaders = list(end.dataloaders) if end is not None else []
+        return [d for d in loaders or [] if isinstance(d, dict)]
+
+    def steady_by_rank(self, **limits) -> dict:
+        """rank -> its steady window (None for a rank without steps); one entry, rank None,
+        for a run without ranks."""
+        queued = queued_batches(self.loaders())
+        out = {}
+        for rank in self.ranks or [None]:
+            steps = self.steps(rank)
+            out[rank] = steps.steady(queued, **limits) if len(steps) else None
+        return out
+
+    def steady(self, **limits) -> tuple[object, Steady] | None:
+        """(rank, window) of the slowest rank (rank None without ranks); None without steps."""
+        return slowest(self.steady_by_rank(**limits))
+
     def traces(self) -> list[Path]:
         """Announced traces that exist, in the order written, then any others in traces/."""
         seen: list[Path] = []
@@ -186,18 +220,22 @@ class Session:
         return ""
 
     def summary(self) -> dict:
+        """How the run ended and its steady figures (core/session/steady.py: one statistic,
+        the slowest rank's under torchrun)."""
         steps = self.steps()
-        # Step 0 carries start-up (imports, worker start) and would skew the medians.
-        body = slice(1, None) if len(steps) > 1 else slice(None)
-        wall, wait = steps.wall_ms[body], steps.data_wait_ms[body]
         fin = self.finished or {}
         out = {"session": str(self.path), "rc": fin.get("rc"), "reason": fin.get("reason"),
                "steps": len(steps), "traces": [str(p) for p in self.traces()]}
-        if len(wall):
-            out["median_step_ms"] = float(np.nanmedian(wall))
-            out["median_data_wait_ms"] = float(np.nanmedian(wait))
-            total = float(np.nansum(wall))
-            out["data_wait_share"] = float(np.nansum(wait) / total) if total > 0 else 0.0
+        found = self.steady()
+        if found is not None:
+            rank, w = found
+            out.update(step_ms=w.step_ms, data_wait_ms=w.data_wait_ms,
+                       data_wait_share=w.data_wait_share, steady_steps=w.steps,
+                       steady_s=w.seconds, steady_reached=w.reached)
+            if w.note:
+                out["steady_note"] = w.note
+            if rank is not None and len(self.ranks) > 1:
+                out["slowest_rank"] = rank
         if fin.get("warning"):
             out["warning"] = fin["warning"]
         end = self.end
@@ -225,6 +263,13 @@ class Session:
         if end.warning:
             return f"{self.path}: no trace: {end.warning}"
         return f"{self.path}: no trace was written ({end.reason}, exit code {end.rc}){where}"
+
+
+def session_of_trace(path: str | os.PathLike) -> Path | None:
+    """The session folder a trace file was written into (<session>/traces/x), else None."""
+    p = Path(path)
+    folder = p.parent.parent if p.parent.name == TRACES else None
+    return folder if folder is not None and is_session(folder) else None
 
 
 def resolve_path(session: Path, path: str) -> Path:

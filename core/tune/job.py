@@ -1,5 +1,6 @@
-"""`tune_job`: short profiled trials of the unmodified script, each a session folder inside one
-tune folder, searching DataLoader settings (core/tune/search.py). A generator job (core/jobs.py)
+"""`tune_job`: short trials of the unmodified script, each a session folder inside one tune
+folder, searching DataLoader settings (core/tune/search.py), then checking the leader against
+the script as written in alternating pairs (core/tune/noise.py). A generator job (core/jobs.py)
 yielding (done, total); the GUI runs it off its thread, the CLI drains it.
 
     result = run_job(tune_job(TuneConfig(script=Path("train.py"), args=[], cwd=Path.cwd())))
@@ -11,6 +12,10 @@ main + W x (private memory of one worker in an earlier trial); a trial that woul
 skipped, one that grows past the limit while running is stopped. A trial that crashes is
 reported and the search goes on without it. Cancel (or Ctrl-C) stops the running trial; the
 finished ones stay in tune.json.
+
+Each trial's figure is its steady step time (core/session/steady.py) on unprofiled steps after
+a short profiled window; with `nproc_per_node` > 1 every trial runs under torchrun and its
+figure is the slowest rank's.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from stallscope.core.capture.overrides import DEFAULTS, KEYS
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.session.reader import open_session
+from stallscope.core.tune import noise
 from stallscope.core.tune.memory import GUARD, memory_limit, over_limit_text
 from stallscope.core.tune.result import TuneResult
-from stallscope.core.tune.search import MIN_GAIN, Search
+from stallscope.core.tune.search import MIN_GAIN, Search, most_workers_default
 from stallscope.core.tune.trial import (
     OVER_BUDGET,
     SKIPPED,
@@ -39,7 +45,8 @@ from stallscope.core.tune.trial import (
 )
 
 DEFAULT_BUDGET_S = 600.0
-TRIAL_SCHEDULE = {"warmup": 1, "active": 7, "repeat": 1}  # wait: 1 + the most workers tried
+# the profiled window (a trace for the compare view) opens each trial; the figures come later
+TRIAL_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 
 
 @dataclass
@@ -51,10 +58,13 @@ class TuneConfig:
     out: Path | None = None            # the tune folder; default ./stallscope-sessions/tune-*
     budget_s: float = DEFAULT_BUDGET_S
     memory_limit: int | None = None    # bytes; default STALLSCOPE_MEMORY_LIMIT or free memory
-    max_workers: int | None = None     # top of the num_workers ladder; default usable cores
+    max_workers: int | None = None     # the most num_workers tried; default
+    #                                    most_workers_default (past the cores only on I/O)
     max_trials: int | None = None      # stop after this many trials (the first included)
     env: dict = field(default_factory=dict)
     min_gain: float = MIN_GAIN
+    nproc_per_node: int = 1            # > 1: every trial under torchrun, the slowest rank counts
+    max_pairs: int = noise.MAX_PAIRS
 
     def folder(self) -> Path:
         if self.out is not None:
@@ -88,11 +98,14 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StallscopeError(f"tune folder {folder}: {exc.strerror or exc}") from None
-    cores = max(1, cfg.max_workers or usable_cores())
+    nproc = max(1, int(cfg.nproc_per_node))
+    cores = max(1, usable_cores() // nproc)  # the ranks' workers share the cores
+    most = max(1, cfg.max_workers or most_workers_default(cores))
     limit = memory_limit(cfg.memory_limit)
     launch = Launch(script, list(cfg.args), Path(cfg.cwd), cfg.python or sys.executable,
-                    {"wait": 1 + min(cores, 8), **TRIAL_SCHEDULE}, dict(cfg.env))
-    result = TuneResult(folder, str(script), list(cfg.args), budget_s=cfg.budget_s)
+                    dict(TRIAL_SCHEDULE), dict(cfg.env), nproc_per_node=nproc)
+    result = TuneResult(folder, str(script), list(cfg.args), budget_s=cfg.budget_s,
+                        nproc_per_node=nproc)
     t0 = time.monotonic()
     deadline = t0 + cfg.budget_s
 
@@ -113,7 +126,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         running.append(base)
         run_trial(launch, base, folder, deadline, limit, cancel)
         result.baseline = base.index
-        search = _start_search(result, base, launch, cores, cfg.min_gain)
+        search = _start_search(result, base, launch, cores, most, cfg.min_gain)
         finish(base)
         if search is None:
             result.stopped = ("nothing to tune" if base.ok else
@@ -123,7 +136,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
                 result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "
                                     "trial 1, the script as written")
             return result
-        search.record(search.script, base.step_ms, base.data_wait_share)
+        search.record(search.script, base.step_ms, base.data_wait_share, base.worker_cpu)
         result.best = base.index if base.ok else None
         yield 1, 1 + search.estimate_left()
         while (settings := search.next()) is not None:
@@ -134,7 +147,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
                 break
             changes = changes_from(search.script, settings)
             trial = Trial(index, trial_name(index, changes), settings, changes)
-            why_not = _memory_check(result, settings, limit)
+            why_not = _memory_check(result, settings, limit, nproc)
             if why_not:
                 trial.status, trial.message = SKIPPED, why_not
                 search.record(settings, None)
@@ -149,7 +162,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             running.append(trial)
             run_trial(launch, trial, folder, deadline, limit, cancel)
             if search.record(settings, trial.step_ms if trial.ok else None,
-                             trial.data_wait_share):
+                             trial.data_wait_share, trial.worker_cpu):
                 result.best = trial.index
             finish(trial)
             if trial.status == OVER_BUDGET:
@@ -160,8 +173,16 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             yield len(result.trials), len(result.trials) + search.estimate_left()
         else:
             result.stopped = "search done"
+        if search.climb_note():
+            result.notes.append(search.climb_note())
         for what, why in search.skipped:
             result.notes.append(f"{what} not tried: {why}")
+        leader = result.best_trial
+        if leader is not None and leader.index != base.index:
+            result.leader = leader.index
+            result.pairs = [(base.index, leader.index)]
+            yield from _pairs(cfg, result, launch, folder, deadline, limit, cancel, running,
+                              finish)
         return result
     except (KeyboardInterrupt, Cancelled, GeneratorExit) as exc:
         result.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
@@ -172,7 +193,47 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         result.save()
 
 
-def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int,
+def _pairs(cfg: TuneConfig, result: TuneResult, launch: Launch, folder: Path, deadline: float,
+           limit: int, cancel: CancelFlag | None, running: list, finish) -> Job[None]:
+    """The script as written and the leader again, in pairs that alternate which goes first,
+    until the gain is beyond the noise or not (core/tune/noise.py). Within noise: the script's
+    settings are kept (result.best = the baseline)."""
+    base, leader = result.baseline_trial, result.trial(result.leader)
+    while noise.decide(result.ratios, cfg.min_gain, cfg.max_pairs) == noise.MORE:
+        why_not = ""
+        if len(result.pairs) >= cfg.max_pairs:
+            break
+        if deadline - time.monotonic() < 1.2 * ((base.wall_s or 0) + (leader.wall_s or 0)):
+            why_not = f"the time budget ({cfg.budget_s:.0f} s) ran out"
+        elif cfg.max_trials is not None and len(result.trials) + 2 > cfg.max_trials:
+            why_not = f"the limit of {cfg.max_trials} trials left no room"
+        if why_not:
+            result.notes.append(f"{why_not} before the leader ({leader.label}) was repeated: "
+                                "its gain is not confirmed, the script's settings stay")
+            break
+        order = (leader, base) if len(result.pairs) % 2 else (base, leader)
+        pair = {}
+        for which in order:
+            index = len(result.trials) + 1
+            name = f"{trial_name(index, which.changes)}-pair{len(result.pairs) + 1}"
+            trial = Trial(index, name, dict(which.settings), dict(which.changes))
+            running.append(trial)
+            run_trial(launch, trial, folder, deadline, limit, cancel)
+            finish(trial)
+            pair[which.index] = trial
+        b, lead = pair[base.index], pair[leader.index]
+        if not (b.ok and lead.ok):
+            result.notes.append(f"a repeat of the pair failed ({b.status}, {lead.status}): the "
+                                "leader is not confirmed, the script's settings stay")
+            break
+        result.pairs.append((b.index, lead.index))
+        yield len(result.trials), len(result.trials) + 2
+    decision = noise.decide(result.ratios, cfg.min_gain, cfg.max_pairs)
+    result.decision = noise.UNCONFIRMED if decision == noise.MORE else decision
+    result.best = result.leader if result.decision == noise.ADOPT else base.index
+
+
+def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, most: int,
                   min_gain: float) -> Search | None:
     """From the first trial: the DataLoader to tune, its settings as written, the search."""
     if not base.ok:
@@ -181,7 +242,7 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int,
                                 + (f": {base.message}" if base.message else ""))
         return None
     s = open_session(base.session)
-    loaders = [d for d in s.run.get("dataloaders") or [] if isinstance(d, dict)]
+    loaders = s.loaders()
     if not loaders:
         result.notes.append("the script built no torch DataLoader: nothing to tune")
         return None
@@ -196,12 +257,12 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int,
     if len(loaders) > 1:
         result.notes.append(f"the script builds {len(loaders)} DataLoaders; tuned the one at "
                             f"{result.site} (it served the most batches)")
-    return Search(script, cores, bool(s.run.get("cuda_available")), min_gain)
+    return Search(script, cores, bool(s.run.get("cuda_available")), min_gain, most=most)
 
 
-def _memory_check(result: TuneResult, settings: dict, limit: int) -> str:
+def _memory_check(result: TuneResult, settings: dict, limit: int, nproc: int = 1) -> str:
     """Why a trial would not fit in memory ('' when it would, or nothing is known yet)."""
-    workers = int(settings.get("num_workers") or 0)
+    workers = int(settings.get("num_workers") or 0) * nproc
     measured = [t for t in result.trials if t.worker_private]
     mains = [t.main_private for t in result.trials if t.main_private]
     if workers == 0 or not measured or not mains:

@@ -16,6 +16,7 @@ import psutil
 
 from stallscope.core import units
 from stallscope.core.errors import StallscopeError
+from stallscope.core.tune.cpu import leaves, tree
 
 SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 GUARD = 0.95  # a running trial is stopped when its private memory passes this share of the limit
@@ -57,17 +58,18 @@ class TreeMemory:
     rss: int = 0            # the whole tree's resident memory (sum)
     private: int = 0        # the tree's private memory: main + the children's unique memory
     main: int = 0           # the runner's resident - shared memory
-    per_worker: int = 0     # the largest unique memory of one child (a DataLoader worker)
-    workers: int = 0        # the most children seen at once
+    per_worker: int = 0     # the largest unique memory of one leaf child (a DataLoader worker)
+    workers: int = 0        # the most leaf children seen at once
 
     def sample(self, root: psutil.Process) -> int:
         """Add one sample of the tree under `root`; returns its private memory now."""
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return 0
+        return self.add(tree(root))
+
+    def add(self, procs: list[psutil.Process]) -> int:
+        """Add one sample of a process tree (its root first); returns its private memory."""
         rss = private = 0
         children = 0
+        workers = {p.pid for p in leaves(procs)}
         for i, proc in enumerate(procs):
             try:
                 info = proc.memory_info()
@@ -80,7 +82,7 @@ class TreeMemory:
             private += own
             if i == 0:
                 self.main = max(self.main, own)
-            else:
+            elif proc.pid in workers:  # not torchrun nor a rank (they have children)
                 children += 1
                 self.per_worker = max(self.per_worker, own)
         self.rss = max(self.rss, rss)

@@ -12,6 +12,8 @@ from stallscope.core import units
 from stallscope.core.capture.layout import TUNE_JSON
 from stallscope.core.capture.overrides import KEYS, format_value
 from stallscope.core.errors import StallscopeError
+from stallscope.core.session.steady import STATISTIC
+from stallscope.core.tune import noise
 from stallscope.core.tune.trial import Trial, settings_text
 
 
@@ -26,10 +28,14 @@ class TuneResult:
     trials: list[Trial] = field(default_factory=list)
     baseline: int | None = None     # index of the trial of the script as written
     best: int | None = None         # index of the trial whose settings are kept
+    leader: int | None = None       # the search's best trial, checked against the noise
+    pairs: list = field(default_factory=list)  # (as-written trial, leader trial) per pair
+    decision: str = ""              # noise.ADOPT / NOISE / UNCONFIRMED once pairs ran
     stopped: str = "running"        # "search done", "budget", "interrupted", "cancelled", ...
     notes: list[str] = field(default_factory=list)
     budget_s: float | None = None
     elapsed_s: float = 0.0
+    nproc_per_node: int = 1
 
     def trial(self, index: int | None) -> Trial | None:
         return next((t for t in self.trials if t.index == index), None)
@@ -43,11 +49,48 @@ class TuneResult:
         return self.trial(self.best)
 
     @property
+    def ratios(self) -> list[float]:
+        """As-written step / leader step, per pair (the first pair is the search's trials)."""
+        out = []
+        for b, lead in self.pairs:
+            tb, tl = self.trial(b), self.trial(lead)
+            if tb is not None and tl is not None and tb.step_ms and tl.step_ms:
+                out.append(tb.step_ms / tl.step_ms)
+        return out
+
+    @property
+    def claim_pair(self) -> tuple[Trial, Trial] | None:
+        """(as written, leader) of the pair whose ratio is the claim (the median pair)."""
+        ratios = self.ratios
+        if not ratios:
+            return None
+        b, lead = self.pairs[noise.median_index(ratios)]
+        return self.trial(b), self.trial(lead)
+
+    @property
     def speedup(self) -> float | None:
+        """The claimed speed-up of the leader: the median pair's ratio (1 pair: its ratio)."""
+        pair = self.claim_pair
+        if pair is not None:
+            return pair[0].step_ms / pair[1].step_ms
         base, best = self.baseline_trial, self.best_trial
         if base is None or best is None or not base.step_ms or not best.step_ms:
             return None
         return base.step_ms / best.step_ms
+
+    @property
+    def interval(self) -> str:
+        """'2.90x, 2.70-3.10x over 3 pairs' ('' before any pair)."""
+        return noise.interval_text(self.ratios) if self.pairs else ""
+
+    @property
+    def sessions(self) -> tuple[str | None, str | None]:
+        """The two sessions whose steady figures give the claim (compare BEFORE AFTER)."""
+        pair = self.claim_pair
+        if pair is not None:
+            return pair[0].session, pair[1].session
+        base, best = self.baseline_trial, self.best_trial
+        return (base.session if base else None), (best.session if best else None)
 
     @property
     def change(self) -> str:
@@ -62,15 +105,17 @@ class TuneResult:
         return f"{self.site}: {call} -> {after}"
 
     def to_json(self) -> dict:
-        best, base = self.best_trial, self.baseline_trial
+        best = self.best_trial
         return {
             "version": 1, "folder": str(self.folder), "script": self.script, "args": self.args,
             "dataloader": self.site, "selector": self.selector, "passed": self.passed,
             "stopped": self.stopped,
             "budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s, 2),
-            "baseline": self.baseline, "best": self.best,
-            "baseline_session": base.session if base else None,
-            "best_session": best.session if best else None,
+            "baseline": self.baseline, "best": self.best, "leader": self.leader,
+            "pairs": [list(p) for p in self.pairs], "ratios": self.ratios,
+            "decision": self.decision, "interval": self.interval, "statistic": STATISTIC,
+            "nproc_per_node": self.nproc_per_node,
+            "baseline_session": self.sessions[0], "best_session": self.sessions[1],
             "best_settings": best.settings if best else None,
             "speedup": self.speedup, "change": self.change, "notes": self.notes,
             "trials": [t.to_json() for t in self.trials],
@@ -84,6 +129,10 @@ class TuneResult:
                    passed=dict(data.get("passed") or {}),
                    trials=[Trial.from_json(t) for t in data.get("trials") or []],
                    baseline=data.get("baseline"), best=data.get("best"),
+                   leader=data.get("leader"),
+                   pairs=[tuple(p) for p in data.get("pairs") or [] if len(p) == 2],
+                   decision=str(data.get("decision") or ""),
+                   nproc_per_node=int(data.get("nproc_per_node") or 1),
                    stopped=str(data.get("stopped", "")), notes=list(data.get("notes") or []),
                    budget_s=data.get("budget_s"), elapsed_s=float(data.get("elapsed_s") or 0))
 
@@ -143,13 +192,31 @@ def verdict(result: TuneResult) -> list[str]:
                 *(f"note: {note}" for note in result.notes)]
     if not result.site:  # the script built no DataLoader
         return [f"note: {note}" for note in result.notes] or ["nothing to tune"]
-    if best is None or best.index == base.index:
+    leader = result.trial(result.leader)
+    if leader is not None and result.decision != noise.ADOPT:
+        how = ("within noise" if result.decision == noise.NOISE else "not confirmed")
+        lines.append(f"{how}: {leader.label} measured {result.interval} against the script as "
+                     f"written; keep the script's settings ({settings_text(base.settings)})")
+    elif best is None or best.index == base.index:
         lines.append(f"best: the script's own settings ({settings_text(base.settings)}) at "
-                     f"{_ms(base.step_ms)} per step; nothing tried was at least 5% faster")
+                     f"{_ms(base.step_ms)} per step; nothing tried was at least "
+                     "5% faster")
     else:
-        lines.append(f"best: {best.label} at {_ms(best.step_ms)} per step (trial {best.index}) "
-                     f"vs {_ms(base.step_ms)} as written: {result.speedup:.2f}x faster, measured")
+        pair = result.claim_pair
+        b, lead = pair if pair is not None else (base, best)
+        lines.append(f"best: {best.label} at {_ms(lead.step_ms)} per step vs "
+                     f"{_ms(b.step_ms)} as written: faster by "
+                     f"{result.interval or f'{result.speedup:.2f}x'} "
+                     f"(trials {b.index} and {lead.index})")
         lines.append(f"change: {result.change}")
+    lines.append(f"step times: {STATISTIC}, on unprofiled steps"
+                 + (f"; the slowest of {result.nproc_per_node} ranks"
+                    if result.nproc_per_node > 1 else ""))
+    short = [t for t in result.trials if t.ok and not t.steady_reached]
+    if short:
+        lines.append(f"note: trial{'s' if len(short) > 1 else ''} "
+                     f"{', '.join(str(t.index) for t in short)} ended before steady state "
+                     f"({short[0].message}); the script is too short for a sure figure")
     for note in result.notes:
         lines.append(f"note: {note}")
     return lines

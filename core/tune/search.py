@@ -1,11 +1,20 @@
 """Which DataLoader settings to try next: a short search, not a grid.
 
 1. num_workers up a ladder (0, 1, 2, 4, 8 ... up to the usable cores) from the script's own
-   value. A rung counts as better when its median step time beats the best so far by at least
+   value. A rung counts as better when its steady step time beats the best so far by at least
    `min_gain`; the climb stops after two rungs in a row that are not better, when steps hardly
-   wait for data any more (< `done_share` of step time), at a failed trial, or at the top.
-2. Around the best: pin_memory (only with a CUDA device: it does nothing without one),
-   persistent_workers, then a deeper prefetch_factor; each kept only when it is better.
+   wait for data any more (< `DONE_SHARE` of step time), at a failed trial, or at the top.
+2. Past the cores when the workers wait: at the top rung, still the best, steps still waiting
+   for data (>= `LARGE_WAIT`) and its workers on a CPU less than half their wall time
+   (core/tune/cpu.py: they sleep on I/O, so more of them than cores still help), the ladder
+   goes on doubling up to `most` workers (memory bounds it too: core/tune/job.py skips a
+   trial that would not fit); each such rung costs a trial of many workers, so one that is
+   not better ends the climb. Workers on a CPU: the climb stops at the cores. `climb` says
+   which case it was.
+3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
+   up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
+   without one), persistent_workers, then a deeper prefetch_factor; each kept only when it
+   is better.
 
 The search knows nothing of processes: `next()` names the settings to try, `record()` takes the
 outcome (None for a trial that failed), `best` is what is kept.
@@ -15,9 +24,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stallscope.core.tune.cpu import BUSY_SHARE
+
 MIN_GAIN = 0.05     # a trial counts as better when at least 5% faster than the best so far
 DONE_SHARE = 0.05   # steps waiting for data less than this share: more workers cannot help
-PATIENCE = 2        # rungs in a row that are not better end the climb
+LARGE_WAIT = 0.2    # steps waiting this share or more: worth going past the cores (I/O)
+PATIENCE = 2        # rungs in a row that are not better end the climb (past the cores: one)
+MOST_WORKERS = 16   # default top of the ladder when workers wait on I/O (and the cores < it)
+
+
+def most_workers_default(cores: int) -> int:
+    """The default most workers a tune tries (the CLI's and the tune dialog's): past the
+    cores only when the workers turn out to wait on I/O (BUSY_SHARE)."""
+    return max(MOST_WORKERS, cores)
 
 
 def ladder(cores: int, start: int = 0) -> list[int]:
@@ -37,6 +56,7 @@ class Outcome:
     settings: dict
     step_ms: float | None        # None: the trial failed (crash, memory, budget)
     data_wait_share: float | None = None
+    worker_cpu: float | None = None  # workers' share of their wall time on a CPU
 
 
 @dataclass
@@ -47,7 +67,9 @@ class Search:
     cores: int
     cuda: bool = False
     min_gain: float = MIN_GAIN
+    most: int | None = None      # the most workers ever tried (default: the cores)
     best: Outcome | None = None
+    climb: str = ""              # why the climb stopped where it did, past the cores or not
     stage: str = "baseline"
     history: list[Outcome] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (what, why) never tried
@@ -59,7 +81,9 @@ class Search:
         self.script = {k: self.script.get(k) for k in
                        ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")}
         self.script["num_workers"] = int(self.script["num_workers"] or 0)
-        self._rungs = ladder(self.cores, self.script["num_workers"])[1:]
+        self.most = max(1, self.most or self.cores)
+        self._rungs = ladder(min(self.cores, self.most), self.script["num_workers"])[1:]
+        self._past_cores = False
 
     # -- what to try
     def next(self) -> dict | None:
@@ -107,10 +131,45 @@ class Search:
             best["prefetch_factor"] = 2 * int(best.get("prefetch_factor") or 2)
         return best
 
+    def climb_note(self) -> str:
+        """Which case the climb was, with the most workers it tried past the cores."""
+        if not self._past_cores:
+            return self.climb
+        tried = max(int(o.settings["num_workers"]) for o in self.history)
+        return f"{self.climb}; tried up to {tried}" + (" (the limit)" if tried >= self.most
+                                                        else "")
+
+    def _beyond_cores(self, top: Outcome) -> None:
+        """At the top rung of the ladder, still the best: go on past the cores when its
+        workers wait on I/O and its steps still wait for data; say which case it was."""
+        workers = int(top.settings["num_workers"])
+        cpu, share = top.worker_cpu, top.data_wait_share or 0.0
+        if self._past_cores or workers < self.cores or cpu is None:
+            return
+        if cpu >= BUSY_SHARE:
+            self.climb = (f"workers are on a CPU {100 * cpu:.0f}% of the time (CPU-bound): "
+                          f"stopped at the {self.cores} cores")
+            return
+        waits = f"workers wait on I/O {100 * (1 - cpu):.0f}% of the time"
+        if share < LARGE_WAIT:
+            return
+        if workers >= self.most:
+            self.climb = f"{waits}, but the limit is {self.most} workers"
+            return
+        self._rungs = [n for n in ladder(self.most) if n > workers]
+        self._past_cores = True
+        self.climb = (f"{waits} and steps still wait for data {100 * share:.0f}% of theirs: "
+                      f"tried past the {self.cores} cores")
+
     def _enter_around(self) -> None:
         self.stage = "around"
         workers = int(self.best.settings["num_workers"]) if self.best else 0
         self._around = []
+        share = self.best.data_wait_share if self.best else None
+        if share is not None and share < DONE_SHARE:
+            self.skipped.append(("pin_memory, persistent_workers, prefetch_factor",
+                                 f"steps wait for data only {100 * share:.0f}% of the time"))
+            return
         if self.cuda:
             self._around.append("pin_memory")
         elif not self.script.get("pin_memory"):
@@ -123,9 +182,9 @@ class Search:
 
     # -- what happened
     def record(self, settings: dict, step_ms: float | None,
-               data_wait_share: float | None = None) -> bool:
+               data_wait_share: float | None = None, worker_cpu: float | None = None) -> bool:
         """Take a trial's outcome; returns whether it became the best."""
-        outcome = Outcome(dict(settings), step_ms, data_wait_share)
+        outcome = Outcome(dict(settings), step_ms, data_wait_share, worker_cpu)
         self.history.append(outcome)
         better = step_ms is not None and (
             self.best is None or step_ms < self.best.step_ms * (1 - self.min_gain))
@@ -145,10 +204,12 @@ class Search:
             best_share = self.best.data_wait_share if self.best else None
             if step_ms is None:
                 self._rungs = []  # more workers would fail the same way
-            elif self._misses >= PATIENCE:
+            elif self._misses >= (1 if self._past_cores else PATIENCE):
                 self._rungs = []
             elif best_share is not None and best_share < DONE_SHARE:
                 self._rungs = []
+            elif not self._rungs and better:
+                self._beyond_cores(outcome)
         elif self.stage == "around" and self._around:
             self._around.pop(0)
         return better

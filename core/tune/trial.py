@@ -1,5 +1,12 @@
 """One tune trial: the script under the runner with `--set`s, watched while it runs (memory,
-budget, cancel, Ctrl-C), then measured from its session folder."""
+budget, cancel, Ctrl-C, its workers' CPU time), then measured from its session folder.
+
+A trial profiles a short window at its start (the trace the compare view opens) and runs on
+past it (`--no-stop-after-window`). The tune follows its step events and stops it once the
+steady window (core/session/steady.py: after the queued batches drained, >= 20 steps over
+>= 2 s) is measured on unprofiled steps, or the script ends by itself. Under torchrun
+(`nproc_per_node` > 1) every rank must reach it, and the slowest rank is the trial's figure.
+"""
 
 from __future__ import annotations
 
@@ -19,15 +26,19 @@ from stallscope.core.capture.exits import STOPPED_REASON
 from stallscope.core.capture.overrides import DEFAULTS, KEYS, format_value
 from stallscope.core.errors import Cancelled
 from stallscope.core.jobs import CancelFlag
-from stallscope.core.session.reader import open_session, write_finished
+from stallscope.core.session.reader import EventFollower, Steps, open_session, write_finished
+from stallscope.core.tune.cpu import WorkerCpu, tree
 from stallscope.core.tune.memory import GUARD, TreeMemory
 
 RUNNER = Path(runner_options.__file__).resolve().with_name("runner.py")
 POLL_S = 0.1
 SAMPLE_S = 0.25
 STOP_GRACE_S = 5.0
+FOLLOW_S = 0.25
 OK, CRASHED, OUT_OF_MEMORY, OVER_BUDGET = "ok", "crashed", "out of memory", "over budget"
 SKIPPED, INTERRUPTED, NO_STEPS = "skipped", "interrupted", "no steps"
+MEASURED = "measured"          # the steady window was measured: the tune stopped the script
+MEASURED_REASON = "stopped by stallscope tune: steady steps measured"
 
 
 def settings_text(values: dict) -> str:
@@ -43,11 +54,16 @@ class Trial:
     session: str = ""
     status: str = "pending"
     message: str = ""
-    step_ms: float | None = None     # median steady-state step time
-    data_wait_ms: float | None = None
-    data_wait_share: float | None = None
+    step_ms: float | None = None     # steady: elapsed over the steady steps / their count
+    data_wait_ms: float | None = None  # summed data wait over them / their count
+    data_wait_share: float | None = None  # summed data wait / elapsed
     utilization: float | None = None  # mean over GPUs (None without one)
     steps: int = 0
+    steady_steps: int = 0            # steps in the steady window (the slowest rank's)
+    steady_s: float | None = None
+    steady_reached: bool = False     # False: the script ended before steady state
+    rank: int | None = None          # under torchrun: the slowest rank, whose figures these are
+    worker_cpu: float | None = None  # workers' CPU time / their wall time in the window
     peak_rss: int | None = None      # the process tree's resident memory, peak
     peak_private: int | None = None  # its private memory, peak
     main_private: int | None = None
@@ -82,6 +98,7 @@ class Launch:
     schedule: dict
     env: dict = field(default_factory=dict)
     site: str | None = None  # "file:line" of the tuned DataLoader (None: every DataLoader)
+    nproc_per_node: int = 1  # > 1: every trial under torchrun, this many ranks
 
     def sets(self, changes: dict) -> list[str]:
         scope = f"{self.site}:" if self.site else ""
@@ -89,7 +106,7 @@ class Launch:
 
     def command(self, session: Path, changes: dict) -> list[str]:
         options = {"sets": self.sets(changes), "profile_memory": False,
-                   "stop_after_window": True}
+                   "stop_after_window": False, "nproc_per_node": self.nproc_per_node}
         argv = runner_options.build_argv(session, str(self.script), self.args, self.schedule,
                                          options)
         return [self.python, str(RUNNER), *argv]
@@ -109,7 +126,7 @@ def run_trial(launch: Launch, trial: Trial, tune_dir: Path, deadline: float, lim
     trial.session = str(session)
     env = {**os.environ, **launch.env, "PYTHONUNBUFFERED": "1"}
     env.pop("QT_QPA_PLATFORM", None)
-    memory = TreeMemory()
+    memory, cpu = TreeMemory(), WorkerCpu()
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out:
         try:
@@ -122,7 +139,8 @@ def run_trial(launch: Launch, trial: Trial, tune_dir: Path, deadline: float, lim
             return trial
         stop_reason = ""
         try:
-            stop_reason = _watch(proc, memory, deadline, limit, cancel)
+            stop_reason = _watch(proc, session, memory, cpu, deadline, limit, cancel,
+                                 launch.nproc_per_node)
         except BaseException:  # Ctrl-C, or the GUI job closed: no runner is left behind
             _stop(proc, session, "interrupted by stallscope tune")
             trial.status, trial.message = INTERRUPTED, "stopped before its end"
@@ -138,6 +156,8 @@ def run_trial(launch: Launch, trial: Trial, tune_dir: Path, deadline: float, lim
         elif stop_reason == OVER_BUDGET:
             _stop(proc, session, "stopped by stallscope tune: over the time budget")
             trial.status, trial.message = OVER_BUDGET, "the time budget ran out during it"
+        elif stop_reason == MEASURED:
+            _stop(proc, session, MEASURED_REASON)
         elif stop_reason == "cancelled":
             _stop(proc, session, "cancelled in stallscope tune")
             trial.status, trial.message = INTERRUPTED, "cancelled"
@@ -150,18 +170,46 @@ def run_trial(launch: Launch, trial: Trial, tune_dir: Path, deadline: float, lim
         tail = out.read()[-4000:].decode("utf-8", errors="replace")
     _fill_memory(trial, memory)
     if trial.status == "pending":
-        measure(trial, session, launch.schedule["wait"], tail)
+        measure(trial, session, tail, stopped=stop_reason == MEASURED, cpu=cpu)
     return trial
 
 
-def _watch(proc: subprocess.Popen, memory: TreeMemory, deadline: float, limit: int,
-           cancel: CancelFlag | None) -> str:
+class StepFollower:
+    """A running trial's step events, per rank, and whether every rank has its steady window."""
+
+    def __init__(self, session: Path, ranks: int) -> None:
+        self.events = EventFollower(session)
+        self.steps: dict = {}
+        self.queued = 0
+        self.ranks = ranks
+
+    def measured(self) -> bool:
+        new = self.events.poll()
+        for e in new:
+            if e.get("event") == "dataloader":
+                eff = e.get("effective") or {}
+                workers = int(eff.get("num_workers") or 0)
+                self.queued = max(self.queued, workers * int(eff.get("prefetch_factor") or 2))
+            elif e.get("event") == "step":
+                self.steps.setdefault(e.get("rank"), []).append(e)
+        if not any(e.get("event") == "step" for e in new) or len(self.steps) < self.ranks:
+            return False
+        for rank, events in self.steps.items():
+            w = Steps.from_events(events, rank).steady(self.queued)
+            if w is None or not w.reached:
+                return False
+        return True
+
+
+def _watch(proc: subprocess.Popen, session: Path, memory: TreeMemory, cpu: WorkerCpu,
+           deadline: float, limit: int, cancel: CancelFlag | None, ranks: int = 1) -> str:
     """Wait for the runner; '' when it ended by itself, else why it must be stopped."""
     try:
         root = psutil.Process(proc.pid)
     except psutil.Error:
         root = None
-    next_sample = 0.0
+    follower = StepFollower(session, ranks)
+    next_sample = next_follow = 0.0
     while proc.poll() is None:
         now = time.monotonic()
         if cancel is not None and cancel.is_set():
@@ -170,8 +218,14 @@ def _watch(proc: subprocess.Popen, memory: TreeMemory, deadline: float, limit: i
             return OVER_BUDGET
         if root is not None and now >= next_sample:
             next_sample = now + SAMPLE_S
-            if memory.sample(root) > GUARD * limit:
+            procs = tree(root)
+            cpu.sample(procs, time.time())
+            if memory.add(procs) > GUARD * limit:
                 return OUT_OF_MEMORY
+        if now >= next_follow:
+            next_follow = now + FOLLOW_S
+            if follower.measured():
+                return MEASURED
         time.sleep(POLL_S)
     return ""
 
@@ -206,8 +260,10 @@ def _fill_memory(trial: Trial, memory: TreeMemory) -> None:
         trial.worker_private = memory.per_worker if memory.workers else None
 
 
-def measure(trial: Trial, session: Path, skip: int, tail: str = "") -> None:
-    """Status and figures of a trial that ended by itself, read from its session folder."""
+def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
+            cpu: WorkerCpu | None = None) -> None:
+    """Status and figures of a trial that ended by itself (or that the tune stopped once its
+    steady window was measured), read from its session folder."""
     try:
         s = open_session(session)
     except Exception:  # noqa: BLE001 - no session at all: the runner did not start
@@ -217,9 +273,13 @@ def measure(trial: Trial, session: Path, skip: int, tail: str = "") -> None:
     end = s.end
     steps = s.steps()
     trial.steps = len(steps)
-    if s.run.get("dataloaders"):
-        trial.effective = _tuned_loader(s.run["dataloaders"]).get("effective", {})
-    if end is None or not (end.rc == 0 and end.reason in (STOPPED_REASON, "completed")):
+    loaders = s.loaders()
+    if loaders:
+        trial.effective = _tuned_loader(loaders).get("effective", {})
+    ended_well = end is not None and (
+        (end.rc == 0 and end.reason in (STOPPED_REASON, "completed"))
+        or (stopped and end.exception is None))
+    if not ended_well:
         trial.status = CRASHED
         if end is not None and end.exception is not None:
             trial.message = end.exception.text + (f" (at step {end.exception.step})"
@@ -227,20 +287,19 @@ def measure(trial: Trial, session: Path, skip: int, tail: str = "") -> None:
         else:
             trial.message = (end.reason if end is not None else "") or _last_line(tail)
         return
-    steady = steps.n >= skip
-    if steady.sum() < 2:
-        steady = steps.n >= 1
-    if not steady.any():
+    found = s.steady()
+    if found is None:
         trial.status, trial.message = NO_STEPS, end.warning or "no steps were measured"
         return
-    wall, wait = steps.wall_ms[steady], steps.data_wait_ms[steady]
+    rank, w = found
     trial.status = OK
-    trial.step_ms = float(np.nanmedian(wall))
-    trial.data_wait_ms = float(np.nanmedian(wait))
-    total = float(np.nansum(wall))
-    trial.data_wait_share = float(np.nansum(wait)) / total if total > 0 else 0.0
-    if int(steady.sum()) < 3:
-        trial.message = f"only {int(steady.sum())} steady steps: the script ended early"
+    trial.step_ms, trial.data_wait_ms = w.step_ms, w.data_wait_ms
+    trial.data_wait_share = w.data_wait_share
+    trial.steady_steps, trial.steady_s, trial.steady_reached = w.steps, w.seconds, w.reached
+    trial.rank = rank if len(s.ranks) > 1 else None
+    trial.message = w.note
+    if cpu is not None and int(trial.effective.get("num_workers") or 0) > 0:
+        trial.worker_cpu = cpu.share(w.t0, w.t1)
     if s.run.get("cuda_available"):
         trial.utilization = _utilization(s.traces())
 

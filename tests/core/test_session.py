@@ -82,9 +82,11 @@ def test_replay_skips_garbage_and_a_torn_last_line(tmp_path):
 
 def test_open_session_steps_summary_and_traces(tmp_path):
     events = line(event="started", t=1.0)
+    t = 2.0
     for n, (wall, wait) in enumerate([(500.0, 400.0), (100.0, 80.0), (120.0, 60.0),
                                       (80.0, 40.0)]):
-        events += line(event="step", t=2.0 + n, n=n, wall_ms=wall, data_wait_ms=wait,
+        t += wall / 1e3
+        events += line(event="step", t=t, n=n, wall_ms=wall, data_wait_ms=wait,
                        rss=1000 + n, phase="active")
     events += line(event="trace_ready", t=9.0, path="traces/b.pt.trace.json.gz")
     events += line(event="finished", t=10.0, rc=0, reason="stopped after profiling window")
@@ -100,8 +102,13 @@ def test_open_session_steps_summary_and_traces(tmp_path):
     assert [p.name for p in s.traces()] == ["b.pt.trace.json.gz", "a.pt.trace.json.gz"]
     summary = s.summary()
     assert summary["steps"] == 4 and summary["rc"] == 0
-    assert summary["median_step_ms"] == 100.0  # step 0 (start-up) left out
+    # the steady statistic: too short for steady state, so step 0 (start-up) is left out and
+    # the rest stands as a mean over elapsed time, said as such
+    assert summary["step_ms"] == pytest.approx(100.0)
+    assert summary["data_wait_ms"] == pytest.approx(60.0)
     assert summary["data_wait_share"] == pytest.approx(180 / 300)
+    assert summary["steady_steps"] == 3 and summary["steady_reached"] is False
+    assert summary["steady_note"].startswith("only 4 steps: too short to reach steady state")
     assert s.stdout() == "hello\nworld\n"
 
 

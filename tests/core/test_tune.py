@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stallscope.core.errors import StallscopeError
-from stallscope.core.tune import Search, Trial, TuneResult, ladder, table, verdict
+from stallscope.core.tune import Search, Trial, TuneResult, ladder, noise, table, verdict
 from stallscope.core.tune.memory import TreeMemory, over_limit_text, parse_size
 from stallscope.core.tune.trial import changes_from
 
@@ -34,27 +34,82 @@ def test_ladder_doubles_up_to_the_cores_from_the_script_value():
 
 
 def test_search_climbs_while_it_helps_then_tunes_around_the_best():
-    # data costs 120 ms per batch over the workers, compute 30 ms; prefetch 4 wins 10%
-    def model(s):
-        data = 120.0 / max(s["num_workers"], 1) if s["num_workers"] else 120.0
+    # data costs 120 ms per batch over the workers, compute 30 ms; prefetch 4 wins 10% while
+    # the steps still wait for data
+    def model(s, data_ms=120.0):
+        data = data_ms / max(s["num_workers"], 1) if s["num_workers"] else data_ms
         step = max(data, 30.0) if s["num_workers"] else data + 30.0
-        if s.get("prefetch_factor") == 4:
-            step *= 0.9
+        if s.get("prefetch_factor") == 4 and step > 30.0:
+            step = max(30.0, step * 0.9)
         return step, max(0.0, step - 30.0) / step
 
     search = Search(SCRIPT, cores=16)
     tried = drive(search, model)
     workers = [s["num_workers"] for s in tried]
     # 0 -> 1 -> 2 -> 4 all better; at 4 the steps no longer wait for data (compute bound):
-    # the climb stops without trying 8
-    assert workers[:4] == [0, 1, 2, 4] and 8 not in workers
-    assert search.best.settings["num_workers"] == 4
-    assert search.best.settings["prefetch_factor"] == 4
-    assert [s for s in tried[4:]] == [
-        {**SCRIPT, "num_workers": 4, "persistent_workers": True},
-        {**SCRIPT, "num_workers": 4, "prefetch_factor": 4}]
+    # the climb stops without trying 8, and no setting around it can help steps that do not
+    # wait for data (issue 21: the around stage is skipped, which saves two trials)
+    assert workers == [0, 1, 2, 4]
+    assert search.best.settings == {**SCRIPT, "num_workers": 4}
+    assert ("pin_memory, persistent_workers, prefetch_factor",
+            "steps wait for data only 0% of the time") in search.skipped
+
+    # on 2 cores with workers on a CPU the climb ends at the cores, steps still waiting:
+    # the settings around the best are tried, prefetch 4 kept
+    search = Search(SCRIPT, cores=2)
+    tried = []
+    while (settings := search.next()) is not None:
+        tried.append(settings)
+        search.record(settings, *model(settings), worker_cpu=0.95)
+    assert [s["num_workers"] for s in tried[:3]] == [0, 1, 2]
+    assert tried[3:] == [
+        {**SCRIPT, "num_workers": 2, "persistent_workers": True},
+        {**SCRIPT, "num_workers": 2, "prefetch_factor": 4}]
+    assert search.best.settings == {**SCRIPT, "num_workers": 2, "prefetch_factor": 4}
+    assert search.climb_note() == ("workers are on a CPU 95% of the time (CPU-bound): stopped "
+                                   "at the 2 cores")
     assert ("pin_memory=True", "no CUDA device: pinned memory does nothing") in search.skipped
     assert len(tried) < 1 + 4 * 2 * 2 * 2  # far fewer than the grid
+
+
+def test_workers_that_wait_on_io_climb_past_the_cores_up_to_the_limit():
+    # every batch sleeps 400 ms in a worker (off the CPU), compute 10 ms: more workers help
+    # until 32 of them, far past 2 cores
+    def io(s):
+        w = s["num_workers"]
+        step = max(400.0 / w, 10.0) if w else 410.0
+        return step, max(0.0, step - 10.0) / step, (0.03 if w else None)
+
+    def drive_io(search):
+        tried = []
+        while (settings := search.next()) is not None:
+            tried.append(settings["num_workers"])
+            search.record(settings, *io(settings))
+        return tried
+
+    search = Search(SCRIPT, cores=2, most=16)
+    assert drive_io(search)[:6] == [0, 1, 2, 4, 8, 16]
+    assert search.best.settings["num_workers"] == 16
+    assert search.climb_note() == (
+        "workers wait on I/O 97% of the time and steps still wait for data 95% of theirs: "
+        "tried past the 2 cores; tried up to 16 (the limit)")
+    # the user's limit (or the cores when it is unset) holds
+    capped = Search(SCRIPT, cores=2, most=4)
+    assert max(drive_io(capped)) == 4
+    assert capped.climb_note().endswith("tried past the 2 cores; tried up to 4 (the limit)")
+    at_cores = Search(SCRIPT, cores=2, most=2)
+    assert max(drive_io(at_cores)) == 2
+    assert at_cores.climb_note() == ("workers wait on I/O 97% of the time, but the limit is 2 "
+                                     "workers")
+    # past the cores one rung without gain ends the climb: 8 and 16 no better than 4
+    flat = Search(SCRIPT, cores=2, most=64)
+    tried = []
+    while (settings := flat.next()) is not None:
+        tried.append(settings["num_workers"])
+        step, share, cpu = io(settings)
+        flat.record(settings, max(step, 100.0), share, cpu)
+    assert tried[:5] == [0, 1, 2, 4, 8] and 16 not in tried  # 4 better, 8 not: no 16
+    assert flat.best.settings["num_workers"] == 4
 
 
 def test_two_rungs_without_gain_end_the_climb_and_a_failure_ends_it_at_once():
@@ -116,10 +171,12 @@ def test_result_speedup_change_line_table_and_json_round_trip(tmp_path):
     assert lines[0].split() == ["#", "settings", "step", "data", "wait", "peak", "RSS", "status"]
     assert lines[2].startswith("2 *  num_workers=2") and "80.00 ms" in lines[2]
     assert lines[3].endswith("crashed: RuntimeError: boom (at step 0)")
-    assert verdict(result)[:2] == [
-        "best: num_workers=2 at 80.00 ms per step (trial 2) vs 200.00 ms as written: 2.50x "
-        "faster, measured",
-        "change: train.py:57: DataLoader(..., num_workers=0) -> num_workers=2"]
+    assert verdict(result)[:3] == [
+        "best: num_workers=2 at 80.00 ms per step vs 200.00 ms as written: faster by 2.50x "
+        "(trials 1 and 2)",
+        "change: train.py:57: DataLoader(..., num_workers=0) -> num_workers=2",
+        "step times: steady mean (elapsed over the steady steps / their count), on unprofiled "
+        "steps"]
     path = result.save()
     from stallscope.core.tune import load_result
 
@@ -127,6 +184,61 @@ def test_result_speedup_change_line_table_and_json_round_trip(tmp_path):
     assert again.to_json() == result.to_json()
     assert again.to_json()["best_session"] == "" and again.best_trial.changes == {
         "num_workers": 2}
+
+
+def paired(tmp_path: Path, ratios: list[float], decision: str) -> TuneResult:
+    """A result whose leader (num_workers=2 at 80 ms) was repeated against the script as
+    written: pair i's as-written trial measured 80 x ratios[i]."""
+    result = make_result(tmp_path)
+    result.trials[0].step_ms = 80.0 * ratios[0]
+    result.leader, result.pairs, result.decision = 2, [(1, 2)], decision
+    for r in ratios[1:]:
+        n = len(result.trials)
+        result.trials += [
+            Trial(n + 1, f"{n + 1:02d}-num_workers=2-pair", {**SCRIPT, "num_workers": 2},
+                  {"num_workers": 2}, session=f"s{n + 1}", status="ok", step_ms=80.0),
+            Trial(n + 2, f"{n + 2:02d}-as-written-pair", dict(SCRIPT), {},
+                  session=f"s{n + 2}", status="ok", step_ms=80.0 * r)]
+        result.pairs.append((n + 2, n + 1))
+    result.best = 2 if decision == noise.ADOPT else 1
+    return result
+
+
+def test_a_verdict_prints_its_interval_and_names_the_median_pair(tmp_path):
+    result = paired(tmp_path, [2.5, 2.9, 2.7], noise.ADOPT)
+    assert result.ratios == pytest.approx([2.5, 2.9, 2.7])
+    assert result.speedup == pytest.approx(2.7)
+    assert result.sessions == ("s7", "s6")  # the pair whose ratio is the claim
+    assert verdict(result)[0] == ("best: num_workers=2 at 80.00 ms per step vs 216.00 ms as "
+                                  "written: faster by 2.70x, 2.50-2.90x over 3 pairs "
+                                  "(trials 7 and 6)")
+    data = result.to_json()
+    assert (data["baseline_session"], data["best_session"]) == ("s7", "s6")
+    assert data["interval"] == "2.70x, 2.50-2.90x over 3 pairs" and data["decision"] == "adopt"
+    from stallscope.core.tune import load_result
+
+    assert load_result(result.save()).to_json() == data
+
+
+def test_a_leader_within_noise_keeps_the_script_settings(tmp_path):
+    result = paired(tmp_path, [1.12, 0.97, 1.04], noise.NOISE)
+    lines = verdict(result)
+    assert lines[0] == ("within noise: num_workers=2 measured 1.04x, 0.97-1.12x over 3 pairs "
+                        "against the script as written; keep the script's settings "
+                        "(num_workers=0, pin_memory=false, persistent_workers=false)")
+    assert result.change == "" and not any(line.startswith("change:") for line in lines)
+
+
+def test_noise_decides_on_the_interval_of_the_pairs():
+    gain = 0.05
+    assert noise.decide([3.0], gain) == noise.MORE            # one pair proves nothing
+    assert noise.decide([3.0, 2.8], gain) == noise.ADOPT      # every pair beyond the gain
+    assert noise.decide([1.2, 1.01], gain) == noise.MORE      # straddles: one more pair
+    assert noise.decide([1.2, 1.01, 1.1], gain) == noise.NOISE  # still straddles at the last
+    assert noise.decide([1.04, 0.98], gain) == noise.NOISE    # no pair beyond the gain
+    assert noise.median_index([2.5, 2.9, 2.7]) == 2
+    assert noise.median_index([1.2, 1.1]) == 1                # the lower middle one
+    assert noise.interval_text([1.3]) == "1.30x over 1 pair (not repeated)"
 
 
 def test_nothing_better_says_so(tmp_path):

@@ -1,0 +1,50 @@
+"""Is the leader really faster than the script as written? Alternating pairs (issue 21).
+
+One trial of each is not enough: on a shared machine the same settings measured 59 to 278 ms
+per step in different runs. So once the search has a leader, the script as written and the
+leader run again in pairs, alternating which goes first (drift in the machine's load hits both
+sides of a pair alike). Each pair gives a ratio (as-written step / leader step). The leader is
+adopted when every pair shows a gain of at least `min_gain` (the interval [lowest, highest]
+lies above 1 + min_gain); it is "within noise" when no pair does or when `MAX_PAIRS` pairs
+still straddle the threshold; the script's settings are kept then.
+
+The claim is the pair with the median ratio (the lower middle one for an even count), so
+the two sessions tune.json names give that very ratio in `compare` and the compare view.
+"""
+
+from __future__ import annotations
+
+ADOPT, NOISE, MORE = "adopt", "within noise", "more"
+UNCONFIRMED = "not confirmed"  # the budget or a failed repeat ended the pairs first
+MIN_PAIRS = 2
+MAX_PAIRS = 3
+
+
+def decide(ratios: list[float], min_gain: float, max_pairs: int = MAX_PAIRS) -> str:
+    """ADOPT, NOISE, or MORE (run another pair)."""
+    if not ratios:
+        return MORE
+    lo, hi = min(ratios), max(ratios)
+    if hi < 1 + min_gain:
+        return NOISE if len(ratios) >= MIN_PAIRS else MORE
+    if len(ratios) < MIN_PAIRS:
+        return MORE
+    if lo >= 1 + min_gain:
+        return ADOPT
+    return NOISE if len(ratios) >= max_pairs else MORE
+
+
+def median_index(ratios: list[float]) -> int:
+    """Index of the pair whose ratio is the median (the lower middle one for an even count)."""
+    order = sorted(range(len(ratios)), key=lambda i: ratios[i])
+    return order[(len(order) - 1) // 2]
+
+
+def interval_text(ratios: list[float]) -> str:
+    """'2.90x, 2.70-3.10x over 3 pairs' (the claim, then the lowest and highest pair)."""
+    if not ratios:
+        return "not measured"
+    claim = ratios[median_index(ratios)]
+    if len(ratios) == 1:
+        return f"{claim:.2f}x over 1 pair (not repeated)"
+    return f"{claim:.2f}x, {min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} pairs"
