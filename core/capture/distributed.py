@@ -83,3 +83,101 @@ def rank_results(session: Path) -> dict:
                              "steps": last.get("steps")} if last
                             else {"rc": None, "reason": "ended without a finished record"})
     return ranks
+
+
+# ------------------------------------------------------- processes the script launches itself
+
+RELAUNCH_DIR = Path(__file__).resolve().with_name("relaunch")  # holds sitecustomize.py
+RELAUNCH_ENV = "STALLSCOPE_RELAUNCH"
+RANK_OF = "STALLSCOPE_RANK_OF"  # in a relaunched rank's environment: the launching runner's pid
+RANK_WAIT_S = 60.0
+
+
+def relaunch_children(opts: argparse.Namespace, session: Path, script: Path, runner: Path):
+    """Make every re-run of the script by the script itself (Lightning's DDP launcher) start
+    under the runner as its rank: child Pythons find relaunch/sitecustomize.py first on
+    PYTHONPATH. Returns the undo callable."""
+    own, _ = split_argv(opts.argv)
+    options = [a for a in drop_option(drop_option(own, "--nproc-per-node"), "--session")
+               if a != "--process-group"]
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", RELAUNCH_ENV)}
+    path = saved["PYTHONPATH"]
+    os.environ["PYTHONPATH"] = str(RELAUNCH_DIR) + (os.pathsep + path if path else "")
+    os.environ[RELAUNCH_ENV] = json.dumps({
+        "script": os.path.realpath(script), "runner": str(runner), "parent": os.getpid(),
+        "options": [*options, "--session", str(session)]})
+
+    def undo() -> None:
+        wait_for_ranks()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    return undo
+
+
+def relaunched_ranks() -> list[int]:
+    """The pids of the ranks this runner's script launched that still run (Linux: /proc)."""
+    mark = f"{RANK_OF}={os.getpid()}".encode()
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            if stat[stat.rfind(b")") + 2:][:1] != b"Z":
+                out.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def wait_for_ranks(timeout: float = RANK_WAIT_S) -> None:
+    """When the script ends, the ranks it launched finish too (writing their traces and
+    `finished` records) before the runner ends what the script left running."""
+    deadline = time.monotonic() + timeout
+    while relaunched_ranks() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def launched_rank() -> int | None:
+    """The rank the script gave this process by launching others (WORLD_SIZE > 1 and
+    RANK, or LOCAL_RANK on one node), else None."""
+    try:
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            return None
+        if "RANK" in os.environ:
+            return int(os.environ["RANK"])
+        if os.environ.get("NODE_RANK", "0") == "0" and "LOCAL_RANK" in os.environ:
+            return int(os.environ["LOCAL_RANK"])
+    except ValueError:
+        return None
+    return None
+
+
+def adopt_rank(log, writer, rank: int) -> None:
+    """The runner's process turned out to be rank `rank` of a job the script launched: its
+    events, stdout log and traces take that rank's names, as under torchrun (the files are
+    renamed while open, so what was written stays)."""
+    session = log.path.parent
+    events = session / layout.events_name(rank)
+    stdout = session / layout.stdout_name(rank)
+    for old, new in ((log.path, events), (session / layout.STDOUT_LOG, stdout)):
+        try:
+            if old.exists() and not new.exists():
+                os.replace(old, new)
+        except OSError:
+            return
+    log.path, log.rank = events, rank
+    if hasattr(writer, "stem"):
+        writer.stem = layout.trace_stem(writer.stem, rank)
+    say(f"the script launched its own processes: this one is rank {rank} "
+        f"({events.name}); every rank is profiled")

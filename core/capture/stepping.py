@@ -24,7 +24,9 @@ import inspect
 import os
 import sys
 import time
+from pathlib import Path
 
+from .distributed import adopt_rank, launched_rank, relaunch_children
 from .environment import read_rss
 from .exits import StopAfterWindow
 
@@ -38,6 +40,7 @@ class Stepper:
 
     def __init__(self, torch, prof, schedule, log, opts: argparse.Namespace) -> None:
         self.torch, self.prof, self.schedule, self.log = torch, prof, schedule, log
+        self.opts = opts
         self.stop_after_window = opts.stop_after_window and opts.repeat > 0
         cycle = opts.wait + opts.warmup + opts.active
         self.window_end = cycle * opts.repeat if opts.repeat > 0 else None
@@ -58,9 +61,18 @@ class Stepper:
     def mine(self) -> bool:
         return os.getpid() == self.pid  # a forked DataLoader worker inherits the hooks
 
+    def check_rank(self) -> None:
+        """Once the script has launched its own ranks (Lightning's DDP launcher sets
+        WORLD_SIZE and LOCAL_RANK here too), this process's files take its rank's names."""
+        if self.log.rank is None:
+            rank = launched_rank()
+            if rank is not None:
+                adopt_rank(self.log, self.prof.on_trace_ready, rank)
+
     # -- hooks
     def optimizer_built(self) -> None:
         self.mode = "optimizer"
+        self.check_rank()
 
     def batch_starting(self) -> bool:
         """A batch is asked for; False when an outer fetch (a wrapper) already counts it."""
@@ -98,6 +110,8 @@ class Stepper:
         return "done" if self.window_end is not None and n >= self.window_end else "wait"
 
     def step(self) -> None:
+        if self.steps == 0:
+            self.check_rank()
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else self.t0
         fields = {
@@ -126,6 +140,10 @@ def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
     undo = hook_dataloaders(stepper, capture, loaders)
     undo += hook_optimizers(torch, stepper)
     undo.append(annotate_backward(torch))
+    opts = stepper.opts
+    script = Path(opts.script).expanduser().resolve()
+    undo.append(relaunch_children(opts, stepper.log.path.parent, script,
+                                  Path(__file__).resolve().with_name("runner.py")))
     return undo
 
 

@@ -1,12 +1,43 @@
-"""The script's output, teed into stdout.log while it still reaches the terminal (or the app)."""
+"""The script's output, teed into stdout.log while it still reaches the terminal (or the app).
+
+Several processes write to one terminal (DataLoader workers, the ranks a script launches), so
+nothing here splits a line: the script's streams are line-buffered (each print is one write,
+even under PYTHONUNBUFFERED=1) and the tee passes on whole lines only, in writes of at most
+PIPE_BUF bytes, which a pipe keeps whole. A line end is "\\n" or "\\r" (progress bars); a
+partial line is passed on after PARTIAL_S without more output.
+"""
 
 from __future__ import annotations
 
 import os
+import select
 import sys
 import threading
 import time
 from pathlib import Path
+
+PIPE_BUF = 4096     # POSIX: writes up to this size to a pipe are never interleaved
+PARTIAL_S = 0.2     # a line without its end yet waits this long for the rest
+MAX_PENDING = 1 << 16
+
+
+def whole_lines(data: bytes) -> tuple[bytes, bytes]:
+    """(the complete lines of data, the partial line after them)."""
+    cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+    return data[:cut], data[cut:]
+
+
+def chunks(data: bytes, size: int = PIPE_BUF):
+    """data in pieces of at most `size` bytes that end at line ends (a longer line whole)."""
+    while len(data) > size:
+        cut = max(data.rfind(b"\n", 0, size), data.rfind(b"\r", 0, size)) + 1
+        if cut == 0:
+            cut = min((i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0),
+                      default=len(data) - 1) + 1
+        yield data[:cut]
+        data = data[cut:]
+    if data:
+        yield data
 
 
 class FdTee:
@@ -35,28 +66,45 @@ class FdTee:
             thread.start()
             self._threads.append(thread)
         for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.reconfigure(line_buffering=True)
+            try:  # write_through (PYTHONUNBUFFERED) would make print's parts separate writes
+                stream.reconfigure(line_buffering=True, write_through=False)
             except (AttributeError, ValueError):
                 pass
 
     def _pump(self, read_end: int, out_fd: int) -> None:
+        pending = b""
         while True:
             try:
-                data = os.read(read_end, 65536)
+                ready = [read_end] if os.name == "nt" else select.select(
+                    [read_end], [], [], PARTIAL_S if pending else None)[0]  # no pipe select
+                data = os.read(read_end, 65536) if ready else b""
             except OSError:
                 break
-            if not data:
+            if ready and not data:
                 break
+            if not ready:  # a partial line waited long enough: pass it on as it is
+                self._pass(pending, out_fd)
+                pending = b""
+                continue
+            lines, pending = whole_lines(pending + data)
+            if len(pending) > MAX_PENDING:
+                lines, pending = lines + pending, b""
+            self._pass(lines, out_fd)
+        self._pass(pending, out_fd)
+        os.close(read_end)
+
+    def _pass(self, data: bytes, out_fd: int) -> None:
+        if not data:
+            return
+        for piece in chunks(data):
             try:
-                view = memoryview(data)
+                view = memoryview(piece)
                 while view:
                     view = view[os.write(out_fd, view):]
             except OSError:
                 pass  # the reader went away; keep logging
-            with self._lock:
-                self._log.write(data)
-        os.close(read_end)
+        with self._lock:
+            self._log.write(data)
 
     def close(self, timeout: float = 2.0) -> None:
         for stream in (sys.stdout, sys.stderr):
