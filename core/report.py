@@ -16,6 +16,7 @@ from stallscope.core import causes
 from stallscope.core.causes import BY_CODE
 from stallscope.core.memory import MemoryStats
 from stallscope.core.trace import Trace
+from stallscope.core.units import duration
 
 
 @dataclass
@@ -84,6 +85,59 @@ class DeviceStats:
 
 
 @dataclass
+class Culprit:
+    """An event (or a Python frame) that covers part of a cause's idle time: which op, runtime
+    call, annotation or collective it was, how many of them, the idle they cover, and the
+    user's innermost Python frame that called it ("train.py(45): step"; "" without stacks)."""
+
+    name: str
+    kind: str           # "op", "runtime", "annotation", "gpu_op", "collective", "frame"
+    count: int
+    covered_us: float
+    frame: str = ""
+    detail: str = ""    # a clause for the card: "issued by aten::item", "launches 96 kernels..."
+
+    @property
+    def text(self) -> str:
+        """"aten::to ×78, 84.73 ms: mostly in cudaMemcpyAsync; at train.py(45): step"."""
+        detail = f": {self.detail}" if self.detail else ""
+        frame = (";" if self.detail else ":") + f" at {self.frame}" if self.frame else ""
+        name = self.name if len(self.name) <= 90 else self.name[:87] + "..."
+        return f"{name} ×{self.count:,}, {duration(self.covered_us)}{detail}{frame}"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "count": self.count,
+                "covered_us": self.covered_us, "frame": self.frame, "detail": self.detail}
+
+
+@dataclass
+class WindowFinding:
+    """What the window is when it is not steady training (start-up, a graph capture, one step)."""
+
+    kind: str           # one of WINDOW_KINDS but "steady"
+    title: str
+    evidence: str
+    fix: str
+    culprits: list[Culprit] = field(default_factory=list)
+    first: bool = True  # said before the cards (a lone step late in a run is only noted)
+
+
+WINDOW_KINDS = ("steady", "startup", "graph_capture", "one_step")
+
+
+@dataclass
+class CollectiveWait:
+    """The main thread's `python` time (on `device`, or its step time without a GPU) during
+    which collectives ran on other threads: communication, not Python."""
+
+    device: str | None
+    us: float                       # python time overlapped by collectives
+    python_us: float                # the python time it is part of
+    by_name: dict[str, float]       # collective name -> overlapped µs, largest first
+    threads: list[tuple[str, str]]  # (pid, tid) of the threads that ran them
+
+
+@dataclass
 class Advice:
     """One card: what fired, its numbers, the fix, and the idle time it could win back."""
 
@@ -96,10 +150,12 @@ class Advice:
     saving_us: float = 0.0
     minor: bool = False                        # worth < 1% of the window: never the top card
     device: str | None = None
+    culprits: list[Culprit] = field(default_factory=list)  # what covers its idle, largest first
 
     def to_json(self) -> dict:
         return {"id": self.id, "title": self.title, "evidence": self.evidence, "fix": self.fix,
-                "saving_us": self.saving_us, "minor": self.minor}
+                "saving_us": self.saving_us, "minor": self.minor,
+                "culprits": [c.to_json() for c in self.culprits]}
 
 
 @dataclass
@@ -157,6 +213,15 @@ class Report:
     host_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # host_by_cause's
     host_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # pieces
     ceilings: list[Ceiling] = field(default_factory=list)
+    # What kind of window this is (WINDOW_KINDS) and, when not steady, why; ceilings of a
+    # window that is not steady training are not quoted.
+    window_kind: str = "steady"
+    window_finding: WindowFinding | None = None
+    # cause -> the events covering its idle on the device that idles most on it (card_device)
+    culprits: dict[str, list[Culprit]] = field(default_factory=dict)
+    collective_wait: CollectiveWait | None = None
+    runtime: str = ""                  # "cuda", "hip" (ROCm) or "" (no runtime calls)
+    loader_batches: int = 0            # DataLoader batches the main thread fetched in the window
     headlines: list[Headline] = field(default_factory=list)
     advice: list[Advice] = field(default_factory=list)
 
@@ -167,6 +232,17 @@ class Report:
     @property
     def main_thread(self) -> tuple[str, str] | None:
         return None if self.main_track is None else self.trace.tracks[self.main_track]
+
+    def card_device(self, cause: str) -> str | None:
+        """The device whose card speaks of `cause`: the one idling most on it (None: no GPU)."""
+        if not self.devices:
+            return None
+        return max(self.devices.items(),
+                   key=lambda kv: (kv[1].idle_by_cause.get(cause, 0.0), kv[0]))[0]
+
+    @property
+    def steady(self) -> bool:
+        return self.window_kind == "steady"
 
     @property
     def top_advice(self) -> Advice | None:
@@ -198,6 +274,7 @@ class Report:
             "host_by_cause": self.host_by_cause,
             "host_python_by_annotation": self.host_python_by_annotation,
             "ceilings": [c.to_json() for c in self.ceilings],
+            "window_kind": self.window_kind,
             "memory": {d: m.to_json() for d, m in self.memory.items()},
             "headlines": [h.to_json() for h in self.headlines],
             "advice": [a.to_json() for a in self.advice],

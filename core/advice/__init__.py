@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import os
 
-from stallscope.core.advice import cause_rules, other_rules  # noqa: F401  (register the rules)
+from stallscope.core.advice import (  # noqa: F401  (register the rules)
+    cause_rules,
+    comm_rules,
+    line_rules,
+    other_rules,
+)
 from stallscope.core.advice.headlines import headlines
 from stallscope.core.advice.registry import MINOR_SHARE, RULES, Context, rule
 from stallscope.core.errors import StallscopeError

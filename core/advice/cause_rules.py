@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from stallscope.core import units
+from stallscope.core.advice import fixes, line_rules
 from stallscope.core.advice.registry import Context, rule
 from stallscope.core.causes import CAUSES
+from stallscope.core.kineto import Cat
 from stallscope.core.lineprof import evidence as line_evidence
 from stallscope.core.report import Advice
 from stallscope.core.units import duration, pct
@@ -21,29 +23,9 @@ SMALL_GAP_US = 20.0  # gpu_wait gaps shorter than this are back-to-back kernels
 DATALOADER_MIN_US_PER_STEP = 1000.0
 
 FIXES = {
-    "dataloader_bound": (
-        "Load batches ahead of the step: DataLoader(num_workers=<cores>, persistent_workers=True, "
-        "pin_memory=True, prefetch_factor=4). Run the line heatmap on your Dataset.__getitem__ "
-        "to find the slow line, and convert decoded images once with the LMDB wizard "
-        "(stallscope-cli convert)."),
-    "sync_stalls": (
-        "Avoid host-device syncs inside the loop: no .item(), .cpu(), .numpy() or printing "
-        "tensors every step; accumulate on the GPU and read back every N steps."),
-    "optimizer_bound": (
-        "Use a multi-tensor optimizer: torch.optim.AdamW(..., foreach=True) or fused=True, and "
-        "optimizer.zero_grad(set_to_none=True)."),
-    "host_bound": (
-        "The CPU cannot launch work fast enough: use bigger batches, fewer small ops, "
-        "CUDA graphs or torch.compile."),
-    "backward_bound": (
-        "The autograd threads launch backward too slowly: bigger batches, torch.compile or CUDA "
-        "graphs to launch fewer, larger kernels; with DDP, a larger bucket_cap_mb."),
-    "python_overhead": (
-        "Move logging, metrics and Python bookkeeping out of the step (or run them every N "
-        "steps); rerun with --with-stack to see the Python frames."),
     "small_kernels": (
         "Many tiny kernels run back to back: fuse them with torch.compile, or capture the step "
-        "in a CUDA graph (torch.cuda.graphs / mode=\"reduce-overhead\")."),
+        "in a {graph} (torch.cuda.graphs / mode=\"reduce-overhead\")."),
     "stream_wait": (
         "Queued work waits on another stream, an event or a collective: overlap communication "
         "with compute, and check the stream dependencies (wait_stream, record_stream, events)."),
@@ -56,8 +38,7 @@ CAUSE_RULES = {
                      "the main thread waits on the DataLoader", "waiting on the DataLoader"),
     "sync": ("sync_stalls", "The loop waits on host-device synchronisation",
              "Steps wait on synchronisation",
-             "the main thread or a launching thread is in cudaDeviceSynchronize / "
-             "cudaStreamSynchronize / cudaMemcpy-style calls",
+             "the main thread or a launching thread is in {sync_calls}",
              "synchronize calls and blocking copies"),
     "optimizer": ("optimizer_bound", "The GPU waits for the optimizer step",
                   "The optimizer step takes a large share of each step",
@@ -77,6 +58,8 @@ CAUSE_RULES = {
 
 def _evidence(ctx: Context, cause: str, dev: str | None, us: float) -> str:
     _rule_id, _t, _tc, what, what_cpu = CAUSE_RULES[cause]
+    what = what.format(sync_calls=" / ".join(ctx.rt(n) for n in (
+        "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaMemcpy")) + "-style calls")
     rank = ctx.rank_phrase(dev, cause)
     if dev is not None:
         stats = ctx.stats(dev)
@@ -88,15 +71,18 @@ def _evidence(ctx: Context, cause: str, dev: str | None, us: float) -> str:
             f"over {steps}) goes to {what_cpu}, {rank} (a CPU-only trace).")
 
 
-def _card(ctx: Context, cause: str, extra: str = "", title: str | None = None) -> Advice | None:
+def _card(ctx: Context, cause: str, fix, extra: str = "",
+          title: str | None = None) -> Advice | None:
+    """The cause's card when it fires; `fix(culprits)` writes its fix from its culprits."""
     rule_id, title_gpu, title_cpu, _what, _what_cpu = CAUSE_RULES[cause]
     found = ctx.fires(cause)
     if found is None or (not ctx.gpu and not title_cpu):
         return None  # without a GPU, CPU ops and backward are the work itself
     dev, us = found
+    culprits = ctx.culprits(cause)
     return Advice(rule_id, title or (title_gpu if ctx.gpu else title_cpu),
-                  _evidence(ctx, cause, dev, us) + extra, FIXES[rule_id], cause=cause,
-                  focus=ctx.focus(cause, dev), saving_us=us, device=dev)
+                  _evidence(ctx, cause, dev, us) + extra, fix(culprits), cause=cause,
+                  focus=ctx.focus(cause, dev), saving_us=us, device=dev, culprits=culprits)
 
 
 @rule("dataloader_bound")
@@ -108,29 +94,41 @@ def dataloader_bound(ctx: Context) -> Advice | None:
     if per_step < DATALOADER_MIN_US_PER_STEP:
         return None
     extra = f" That is {duration(per_step)} per step." if ctx.n_steps else ""
+    said, loader_fix = fixes.dataloader_fix(ctx, ctx.culprits("data_loading"))
+    extra += said
     if ctx.line_stats:
         extra += line_evidence(ctx.line_stats)
-    return _card(ctx, "data_loading", extra)
+        hot = line_rules.hot_line(ctx.line_stats, ctx.gpu)
+        tail = (f" Then fix the hottest line of __getitem__, which {hot.does} (its own card "
+                "says how)." if hot is not None else
+                " Speed up the hottest line of __getitem__ (the line heatmap), and convert "
+                "decoded images once with the LMDB wizard (stallscope-cli convert).")
+    else:
+        tail = (" Find the slow line of Dataset.__getitem__ with the line heatmap "
+                "(stallscope-cli run --lineprof auto -- script.py), and convert decoded images "
+                "once with the LMDB wizard (stallscope-cli convert).")
+    return _card(ctx, "data_loading", lambda _c: loader_fix + tail, extra)
 
 
 @rule("sync_stalls")
 def sync_stalls(ctx: Context) -> Advice | None:
-    return _card(ctx, "sync")
+    return _card(ctx, "sync", lambda c: fixes.sync_fix(ctx, c))
 
 
 @rule("optimizer_bound")
 def optimizer_bound(ctx: Context) -> Advice | None:
-    return _card(ctx, "optimizer")
+    return _card(ctx, "optimizer", lambda c: fixes.optimizer_fix(ctx, c))
 
 
 @rule("host_bound")
 def host_bound(ctx: Context) -> Advice | None:
-    return _card(ctx, "cpu_ops")
+    return _card(ctx, "cpu_ops", lambda c: fixes.launch_fix(ctx, c, "The CPU"))
 
 
 @rule("backward_bound")
 def backward_bound(ctx: Context) -> Advice | None:
-    return _card(ctx, "backward")
+    return _card(ctx, "backward", lambda c: fixes.launch_fix(ctx, c, "The autograd threads")
+                 + " With DDP, a larger bucket_cap_mb and gradient_as_bucket_view=True.")
 
 
 @rule("python_overhead")
@@ -146,7 +144,15 @@ def python_overhead(ctx: Context) -> Advice | None:
     parts = ", ".join(f"{n if n == 'outside any annotation' else repr(n)} {duration(us)} "
                       f"({pct(us / total if total else 0)})" for n, us in named)
     extra = f" Where: {parts}." if parts else ""
-    return _card(ctx, "python", extra)
+    wait = ctx.report.collective_wait
+    if wait is not None and wait.device == dev and wait.us > 0:
+        extra += (f" Collectives on other threads covered {duration(wait.us)} more of the "
+                  "main thread's unrecorded time: that part is communication (its own card).")
+    frames = bool((ctx.report.trace.cat == Cat.PYTHON_FUNCTION).any())
+    card = _card(ctx, "python", lambda c: fixes.python_fix(ctx, c, frames), extra)
+    if card is not None and wait is not None and wait.device == dev:
+        card.culprits = [c for c in card.culprits if c.kind != "collective"]
+    return card
 
 
 def _gpu_wait_split(ctx: Context) -> tuple[str, float, float, int, float] | None:
@@ -180,8 +186,9 @@ def _gpu_wait_card(ctx: Context, rule_id: str, title: str, small: bool) -> Advic
         mid = float(tiny[np.argmax(tiny[:, 1] - tiny[:, 0])].mean())
         lo, hi = ctx.report.window
         focus = (max(lo, mid - 100.0), min(hi, mid + 100.0))
-    return Advice(rule_id, title, evidence, FIXES[rule_id], cause="gpu_wait", focus=focus,
-                  saving_us=us, device=dev)
+    return Advice(rule_id, title, evidence, FIXES[rule_id].format(graph=ctx.graph),
+                  cause="gpu_wait", focus=focus, saving_us=us, device=dev,
+                  culprits=ctx.culprits("gpu_wait"))
 
 
 @rule("small_kernels")

@@ -48,7 +48,8 @@ def pageable_h2d(ctx: Context) -> Advice | None:
         f"{units.plural(len(spans), 'host-to-device copy', 'host-to-device copies')} from "
         f"pageable memory took {duration(us)} on GPU {dev}, {pct(ctx.share(us))} of the "
         f"{duration(ctx.base_us)} window; pageable copies cannot overlap with compute.",
-        FIXES["pageable_h2d"], focus=longest(spans), saving_us=us, device=dev)
+        FIXES["pageable_h2d"], focus=longest(spans), saving_us=us, device=dev,
+        culprits=ctx.culprits("pageable_h2d"))
 
 
 @rule("allocator_churn")
@@ -64,18 +65,23 @@ def allocator_churn(ctx: Context) -> Advice | None:
             parts.append(f"reserved memory on GPU {dev} shrank "
                          f"{units.plural(len(drops), 'time')} in the window")
         if calls:
-            parts.append(f"{units.plural(calls, 'cudaMalloc/cudaFree call')} ran inside steps, "
+            malloc, free = ctx.rt("cudaMalloc"), ctx.rt("cudaFree")
+            parts.append(f"{units.plural(calls, f'{malloc}/{free} call')} ran inside steps, "
                          f"{duration(mem.allocator_us_in_steps)} in all "
-                         f"({mem.cuda_malloc_count} cudaMalloc, {duration(mem.cuda_malloc_us)}; "
-                         f"{mem.cuda_free_count} cudaFree, {duration(mem.cuda_free_us)} "
+                         f"({mem.cuda_malloc_count} {malloc}, {duration(mem.cuda_malloc_us)}; "
+                         f"{mem.cuda_free_count} {free}, {duration(mem.cuda_free_us)} "
                          "over the whole trace)")
         focus = mem.longest_call_in_steps
         if focus is None:
             t = float(drops[0])
             focus = (max(lo, t - 1000.0), min(hi, t + 1000.0))
         evidence = "; ".join(parts) + "."
-        return Advice("allocator_churn", "The caching allocator keeps going back to cudaMalloc",
-                      evidence[0].upper() + evidence[1:], FIXES["allocator_churn"], focus=focus,
+        fix = FIXES["allocator_churn"]
+        if ctx.rocm:
+            fix = fix.replace("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+        return Advice("allocator_churn", "The caching allocator keeps going back to "
+                      + ctx.rt("cudaMalloc"),
+                      evidence[0].upper() + evidence[1:], fix, focus=focus,
                       saving_us=mem.allocator_us_in_steps, device=dev)
     return None
 
@@ -96,4 +102,5 @@ def exposed_comm(ctx: Context) -> Advice | None:
         f"GPU {dev} runs communication kernels for {duration(stats.comm_us)}, of which "
         f"{duration(us)} ({pct(ctx.share(us))} of the {duration(ctx.base_us)} window) with no "
         f"compute beside them: overlap {pct(stats.comm_overlap)}{per_step}.",
-        FIXES["exposed_comm"], focus=longest(stats.exposed_comm), saving_us=us, device=dev)
+        FIXES["exposed_comm"], focus=longest(stats.exposed_comm), saving_us=us, device=dev,
+        culprits=ctx.culprits("exposed_comm"))

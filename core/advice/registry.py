@@ -13,7 +13,7 @@ import numpy as np
 
 from stallscope.core.causes import CAUSES
 from stallscope.core.lineprof import Profile
-from stallscope.core.report import Advice, DeviceStats, Report
+from stallscope.core.report import Advice, Culprit, DeviceStats, Report
 
 CAUSE_SHARE = 0.05      # a cause rule fires at 5% of the window (or of step time without a GPU)
 CARD_IDLE_SHARE = 0.10  # a GPU idle this much of the window always gets its largest cause carded
@@ -70,10 +70,15 @@ class Context:
         """(device, idle µs) of the device that idles most on `cause`; without a GPU
         (None, the main thread's step time in it)."""
         if not self.gpu:
-            return None, self.report.host_by_cause.get(cause, 0.0)
-        dev, stats = max(self.report.devices.items(),
-                         key=lambda kv: (kv[1].idle_by_cause.get(cause, 0.0), kv[0]))
-        return dev, stats.idle_by_cause.get(cause, 0.0)
+            dev, us = None, self.report.host_by_cause.get(cause, 0.0)
+        else:
+            dev = self.report.card_device(cause)
+            us = self.report.devices[dev].idle_by_cause.get(cause, 0.0)
+        if cause == "python":  # collectives on other threads are communication, not Python
+            wait = self.report.collective_wait
+            if wait is not None and wait.device == dev:
+                us = max(us - wait.us, 0.0)
+        return dev, us
 
     def fires(self, cause: str) -> tuple[str | None, float] | None:
         """(device, µs) when `cause` holds >= 5% of the base or must be carded, else None."""
@@ -83,6 +88,25 @@ class Context:
         if self.base_us > 0 and us >= CAUSE_SHARE * self.base_us:
             return dev, us
         return None
+
+    def culprits(self, cause: str) -> list[Culprit]:
+        return list(self.report.culprits.get(cause, []))
+
+    @property
+    def rocm(self) -> bool:
+        return self.report.runtime == "hip"
+
+    def rt(self, name: str) -> str:
+        """A CUDA runtime name in the trace's own flavour: cudaMalloc -> hipMalloc on ROCm."""
+        return "hip" + name.removeprefix("cuda") if self.rocm else name
+
+    @property
+    def graph(self) -> str:
+        return "HIP graph" if self.rocm else "CUDA graph"
+
+    @property
+    def graphs(self) -> str:
+        return "HIP graphs (torch.cuda.CUDAGraph on ROCm)" if self.rocm else "CUDA graphs"
 
     def stats(self, dev: str | None) -> DeviceStats | None:
         return None if dev is None else self.report.devices.get(dev)

@@ -11,14 +11,20 @@ python by annotation, communication), steps (per-step figures, ceilings).
 
 from __future__ import annotations
 
+import numpy as np
+
 from stallscope.core import causes
 from stallscope.core import intervals as iv
 from stallscope.core.advice import Profile, advise, headlines
 from stallscope.core.analysis import idle
 from stallscope.core.analysis import steps as step_figures
-from stallscope.core.analysis.threads import main_phases, roles
+from stallscope.core.analysis.collectives import collective_wait
+from stallscope.core.analysis.culprits import culprits_by_cause, loader_batches
+from stallscope.core.analysis.threads import Roles, main_phases, roles
+from stallscope.core.analysis.window import window_finding
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
 from stallscope.core.errors import StallscopeError
+from stallscope.core.kineto import RUNTIME_CATS
 from stallscope.core.memory import memory_by_device
 from stallscope.core.report import Advice, Ceiling, DeviceStats, Headline, Report, Step
 from stallscope.core.trace import Trace
@@ -58,6 +64,35 @@ def analyze(trace: Trace, device: int | str | None = None,
         ceilings=step_figures.ceilings(steps, dev_stats, window_us, host_by_cause,
                                        iv.length(base)),
     )
+    explain(report, r, comm)
     report.headlines = headlines(report)
     report.advice = advise(report, line_stats)
     return report
+
+
+def explain(report: Report, r: Roles, comm) -> None:
+    """What the advice names beside the numbers: the kind of window, each cause's culprits,
+    collectives on other threads during the `python` time, the runtime's flavour."""
+    trace = report.trace
+    found = window_finding(trace, r)
+    report.window_finding = found
+    report.window_kind = found.kind if found is not None else "steady"
+    report.culprits = culprits_by_cause(trace, r, report.devices, report.host_spans,
+                                        report.host_codes, report.card_device, comm)
+    dev = report.card_device("python")
+    python = report.devices[dev].spans_of("python") if dev is not None else \
+        report.host_spans[report.host_codes == causes.index("python")]
+    report.collective_wait = collective_wait(trace, r, python, dev)
+    report.runtime = runtime_flavour(trace)
+    report.loader_batches = loader_batches(trace, r)
+
+
+def runtime_flavour(trace: Trace) -> str:
+    """"hip" when the runtime calls are ROCm's, "cuda" for CUDA's, "other" for another
+    accelerator's runtime, "" without runtime calls."""
+    ids = np.unique(trace.name[np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))])
+    names = [trace.names[i] for i in ids]
+    for flavour, prefixes in (("hip", ("hip",)), ("cuda", ("cuda", "cu"))):
+        if any(n.startswith(prefixes) for n in names):
+            return flavour
+    return "other" if names else ""

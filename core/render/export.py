@@ -59,7 +59,11 @@ def report_to_markdown(report: Report, title: str | None = None) -> str:
         lines += [f"### {a.title}{minor}", "",
                   f"- could save: {duration(a.saving_us)} ({_pct_of(a.saving_us, of)} of "
                   f"{'the window' if report.devices else 'step time'})",
-                  f"- evidence: {a.evidence}", f"- fix: {a.fix}", ""]
+                  f"- evidence: {a.evidence}"]
+        lines += [f"- culprit: `{c.name}` ×{c.count:,}, {duration(c.covered_us)}"
+                  + (f": {c.detail}" if c.detail else "")
+                  + (f" (at `{c.frame}`)" if c.frame else "") for c in a.culprits]
+        lines += [f"- fix: {a.fix}", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -96,6 +100,9 @@ def _ceiling_section(report: Report) -> list[str]:
     shown = [c for c in report.ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
     if not shown:
         return []
+    if not report.steady:
+        return ["## Ceilings", "", f"Not quoted for a {report.window_kind.replace('_', ' ')} "
+                "window.", ""]
     return ["## Ceilings", ""] + [
         f"- {'GPU ' + c.device + ': ' if c.device is not None else ''}{c.text}" for c in shown
     ] + [""]

@@ -16,7 +16,8 @@ def render(report: Report) -> str:
     lines = [f"trace   {t.path}" + (f"  (rank {t.rank})" if t.rank is not None else "")]
     source = units.plural(len(report.steps), "step") if report.steps \
         else "no ProfilerStep: all events"
-    lines.append(f"window  {ms(report.window_us)} ({source})")
+    kind = "" if report.steady else f", {report.window_kind.replace('_', ' ')} window"
+    lines.append(f"window  {ms(report.window_us)} ({source}{kind})")
     if report.main_thread:
         lines.append(f"main thread  pid {report.main_thread[0]} tid {report.main_thread[1]}")
     if t.dropped:
@@ -88,6 +89,11 @@ def _ceilings(report: Report) -> list[str]:
     shown = [c for c in report.ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
     if not shown:
         return []
+    if not report.steady:
+        found = report.window_finding
+        why = "see the first message" if found is None or found.first else found.evidence
+        return [f"ceilings: not quoted for a {report.window_kind.replace('_', ' ')} window "
+                f"({why})", ""]
     lines = ["ceilings (how much faster steps could be if one cause vanished)"]
     lines += [f"  {'GPU ' + c.device + ': ' if c.device is not None else ''}{c.text} "
               f"({duration(c.cause_us)} of {duration(c.base_us)})" for c in shown]
@@ -135,5 +141,7 @@ def _advice(report: Report) -> list[str]:
         tag = "minor " if a.minor else ""
         lines += [f"[{a.id}] {tag}{a.title} (could save up to {duration(a.saving_us)}, "
                   f"{share} of {base})",
-                  f"  evidence: {a.evidence}", f"  fix: {a.fix}", ""]
+                  f"  evidence: {a.evidence}"]
+        lines += [f"  culprit: {c.text}" for c in a.culprits]
+        lines += [f"  fix: {a.fix}", ""]
     return lines

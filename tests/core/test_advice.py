@@ -24,6 +24,8 @@ from stallscope.core.trace import load
 ELEVEN = {"dataloader_bound", "sync_stalls", "optimizer_bound", "host_bound", "backward_bound",
           "python_overhead", "small_kernels", "stream_wait", "pageable_h2d", "allocator_churn",
           "exposed_comm"}
+# issue 22: collectives on other threads, the line heatmap's hottest line
+THIRTEEN = ELEVEN | {"collective_wait", "dataset_line"}
 
 CAUSE_RULES = [("data_loading", "dataloader_bound"), ("sync", "sync_stalls"),
                ("optimizer", "optimizer_bound"), ("cpu_ops", "host_bound"),
@@ -38,8 +40,8 @@ def _ids(report):
     return [a.id for a in report.advice]
 
 
-def test_the_registry_holds_the_eleven_rules():
-    assert set(RULES) == ELEVEN
+def test_the_registry_holds_the_thirteen_rules():
+    assert set(RULES) == THIRTEEN
 
 
 @pytest.mark.parametrize(("cause", "rule_id"), CAUSE_RULES)

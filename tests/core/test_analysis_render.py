@@ -40,7 +40,11 @@ def test_text_report_without_a_gpu(real_trace):
     assert "No GPU activity in this trace: the main thread's step time (210.11 ms) by cause" \
         in text
     assert "queued work" not in text  # no GPU op was ever queued
-    assert "the whole step time is Python between ops" in text
+    # one step (issue 22): its ceilings are not quoted, the collectives on gloo's threads are
+    assert report.window_kind == "one_step"
+    assert "the whole step time is Python between ops" not in text
+    assert "ceilings: not quoted for a one step window (The 210.11 ms window holds one step " \
+        "(ProfilerStep#551)" in text
     assert "of step time)" in text
 
 

@@ -1,0 +1,201 @@
+"""Fixes fitted to the trace: numbers from it instead of placeholders (num_workers from the
+measured per-batch data cost and the step's compute, capped at the cores like tune's ladder),
+pin_memory only with a GPU, the optimizer's own class, the fix for the op that issued a sync,
+ROCm's hip* names on ROCm traces."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from stallscope.core.advice.registry import Context
+from stallscope.core.report import Culprit
+from stallscope.core.units import duration
+
+# torch.optim classes with foreach=; those with fused= as well (CUDA, ROCm; CPU from torch 2.4)
+FOREACH = frozenset({"Adadelta", "Adafactor", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD",
+                     "NAdam", "RAdam", "RMSprop", "Rprop", "SGD"})
+FUSED = frozenset({"Adagrad", "Adam", "AdamW", "SGD"})
+STEP_RE = re.compile(r"^Optimizer\.step#(?P<cls>[\w.]+)\.step$")
+ZERO_GRAD_RE = re.compile(r"^Optimizer\.zero_grad#")
+READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
+                "aten::equal", "aten::any", "aten::all")
+COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::numpy_T")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (what tune's num_workers ladder climbs to)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def rung(n: int, cores: int) -> int:
+    """The smallest of tune's ladder (1, 2, 4, 8 ... the cores) at or above n."""
+    top = max(1, cores)
+    k = 1
+    while k < n and k < top:
+        k *= 2
+    return min(k, top)
+
+
+# ----------------------------------------------------------------------------- DataLoader
+
+def loader_numbers(ctx: Context) -> tuple[float, float] | None:
+    """(data µs per batch on the main thread, compute µs per step besides it), when measured."""
+    r = ctx.report
+    batches = r.loader_batches
+    data_us = float((r.phases["data_loading"][:, 1] - r.phases["data_loading"][:, 0]).sum()) \
+        if len(r.phases.get("data_loading", [])) else 0.0
+    if batches <= 0 or data_us <= 0:
+        return None
+    if r.steps:
+        compute = sum(s.dur_us - s.data_loading_us for s in r.steps) / len(r.steps)
+    else:
+        compute = (r.window_us - data_us) / batches
+    return data_us / batches, max(compute, 0.0)
+
+
+def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
+    """(evidence sentence, fix) for the DataLoader card."""
+    numbers = loader_numbers(ctx)
+    cores = usable_cores()
+    single = not any("_MultiProcessing" in c.name for c in culprits)
+    pin = ", pin_memory=True" if ctx.gpu else ""
+    if numbers is None:
+        return "", (f"Load batches in worker processes: DataLoader(num_workers=N with N up to "
+                    f"this machine's {cores} cores, persistent_workers=True{pin}).")
+    per_batch, compute = numbers
+    said = (f" Each batch costs the main thread {duration(per_batch)} while a step computes "
+            f"for {duration(compute)} besides it.")
+    if single:
+        need = math.ceil(per_batch / compute) + 1 if compute > 0 else cores
+        n = rung(need, cores)
+        why = (f"{n} worker{'s' if n != 1 else ''} prepare batches while the step computes "
+               f"({duration(per_batch)} of loading per {duration(compute)} of compute; this "
+               f"machine has {cores} cores)")
+    else:
+        n = rung(2 * max(1, math.ceil(per_batch / compute)) if compute > 0 else cores, cores)
+        why = (f"the loader already has worker processes and still keeps each step waiting "
+               f"{duration(per_batch)}: try more of them (up to this machine's {cores} cores)")
+    fix = (f"Load batches ahead of the step: DataLoader(num_workers={n}, "
+           f"persistent_workers=True{pin}, prefetch_factor=4): {why}. Try it without editing "
+           f"the script: stallscope-cli run --set num_workers={n} -- script.py, or let "
+           f"stallscope-cli tune -- script.py find the best settings.")
+    return said, fix
+
+
+# ----------------------------------------------------------------------------- sync
+
+def sync_fix(ctx: Context, culprits: list[Culprit]) -> str:
+    calls = " / ".join(ctx.rt(n) for n in ("cudaDeviceSynchronize", "cudaStreamSynchronize",
+                                           "cudaMemcpy"))
+    generic = (f"Avoid host-device syncs inside the loop ({calls}): no .item(), .cpu(), "
+               ".numpy() or printing tensors every step; accumulate on the GPU and read back "
+               "every N steps.")
+    top = culprits[0] if culprits else None
+    if top is None:
+        return generic
+    issued = _issuer(top.detail)
+    where = f" (at {top.frame})" if top.frame else ""
+    if issued.startswith(READBACK_OPS):
+        head = (f"{issued} reads a GPU value back to Python every step{where} (.item(), a "
+                "tensor in an `if`, a Python number from a loss): keep running sums on the "
+                "GPU and read them every N steps.")
+    elif issued.startswith(COPY_OPS) and "DtoH" in top.detail:
+        head = (f"{issued} copies a GPU tensor to the host and waits for it{where} (.cpu(), "
+                ".numpy(), .tolist()): keep it on the GPU, or copy with non_blocking=True into "
+                "a pinned buffer and read it a step later.")
+    elif issued.startswith(COPY_OPS) and "HtoD" in top.detail:
+        head = (f"{issued} copies host memory to the GPU and waits{where}: use pinned memory "
+                "(DataLoader(pin_memory=True)) and .to(device, non_blocking=True).")
+    elif not issued and "Device" in top.name:
+        head = (f"{top.name} is called directly{where}: torch.cuda.synchronize() in the loop "
+                "(often timing code) stops the CPU until the GPU is done: remove it, or call "
+                "it every N steps.")
+    elif "Event" in top.name:
+        head = (f"{top.name}{where}: event.synchronize() / elapsed_time() inside the loop "
+                "waits for the GPU: read timings every N steps.")
+    else:
+        return generic
+    return head + " " + generic
+
+
+def _issuer(detail: str) -> str:
+    m = re.search(r"issued by ([^;]+)", detail)
+    return m.group(1).strip() if m else ""
+
+
+# ----------------------------------------------------------------------------- optimizer
+
+def optimizer_fix(ctx: Context, culprits: list[Culprit]) -> str:
+    classes = [m.group("cls") for c in culprits if (m := STEP_RE.match(c.name))]
+    ops = [c.name for c in culprits if c.kind == "op"]
+    zero_first = bool(culprits) and ZERO_GRAD_RE.match(culprits[0].name) is not None
+    parts = []
+    if zero_first or any(o in ("aten::zero_", "aten::fill_") for o in ops[:2]):
+        parts.append("optimizer.zero_grad(set_to_none=True) (the default from torch 2.0): "
+                     "zeroing every gradient (aten::zero_ / fill_ per parameter) is host "
+                     "time the GPU waits for")
+    for cls in dict.fromkeys(classes):
+        short = cls.rsplit(".", 1)[-1]
+        if "fused" in short.lower():
+            parts.append(f"{short} is already fused: its time is the host side of the step; "
+                         "fewer, larger parameter groups or stepping less often (gradient "
+                         "accumulation) leave less of it")
+        elif short in FOREACH:
+            fused = (" or fused=True (one kernel per parameter group)"
+                     if short in FUSED else "")
+            if any(o.startswith("aten::_foreach_") for o in ops):
+                parts.append(f"{short} already runs multi-tensor (aten::_foreach_* ops)"
+                             + (f"; torch.optim.{short}(..., fused=True) does the step in one "
+                                "kernel per group" if short in FUSED else ""))
+            else:
+                parts.append(f"use a multi-tensor step: torch.optim.{short}(..., "
+                             f"foreach=True){fused}")
+        else:
+            parts.append(f"{short} is not a torch.optim class: look for its own foreach / "
+                         "fused / multi-tensor option")
+    if not parts:
+        parts.append("use a multi-tensor optimizer (foreach=True or fused=True on "
+                     "torch.optim's Adam, AdamW, SGD, Adagrad) and "
+                     "optimizer.zero_grad(set_to_none=True)")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+# ----------------------------------------------------------------------------- launches
+
+def launch_fix(ctx: Context, culprits: list[Culprit], who: str) -> str:
+    """host_bound / backward_bound: what the heaviest op does, then the general fix."""
+    general = (f"{who} cannot launch work fast enough: bigger batches, fewer small ops, "
+               f"torch.compile or {ctx.graphs} to launch fewer, larger kernels.")
+    top = culprits[0] if culprits else None
+    if top is None:
+        return general
+    copy = ctx.rt("cudaMemcpyAsync")
+    if copy in top.detail and top.name in COPY_OPS and ctx.gpu:
+        return (f"{top.name} spends the CPU in {copy}: copies from pageable memory block the "
+                "host; use pinned memory (DataLoader(pin_memory=True)) and .to(device, "
+                "non_blocking=True). " + general)
+    m = re.search(r"launches ([\d,]+) tiny GPU ops?, median ([^;]+)", top.detail)
+    if m:
+        return (f"{top.name} launches {m.group(1)} tiny kernels (median {m.group(2)}): each "
+                f"costs more to launch than to run; fuse them with torch.compile, or replay "
+                f"the step as one {ctx.graph}, and give each launch more work (bigger "
+                "batches).")
+    return general
+
+
+def python_fix(ctx: Context, culprits: list[Culprit], has_frames: bool) -> str:
+    frames = [c.name for c in culprits if c.kind == "frame"][:2]
+    if frames:
+        where = " and ".join(frames)
+        return (f"The time is Python in {where}: move logging, metrics and bookkeeping there "
+                "out of the step (or run them every N steps), and keep tensors on the device "
+                "in between.")
+    tail = "" if has_frames else "; rerun with --with-stack to see the Python frames"
+    return ("Move logging, metrics and Python bookkeeping out of the step (or run them every "
+            f"N steps){tail}.")

@@ -1,0 +1,436 @@
+"""The culprits of each cause: the events that cover most of its idle time on the device its
+card speaks of (or the main thread's step time without a GPU), with the user's innermost Python
+frame that called them where the trace has stacks.
+
+Every cause's idle pieces are split at the candidate events' bounds, each piece is owned by the
+innermost (or outermost) candidate covering it on its thread, and the owners are summed by name
+id (bincount). Nesting levels are found once per candidate set (one sort); a point's owner is
+a searchsorted per level. No per-event Python objects.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stallscope.core import causes
+from stallscope.core import intervals as iv
+from stallscope.core.analysis.names import frame_tier, is_collective_name, is_frame_name
+from stallscope.core.analysis.threads import Roles
+from stallscope.core.kineto import (
+    BACKWARD_ANNOTATIONS,
+    DATALOADER_PREFIXES,
+    OPTIMIZER_PREFIX,
+    PAGEABLE_H2D,
+    RUNTIME_CATS,
+    Cat,
+)
+from stallscope.core.report import Culprit, DeviceStats
+from stallscope.core.trace import Trace
+from stallscope.core.units import duration, plural
+
+TOP = 3
+MAX_LEVELS = 64          # deeper nesting (broken traces) is folded into the last level
+TINY_KERNEL_US = 10.0    # a kernel this short costs less than its launch
+
+
+# ----------------------------------------------------------------------------- nesting
+
+def owner_at(starts: np.ndarray, ends: np.ndarray, points: np.ndarray,
+             innermost: bool = True) -> np.ndarray:
+    """For each point, the index (into starts) of the innermost (or outermost) interval
+    [start, end) covering it, else -1. Intervals are taken as nested (one thread's events)."""
+    out = np.full(len(points), -1, dtype=np.int64)
+    if len(starts) == 0 or len(points) == 0:
+        return out
+    order = np.lexsort((-ends, starts))  # by start, outer first
+    s, e = starts[order], ends[order]
+    depth = np.arange(len(s)) - np.searchsorted(np.sort(e), s, side="right")
+    depth = np.clip(depth, 0, MAX_LEVELS - 1)
+    top = int(depth.max())
+    for level in (range(top, -1, -1) if innermost else range(top + 1)):
+        at = np.flatnonzero(depth == level)
+        if len(at) == 0:
+            continue
+        j = np.searchsorted(s[at], points, side="right") - 1
+        jj = np.maximum(j, 0)
+        hit = (out < 0) & (j >= 0) & (points < e[at][jj])
+        out[hit] = order[at[jj[hit]]]
+    return out
+
+
+def pieces(spans: np.ndarray, events: np.ndarray, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The idle `spans` cut at the bounds of `events` (indexes): (starts, ends) of the parts."""
+    if len(spans) == 0:
+        return np.zeros(0), np.zeros(0)
+    lo, hi = spans[0, 0], spans[-1, 1]
+    pts = np.unique(np.concatenate([spans.ravel(), np.clip(trace.start[events], lo, hi),
+                                    np.clip(trace.end[events], lo, hi)]))
+    a, b = pts[:-1], pts[1:]
+    keep = iv.covers(spans, a) & (b > a)
+    return a[keep], b[keep]
+
+
+def attribute(trace: Trace, a: np.ndarray, b: np.ndarray, groups: list[np.ndarray],
+              innermost: bool = True) -> np.ndarray:
+    """Owner event of each piece [a, b): the first group (one thread's events each) with an
+    event covering the piece's midpoint; -1 where none does."""
+    mid = (a + b) / 2
+    owner = np.full(len(a), -1, dtype=np.int64)
+    for events in groups:
+        free = np.flatnonzero(owner < 0)
+        if len(events) == 0 or len(free) == 0:
+            continue
+        k = owner_at(trace.start[events], trace.end[events], mid[free], innermost)
+        owner[free[k >= 0]] = events[k[k >= 0]]
+    return owner
+
+
+def per_track(trace: Trace, mask: np.ndarray, tracks) -> list[np.ndarray]:
+    """The events of `mask`, one array per track, in the order of `tracks`."""
+    idx = np.flatnonzero(mask & (trace.dur > 0))
+    return [idx[trace.track[idx] == t] for t in tracks]
+
+
+# ----------------------------------------------------------------------------- frames
+
+class Frames:
+    """The innermost Python frame (cat python_function) around a point on a thread, preferring
+    the user's own code over installed packages."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        frames = (trace.cat == Cat.PYTHON_FUNCTION) & (trace.dur > 0)
+        self.any = np.flatnonzero(frames & trace.mask_names(is_frame_name))
+        self.tiers = [np.flatnonzero(frames & trace.mask_names(lambda n, k=k: frame_tier(n) == k))
+                      for k in (2, 1)] + [self.any]
+        self.user = np.concatenate(self.tiers[:2])
+
+    def __bool__(self) -> bool:
+        return len(self.any) > 0
+
+    def at(self, tracks: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """Name id of the frame at each (track, point), -1 where the thread has none."""
+        t = self.trace
+        out = np.full(len(points), -1, dtype=np.int64)
+        if not self:
+            return out
+        for track in np.unique(tracks):
+            on = np.flatnonzero(tracks == track)
+            for frames in self.tiers:
+                frames = frames[t.track[frames] == track]
+                free = on[out[on] < 0]
+                if len(frames) == 0 or len(free) == 0:
+                    continue
+                k = owner_at(t.start[frames], t.end[frames], points[free])
+                out[free[k >= 0]] = t.name[frames[k[k >= 0]]]
+        return out
+
+
+# ----------------------------------------------------------------------------- summing up
+
+def _kind(trace: Trace, event: int) -> str:
+    name = trace.names[trace.name[event]]
+    if is_collective_name(name):
+        return "collective"
+    cat = int(trace.cat[event])
+    if cat in RUNTIME_CATS:
+        return "runtime"
+    if cat == Cat.CPU_OP:
+        return "op"
+    if cat == Cat.PYTHON_FUNCTION:
+        return "frame"
+    if cat in (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.ACCELERATOR):
+        return "gpu_op"
+    return "annotation"
+
+
+def summarize(trace: Trace, a: np.ndarray, b: np.ndarray, owner: np.ndarray,
+              frames: Frames | None, top: int = TOP) -> list[tuple[Culprit, np.ndarray]]:
+    """The `top` owner names by covered time, each with the mask of its pieces."""
+    ok = owner >= 0
+    if not ok.any():
+        return []
+    nid = np.where(ok, trace.name[np.maximum(owner, 0)], -1)
+    ids, inv = np.unique(nid[ok], return_inverse=True)
+    covered = np.bincount(inv, weights=(b - a)[ok])
+    events = np.unique(owner[ok])
+    counts = np.bincount(np.searchsorted(ids, trace.name[events]), minlength=len(ids))
+    frame_ids = frames.at(trace.track[np.maximum(owner, 0)], (a + b) / 2) \
+        if frames else np.full(len(a), -1)
+    out = []
+    for k in np.argsort(-covered, kind="stable")[:top]:
+        mask = nid == ids[k]
+        first = int(owner[np.flatnonzero(mask)[0]])
+        out.append((Culprit(name=trace.names[ids[k]], kind=_kind(trace, first),
+                            count=int(counts[k]), covered_us=float(covered[k]),
+                            frame=_best(trace, frame_ids[mask], (b - a)[mask])), mask))
+    return out
+
+
+def _best(trace: Trace, ids: np.ndarray, weights: np.ndarray) -> str:
+    """The name that covers the most weight among ids >= 0, else ""."""
+    ok = ids >= 0
+    if not ok.any():
+        return ""
+    u, inv = np.unique(ids[ok], return_inverse=True)
+    return trace.names[int(u[np.argmax(np.bincount(inv, weights=weights[ok]))])]
+
+
+# ----------------------------------------------------------------------------- per cause
+
+class Culprits:
+    """Culprits of every cause of one analysis (the Roles and the main thread shared)."""
+
+    def __init__(self, trace: Trace, r: Roles) -> None:
+        self.trace, self.r = trace, r
+        self.frames = Frames(trace)
+        self.main = r.main if r.main is not None else -1
+        self.on_main = trace.track == self.main
+        self.cpu_op_only = trace.cat == Cat.CPU_OP
+
+    def of(self, cause: str, spans: np.ndarray, stats: DeviceStats | None,
+           device: int = -1) -> list[Culprit]:
+        if len(spans) == 0:
+            return []
+        self.device = device
+        fn = getattr(self, "_" + cause, None)
+        return fn(spans, stats) if fn is not None else []
+
+    def _simple(self, spans, groups, innermost=True, frames=True) -> list[tuple[Culprit,
+                                                                             np.ndarray]]:
+        if not any(len(g) for g in groups):
+            return []
+        a, b = pieces(spans, np.concatenate(groups), self.trace)
+        owner = attribute(self.trace, a, b, groups, innermost)
+        found = summarize(self.trace, a, b, owner, self.frames if frames else None)
+        self._last = (a, b, owner)
+        return found
+
+    def _helpers(self, stats: DeviceStats | None) -> list[int]:
+        return [t for t in (stats.launch_tracks if stats else []) if t != self.main]
+
+    def _data_loading(self, spans, stats):
+        t = self.trace
+        loader = t.mask_names(lambda n: n.startswith(DATALOADER_PREFIXES))
+        return [c for c, _ in self._simple(spans, per_track(t, loader & self.on_main,
+                                                            [self.main]))]
+
+    def _sync(self, spans, stats):
+        t, r = self.trace, self.r
+        found = self._simple(spans, per_track(t, r.sync, [self.main, *self._helpers(stats)]))
+        if not found:
+            return []
+        _a, _b, owner = self._last
+        for culprit, mask in found:
+            calls = np.unique(owner[mask])
+            issued = self._enclosing_op(calls)
+            copies = self._gpu_ops_of(calls)
+            parts = [f"issued by {issued}"] if issued else []
+            if copies:
+                parts.append(f"copies {copies}")
+            culprit.detail = "; ".join(parts)
+        return [c for c, _ in found]
+
+    def _optimizer(self, spans, stats):
+        t = self.trace
+        steps = t.mask_names(lambda n: n.startswith(OPTIMIZER_PREFIX)) & self.on_main
+        out = [c for c, _ in self._simple(spans, per_track(t, steps, [self.main]))]
+        ops = self._simple(spans, per_track(t, self.cpu_op_only & self.on_main, [self.main]))
+        return out + [c for c, _ in ops]
+
+    def _cpu_ops(self, spans, stats):
+        return self._ops(spans, [self.main])
+
+    def _backward(self, spans, stats):
+        out = self._ops(spans, self._helpers(stats))
+        if not out:  # the main thread inside a backward annotation, no autograd thread seen
+            t = self.trace
+            marks = t.mask_names(lambda n: n in BACKWARD_ANNOTATIONS) & self.on_main
+            out = [c for c, _ in self._simple(spans, per_track(t, marks, [self.main]))]
+        return out
+
+    def _ops(self, spans, tracks) -> list[Culprit]:
+        """Outermost ops by covered idle, each with the innermost call under most of it and
+        the kernels it launched."""
+        t, r = self.trace, self.r
+        groups = per_track(t, r.cpu_op, tracks)
+        found = self._simple(spans, groups, innermost=False)
+        if not found:
+            return []
+        a, b, outer = self._last
+        inner = attribute(t, a, b, groups, innermost=True)
+        for culprit, mask in found:
+            parts = []
+            deepest = _best(t, np.where(inner[mask] >= 0, t.name[np.maximum(inner[mask], 0)],
+                                        -1), (b - a)[mask])
+            if deepest and deepest != culprit.name:
+                parts.append(f"mostly in {deepest}")
+            launched = self._kernels_in(np.unique(outer[mask]))
+            if len(launched):
+                median = float(np.median(launched))
+                tiny = "tiny " if median < TINY_KERNEL_US else ""
+                parts.append(f"launches {plural(len(launched), tiny + 'GPU op')}, median "
+                             f"{duration(median)}")
+            culprit.detail = "; ".join(parts)
+        return [c for c, _ in found]
+
+    def _python(self, spans, stats):
+        t, r = self.trace, self.r
+        others = [int(k) for k in np.unique(t.track[t.mask_names(is_collective_name)])
+                  if k != self.main]
+        coll = t.mask_names(is_collective_name) & ~r.gpu
+        out = [c for c, _ in self._simple(spans, per_track(t, coll, others), frames=False)]
+        marks = r.annotation & self.on_main
+        out += [c for c, _ in self._simple(spans, per_track(t, marks, [self.main]))]
+        if self.frames:  # the user's frames the Python time was spent in
+            own = [f[t.track[f] == self.main] for f in self.frames.tiers]
+            out += [c for c, _ in self._simple(spans, own, frames=False)]
+        if not any(c.kind in ("frame", "annotation") for c in out):
+            out += self._after_ops(spans)
+        return out
+
+    def _after_ops(self, spans) -> list[Culprit]:
+        """Without annotations or frames: the op the main thread ran just before each piece of
+        Python (its outermost op that ended last before the piece began)."""
+        t = self.trace
+        ops = np.flatnonzero(self.r.cpu_op & self.on_main & (t.dur > 0))
+        if len(ops) == 0:
+            return []
+        ops = ops[np.argsort(t.end[ops], kind="stable")]
+        k = np.searchsorted(t.end[ops], spans[:, 0], side="right") - 1
+        prev = np.where(k >= 0, ops[np.maximum(k, 0)], -1)
+        outer = self._outermost(prev)
+        found = summarize(t, spans[:, 0], spans[:, 1], outer, self.frames)
+        for culprit, _mask in found:
+            culprit.detail = "Python ran right after it"
+        return [c for c, _ in found]
+
+    def _outermost(self, events: np.ndarray) -> np.ndarray:
+        """Each event's outermost enclosing op on its own thread (itself when none); -1 stays."""
+        t = self.trace
+        out = events.copy()
+        ok = np.flatnonzero(events >= 0)
+        for track in np.unique(t.track[events[ok]]):
+            on = ok[t.track[events[ok]] == track]
+            ops = np.flatnonzero(self.r.cpu_op & (t.track == track) & (t.dur > 0))
+            k = owner_at(t.start[ops], t.end[ops], t.start[events[on]], innermost=False)
+            out[on[k >= 0]] = ops[k[k >= 0]]
+        return out
+
+    def gpu_ops(self, spans: np.ndarray, ops: np.ndarray) -> list[Culprit]:
+        """The GPU ops (indexes `ops`, one device) covering the spans, each with the op that
+        launched them and the user's frame there."""
+        t = self.trace
+        if len(spans) == 0 or len(ops) == 0:
+            return []
+        found = self._simple(spans, [ops[t.track[ops] == k] for k in np.unique(t.track[ops])],
+                             frames=False)
+        _a, _b, owner = self._last
+        for culprit, mask in found:
+            events = np.unique(owner[mask])
+            launches = self.r.launch[events]
+            launches = launches[launches >= 0]
+            if len(launches) == 0:
+                continue
+            issued = self._enclosing_op(launches)
+            if issued:
+                culprit.detail = f"issued by {issued}"
+            culprit.frame = _best(t, self.frames.at(t.track[launches], t.start[launches]),
+                                  np.ones(len(launches))) if self.frames else ""
+        return [c for c, _ in found]
+
+    def _gpu_wait(self, spans, stats):
+        """The op each gap's queued work started with (the gap's next op on the device)."""
+        t, r = self.trace, self.r
+        dev_ops = np.flatnonzero(r.gpu & (t.device == self.device))  # sorted by start
+        if len(dev_ops) == 0:
+            return []
+        k = np.searchsorted(t.start[dev_ops], spans[:, 1], side="left")
+        ok = k < len(dev_ops)
+        owner = np.where(ok, dev_ops[np.minimum(k, len(dev_ops) - 1)], -1)
+        return [c for c, _ in summarize(t, spans[:, 0], spans[:, 1], owner, None)]
+
+    # -- details
+
+    def _enclosing_op(self, calls: np.ndarray) -> str:
+        """The outermost op around most of the calls, on their own threads."""
+        t = self.trace
+        names = np.full(len(calls), -1, dtype=np.int64)
+        for track in np.unique(t.track[calls]):
+            on = np.flatnonzero(t.track[calls] == track)
+            ops = np.flatnonzero(self.cpu_op_only & (t.track == track) & (t.dur > 0))
+            k = owner_at(t.start[ops], t.end[ops], t.start[calls[on]], innermost=False)
+            names[on[k >= 0]] = t.name[ops[k[k >= 0]]]
+        return _best(t, names, t.dur[calls])
+
+    def _gpu_ops_of(self, calls: np.ndarray) -> str:
+        """The GPU ops (copies) the calls launched, by name, most frequent first."""
+        t, r = self.trace, self.r
+        gpu = np.flatnonzero(r.launch >= 0)
+        hit = gpu[np.isin(r.launch[gpu], calls)]
+        if len(hit) == 0:
+            return ""
+        return _best(t, t.name[hit], np.ones(len(hit)))
+
+    def _kernels_in(self, ops: np.ndarray) -> np.ndarray:
+        """Durations of the GPU ops launched from inside the events `ops` (one thread's)."""
+        t, r = self.trace, self.r
+        gpu = np.flatnonzero(r.launch >= 0)
+        if len(gpu) == 0 or len(ops) == 0:
+            return np.zeros(0)
+        launch = r.launch[gpu]
+        out = np.zeros(len(gpu), dtype=bool)
+        for track in np.unique(t.track[ops]):
+            mine = ops[t.track[ops] == track]
+            spans = iv.union(iv.as_intervals(t.start[mine], t.end[mine]))
+            out |= (t.track[launch] == track) & iv.covers(spans, t.start[launch])
+        return t.dur[gpu[out]]
+
+
+def loader_batches(trace: Trace, r: Roles) -> int:
+    """DataLoader batches the main thread fetched inside the window."""
+    if r.main is None:
+        return 0
+    loader = trace.mask_names(lambda n: n.startswith(DATALOADER_PREFIXES))
+    loader &= (trace.track == r.main) & (trace.start >= r.lo) & (trace.start < r.hi)
+    return int(loader.sum())
+
+
+def culprits_by_cause(trace: Trace, r: Roles, devices: dict[str, DeviceStats],
+                      host_spans: np.ndarray, host_codes: np.ndarray, card_device,
+                      comm: np.ndarray) -> dict[str, list[Culprit]]:
+    """Per cause (uncovered aside): the culprits on the device its card speaks of
+    (`card_device(cause)`), or in the main thread's step time without a GPU; and under
+    "exposed_comm" the communication kernels left bare on the device exposing most."""
+    finder = Culprits(trace, r)
+    out = {}
+    if devices:
+        dev, stats = max(devices.items(), key=lambda kv: (kv[1].exposed_comm_us, kv[0]))
+        found = finder.gpu_ops(stats.exposed_comm, np.flatnonzero(comm
+                                                                  & (trace.device == int(dev))))
+        if found:
+            out["exposed_comm"] = found
+        copies = (trace.cat == Cat.GPU_MEMCPY) & r.gpu & trace.mask_names(
+            lambda n: PAGEABLE_H2D in n)
+        if copies.any():
+            by_dev = np.bincount(np.maximum(trace.device[copies], 0), weights=trace.dur[copies])
+            on = np.flatnonzero(copies & (trace.device == int(np.argmax(by_dev))))
+            spans = iv.union(iv.clip(iv.as_intervals(trace.start[on], trace.end[on]),
+                                     r.lo, r.hi))
+            if found := finder.gpu_ops(spans, on):
+                out["pageable_h2d"] = found
+    for cause in causes.CAUSES:
+        if cause == causes.REST:
+            continue
+        dev = card_device(cause)
+        stats = devices.get(dev) if dev is not None else None
+        if stats is not None:
+            spans = stats.spans_of(cause)
+        elif devices:
+            continue
+        else:
+            spans = host_spans[host_codes == causes.index(cause)]
+        found = finder.of(cause, spans, stats, int(dev) if dev is not None else -1)
+        if found:
+            out[cause] = found
+    return out

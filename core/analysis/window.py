@@ -1,0 +1,195 @@
+"""What kind of window a trace is: steady training, or start-up, a graph capture, one step.
+
+A window that is not steady training says so before any cause card, and its ceilings are not
+quoted: start-up (one runtime call, the first op of a kind, or compilation taking a large share
+of the window: context creation, lazy loading, cuDNN/MIOpen autotuning, torch.compile),
+CUDA/HIP graph capture (*StreamBeginCapture ... *GraphInstantiate*), a single step.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from stallscope.core import intervals as iv
+from stallscope.core.analysis.names import (
+    BLOCKING_RE,
+    CAPTURE_BEGIN,
+    CAPTURE_END,
+    COMPILE_FRAME_RE,
+)
+from stallscope.core.analysis.threads import Roles, union_of
+from stallscope.core.kineto import OPTIMIZER_PREFIX, RUNTIME_CATS, Cat
+from stallscope.core.report import Culprit, WindowFinding
+from stallscope.core.trace import Trace
+from stallscope.core.units import duration, pct, plural
+
+STARTUP_SHARE = 0.20   # one call / the first op of a kind / compilation: this share of W
+FIRST_RATIO = 5.0      # the first op of a kind is this many times its later ones' median
+CAPTURE_SHARE = 0.10   # graph capture spans this share of W
+STEP_NUMBER = re.compile(r"#(\d+)$")
+# A lone step numbered past the runner's default warm-up (wait 1 + warmup 1) is a steady sample:
+# noted (ceilings withheld), not said before the cards.
+LATE_STEP = 2
+
+FIXES = {
+    "startup": ("Profile steady steps, not start-up: skip the first steps, e.g. "
+                "`stallscope-cli run --wait 3 -- script.py` (torch.profiler.schedule(wait=3, "
+                "warmup=1, active=4)). The ceilings are not quoted for this window."),
+    "graph_capture": ("Profile after the graphs are captured: skip the capture steps, e.g. "
+                      "`stallscope-cli run --wait 5 -- script.py`; steady steps replay the "
+                      "graph. The ceilings are not quoted for this window."),
+    "one_step": ("Profile several steps: `stallscope-cli run --wait 1 --active 4 -- script.py` "
+                 "(the runner's default); one step cannot tell a one-off cost from a steady "
+                 "one. The ceilings are not quoted for this window."),
+}
+
+
+def window_finding(trace: Trace, r: Roles) -> WindowFinding | None:
+    width = r.hi - r.lo
+    if width <= 0:
+        return None
+    for detect in (_graph_capture, _startup, _one_step):
+        found = detect(trace, r, width)
+        if found is not None:
+            return found
+    return None
+
+
+def _graph_capture(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
+    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    begins = np.flatnonzero(runtime & trace.mask_names(lambda n: CAPTURE_BEGIN in n))
+    if len(begins) == 0:
+        return None
+    ends = np.flatnonzero(runtime & trace.mask_names(lambda n: any(e in n for e in CAPTURE_END)))
+    spans = []
+    for track in np.unique(trace.track[begins]):  # a few threads
+        b = begins[trace.track[begins] == track]
+        e = ends[trace.track[ends] == track]
+        stop = trace.end[b]
+        if len(e):  # to the last end before the next begin (EndCapture, then Instantiate)
+            k = np.searchsorted(trace.start[e], trace.start[b], side="left")
+            nxt = np.append(trace.start[b][1:], np.inf)
+            last = np.searchsorted(trace.start[e], nxt, side="left") - 1
+            stop = np.where(last >= k, trace.end[e[np.maximum(last, 0)]], stop)
+        spans.append(iv.as_intervals(trace.start[b], stop))
+    capture = iv.union(iv.clip(np.concatenate(spans), r.lo, r.hi))
+    us = iv.length(capture)
+    if us < CAPTURE_SHARE * width:
+        return None
+    begin = trace.names[trace.name[begins[0]]]
+    end = trace.names[trace.name[ends[-1]]] if len(ends) else "its end"
+    return WindowFinding(
+        "graph_capture", "This window records a graph capture, not steady training",
+        f"{plural(len(begins), 'graph capture')} ({begin} ... {end}) span {duration(us)}, "
+        f"{pct(us / width)} of the {duration(width)} window: a graph is recorded once, while "
+        "the GPU idles; steady steps replay it.", FIXES["graph_capture"],
+        [Culprit(begin, "runtime", len(begins), us)])
+
+
+def _startup(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
+    found = [f for f in (_long_call(trace, r, width), _first_op(trace, r, width),
+                         _compile(trace, r, width)) if f is not None]
+    if not found:
+        return None
+    culprit, sentence = found[0]  # a single call names it best, then the op, then compiling
+    steps = trace.step_indices()
+    first = trace.names[trace.name[steps[0]]] if len(steps) else ""
+    m = STEP_NUMBER.search(first)
+    if m and int(m.group(1)) == 0:
+        sentence += (f" The trace starts at {first}, the script's first step (the runner's "
+                     "default schedule skips it).")
+    return WindowFinding("startup", "This window is start-up, not steady training",
+                         sentence, FIXES["startup"], [f[0] for f in found])
+
+
+def _long_call(trace: Trace, r: Roles, width: float):
+    """The longest runtime/driver call that does not block by design, if it takes a large
+    share of the window (context creation, lazy loading, a first cudaMalloc)."""
+    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    idx = np.flatnonzero(runtime & (_clipped(trace, r) >= STARTUP_SHARE * width))
+    idx = [i for i in idx if not BLOCKING_RE.search(trace.names[trace.name[i]])]
+    if not idx:
+        return None
+    i = max(idx, key=lambda k: trace.dur[k])
+    name = trace.names[trace.name[i]]
+    us = float(_clipped(trace, r)[i])
+    inside = _outermost_op(trace, i)
+    where = f", inside {inside}" if inside else ""
+    return (Culprit(name, "runtime", 1, us, detail=inside and f"inside {inside}"),
+            f"One {name} call takes {duration(us)}, {pct(us / width)} of the "
+            f"{duration(width)} window{where}: first use of the GPU (context creation, lazy "
+            f"module loading, first allocations), paid once per process.")
+
+
+def _first_op(trace: Trace, r: Roles, width: float):
+    """The first op of a kind taking a large share of the window while its later ones are
+    far shorter (cuDNN/MIOpen autotuning, first-use kernels, allocations)."""
+    clipped = _clipped(trace, r)
+    ops = np.flatnonzero((trace.cat == Cat.CPU_OP) & (clipped >= STARTUP_SHARE * width))
+    best = None
+    for i in ops[np.argsort(-clipped[ops])][:32]:  # a few nested levels at most
+        same = np.flatnonzero((trace.name == trace.name[i]) & (trace.cat == Cat.CPU_OP))
+        later = same[trace.start[same] > trace.start[i]]
+        if same[0] != i or len(later) == 0:
+            continue
+        typical = float(np.median(trace.dur[later]))
+        if trace.dur[i] >= FIRST_RATIO * max(typical, 1e-3):
+            best = (i, typical, len(later))
+            break
+    if best is None:
+        return None
+    i, typical, n_later = best
+    name = trace.names[trace.name[i]]
+    us = float(clipped[i])
+    return (Culprit(name, "op", 1, us, detail=f"later ones: {duration(typical)} median"),
+            f"The first {name} takes {duration(us)}, {pct(us / width)} of the "
+            f"{duration(width)} window; the {plural(n_later, 'later one')} take "
+            f"{duration(typical)} (median): first-use warm-up (cuDNN/MIOpen autotuning, "
+            "kernel loading, allocations).")
+
+
+def _compile(trace: Trace, r: Roles, width: float):
+    frames = (trace.cat == Cat.PYTHON_FUNCTION) & trace.mask_names(
+        lambda n: COMPILE_FRAME_RE.search(n) is not None)
+    us = iv.length(union_of(trace, frames, r.lo, r.hi))
+    if us < STARTUP_SHARE * width:
+        return None
+    return (Culprit("torch.compile", "frame", int(frames.sum()), us),
+            f"Compilation (torch._dynamo / inductor / triton frames) takes {duration(us)}, "
+            f"{pct(us / width)} of the {duration(width)} window: compiled once, then reused.")
+
+
+def _one_step(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
+    n = len(r.steps)
+    late = False
+    if n == 1:
+        what = trace.names[trace.name[r.steps[0]]]
+        m = STEP_NUMBER.search(what)
+        late = m is not None and int(m.group(1)) > LATE_STEP
+    elif n == 0:
+        opt = trace.mask_names(lambda s: s.startswith(OPTIMIZER_PREFIX + "step"))
+        opt &= (trace.start >= r.lo) & (trace.start < r.hi)
+        if int(opt.sum()) != 1:
+            return None
+        what = "one Optimizer.step"
+    else:
+        return None
+    return WindowFinding("one_step", "This window is a single step",
+                         f"The {duration(width)} window holds one step ({what}): a one-off "
+                         "cost (start-up, compilation, a first allocation) cannot be told "
+                         "from a steady one.", FIXES["one_step"], first=not late)
+
+
+def _clipped(trace: Trace, r: Roles) -> np.ndarray:
+    return np.clip(trace.end, r.lo, r.hi) - np.clip(trace.start, r.lo, r.hi)
+
+
+def _outermost_op(trace: Trace, i: int) -> str:
+    """The outermost op on the call's thread around it, "" when none."""
+    on = np.flatnonzero((trace.cat == Cat.CPU_OP) & (trace.track == trace.track[i])
+                        & (trace.start <= trace.start[i]) & (trace.end >= trace.end[i]))
+    if len(on) == 0:
+        return ""
+    return trace.names[trace.name[on[np.argmax(trace.dur[on])]]]
