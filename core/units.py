@@ -1,4 +1,9 @@
-"""One set of number formatters: the CLI, the exports and the app print the same µs alike."""
+"""One set of number formatters: the CLI, the exports and the app print the same µs alike.
+
+One voice: counts with thousands separators ("22,268 gaps"), words in the singular for one
+("1 step"), durations in the unit their size calls for (µs, ms, s), repeats as "3 times" (never
+"3x", which reads as a factor or hex: "0x"), ratios as "2.5x faster" or "2.5x slower".
+"""
 
 from __future__ import annotations
 
@@ -26,8 +31,29 @@ def mib(nbytes: float | None) -> str:
     return "-" if nbytes is None else f"{nbytes / 2**20:,.1f} MiB"
 
 
+def count(n: int) -> str:
+    """A count for people: "7", "22,268"."""
+    return f"{n:,}"
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
+    """ "1 step", "0 steps", "22,268 gaps"."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def times(n: int) -> str:
+    """How often something happened: "0 times", "1 time", "1,204 times"."""
+    return plural(n, "time")
+
+
+def speedup(ratio: float) -> str:
+    """A ratio of speeds (new / old) for people: "2.5x faster", "2.5x slower" (a ratio of 0.4
+    is a slowdown, never "0.4x faster"), "as fast" within half a percent."""
+    if not ratio > 0:
+        return "no speed measured"
+    if abs(ratio - 1.0) < 0.005:
+        return "as fast"
+    return f"{ratio:,.1f}x faster" if ratio > 1 else f"{1 / ratio:,.1f}x slower"
 
 
 def size(nbytes: float) -> str:

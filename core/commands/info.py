@@ -11,7 +11,7 @@ import numpy as np
 
 from stallscope.core.kineto import Cat
 from stallscope.core.trace import find_traces, load, resolve
-from stallscope.core.units import ms
+from stallscope.core.units import count, duration, plural
 
 
 def register(sub) -> None:
@@ -36,6 +36,7 @@ def summarize(path) -> dict:
         "by_category": dict(cats.most_common()),
         "memory_samples": len(t.mem),
         "gpu_devices": t.gpu_devices(),
+        "device_kind": t.device_kind,
         "device_names": sorted({str(d.get("name")) for d in t.device_properties if "name" in d}),
         "steps": [t.names[i] for i in t.name[steps]],
         "rank": t.rank,
@@ -58,26 +59,32 @@ def run(args) -> int:
         sys.stdout.write("\n")
         return 0
     print(f"trace      {info['trace']}")
-    print(f"events     {info['events']:,} complete events, "
-          f"{info['memory_samples']:,} memory samples")
+    print(f"events     {plural(info['events'], 'complete event')}, "
+          f"{plural(info['memory_samples'], 'memory sample')}")
     for cat, n in info["by_category"].items():
-        print(f"  {cat:<20}{n:>10,}")
-    devs = ", ".join(map(str, info["gpu_devices"])) or (
-        f"none analysed: from {info['unanalysed_accelerator']}, an accelerator stallscope does "
-        "not analyse yet" if info["unanalysed_accelerator"] else "none (no GPU activity)")
-    print(f"GPU devices {devs}" + (f"  [{', '.join(info['device_names'])}]"
-                                   if info["device_names"] else ""))
+        print(f"  {cat:<20}{count(n):>10}")
+    # device ids, not a count: "devices    0, 1 (GPU)"
+    devs = f"{', '.join(map(str, info['gpu_devices']))} ({info['device_kind']})" \
+        if info["gpu_devices"] else (
+            f"none analysed: from {info['unanalysed_accelerator']}, an accelerator stallscope "
+            "does not analyse yet" if info["unanalysed_accelerator"] else
+            "none (no GPU activity)")
+    print(f"devices    {devs}" + (f"  [{', '.join(info['device_names'])}]"
+                                  if info["device_names"] else ""))
     steps = info["steps"]
-    print(f"steps      {len(steps)}" + (f": {steps[0]} .. {steps[-1]}" if steps else ""))
+    print(f"steps      {count(len(steps))}" + (
+        f": {steps[0]} .. {steps[-1]}" if len(steps) > 1 else f": {steps[0]}" if steps else ""))
     if info["rank"] is not None:
         print(f"rank       {info['rank']}" + (f" of {info['world_size']}"
                                                if info["world_size"] else ""))
     lo, hi = info["span_us"]
-    print(f"span       {ms(hi - lo)} over {info['threads']} threads/streams")
+    tracks = plural(info["threads"], "thread/stream", "threads/streams")
+    print(f"span       {duration(hi - lo)} over {tracks}")
     for p in info.get("traces_in_folder", [])[1:]:
         print(f"also       {p}")
     if info["dropped_events"]:
-        print("dropped    " + ", ".join(f"{n:,} {w}" for w, n in info["dropped_events"].items()))
+        print("dropped    " + ", ".join(f"{count(n)} {why}"
+                                        for why, n in info["dropped_events"].items()))
     for note in info["notes"]:
         print(f"note       {note}")
     return 0

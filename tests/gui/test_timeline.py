@@ -235,6 +235,21 @@ def test_every_device_of_a_trace_is_shown_with_its_nccl_stream(qtbot, tmp_path):
     v.grab()
 
 
+def test_devices_are_lanes_in_numeric_order(qtbot, tmp_path):
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+               "tid": 1, "ts": 0, "dur": 1000}]
+    events += [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": dev, "tid": 7, "ts": 100,
+                "dur": 300, "args": {"device": dev, "stream": 7}} for dev in (10, 2, 0, 100)]
+    p = tmp_path / "four.pt.trace.json.gz"
+    with gzip.open(p, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.set_report(analyze(load(p)))
+    assert [lane.label for lane in v.lanes if lane.kind == "gpu"] == [
+        "GPU 0", "GPU 2", "GPU 10", "GPU 100"]
+
+
 def test_legend_names_every_cause_and_keeps_queued_work_apart():
     text = legend_html(gpu=True)
     for cause in CAUSES:
