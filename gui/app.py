@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     pyside_workaround.collect_on_gui_thread()
+    from stallscope.gui.widgets import install_plain_text_guard
+
+    install_plain_text_guard(app)  # names from traces never render as rich text
     app.setApplicationName("stallscope")
     app.setOrganizationName("stallscope")
     try:

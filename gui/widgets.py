@@ -1,12 +1,157 @@
-"""Small widgets the views share: a label that elides instead of clipping, the message strip."""
+"""Small widgets the views share: a label that elides instead of clipping, the message strip,
+and the one way untrusted text reaches the screen.
+
+Untrusted text (names from a trace, a session, a file or a dataset) is plain text. Qt renders a
+label or tooltip as HTML when its text merely looks like HTML, and an `<img src="file:...">` in
+a file name makes it read that file (/dev/zero: until memory runs out). So:
+
+    set_rich(label, "<b>{}</b> · {}", title, path)   # deliberate rich text: the values escaped
+    rich_label("<b>Fix:</b> {}", fix)                # the same, a new QLabel
+    rich("<b>{}</b>", name) -> str                   # the escaped HTML (message boxes)
+    set_rich_tooltip(widget, "<b>{}</b>", name)      # a deliberate rich tooltip
+    install_plain_text_guard(app)                    # app.py and the GUI tests: safe by default
+
+The guard makes every label plain text when it is polished (before it is first shown and sized)
+unless set_rich marked it, and shows every tooltip that looks like HTML as plain text unless
+set_rich_tooltip marked its widget: a view that forgets gets literal tags, never a rendered
+(or loaded) resource.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
+import html
+
+from PySide6.QtCore import QEvent, QObject, QSize, Qt
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QWidget
+from PySide6.QtGui import Qt as QtText  # mightBeRichText, convertFromPlainText
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QFrame,
+    QGraphicsScene,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QTabBar,
+    QToolButton,
+    QToolTip,
+    QWidget,
+)
 
 from stallscope.gui.colors import follow_theme, message_colors
+
+RICH = "stallscope_rich"          # a label whose text set_rich built (its values escaped)
+RICH_TIP = "stallscope_rich_tip"  # a widget whose tooltip set_rich_tooltip built
+
+
+# ---------------------------------------------------------------------------------------------
+# Untrusted text
+
+
+def rich(template: str, *values, **named) -> str:
+    """`template` (trusted HTML, `{}` fields) with every value escaped as plain text."""
+    esc = [html.escape(str(v)) for v in values]
+    return template.format(*esc, **{k: html.escape(str(v)) for k, v in named.items()})
+
+
+def set_rich(label: QLabel, template: str, *values, **named) -> QLabel:
+    label.setProperty(RICH, True)
+    label.setTextFormat(Qt.TextFormat.RichText)
+    label.setText(rich(template, *values, **named))
+    return label
+
+
+def rich_label(template: str, *values, parent: QWidget | None = None, **named) -> QLabel:
+    return set_rich(QLabel(parent), template, *values, **named)
+
+
+def plain_label(text: str = "", parent: QWidget | None = None) -> QLabel:
+    label = QLabel(parent)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setText(text)
+    return label
+
+
+def set_rich_tooltip(widget: QObject, template: str, *values, **named) -> None:
+    widget.setProperty(RICH_TIP, True)
+    widget.setToolTip(rich(template, *values, **named))
+
+
+def plain_tooltip(text: str) -> str:
+    """What QToolTip shows for `text` as it is: escaped, its line breaks kept."""
+    return QtText.convertFromPlainText(text, Qt.WhiteSpaceMode.WhiteSpaceNormal)
+
+
+class PlainTextGuard(QObject):
+    """An application event filter: labels are plain text unless set_rich made them, tooltips
+    that look like HTML are shown as text unless set_rich_tooltip made them."""
+
+    _TIP_LABEL = "qtooltip_label"  # QToolTip's own label: the text it gets is already decided
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
+        kind = event.type()
+        if kind == QEvent.Type.Polish:
+            if (isinstance(obj, QLabel) and not obj.property(RICH)
+                    and obj.objectName() != self._TIP_LABEL):
+                obj.setTextFormat(Qt.TextFormat.PlainText)
+        elif kind == QEvent.Type.ToolTip and isinstance(obj, QWidget):
+            text = _widget_tip(obj, event.pos())
+            if text is not None and QtText.mightBeRichText(text):
+                QToolTip.showText(event.globalPos(), plain_tooltip(text), obj)
+                return True
+        elif kind == QEvent.Type.GraphicsSceneHelp and isinstance(obj, QGraphicsScene):
+            item = next((i for i in obj.items(event.scenePos()) if i.toolTip()), None)
+            marked = item is not None and hasattr(item, "property") and item.property(RICH_TIP)
+            if item is not None and not marked and QtText.mightBeRichText(item.toolTip()):
+                QToolTip.showText(event.screenPos(), plain_tooltip(item.toolTip()),
+                                  event.widget())
+                event.accept()
+                return True
+        return False
+
+
+def _widget_tip(w: QWidget, pos) -> str | None:
+    """The tooltip Qt would show at `pos` of `w`, None when it is a deliberate rich one (or the
+    widget shows none of its own)."""
+    parent = w.parentWidget()
+    if isinstance(parent, QAbstractItemView) and w is parent.viewport():
+        model = parent.model()
+        if model is None:
+            return None
+        if isinstance(parent, QHeaderView):
+            section = parent.logicalIndexAt(pos)
+            tip = model.headerData(section, parent.orientation(),
+                                   Qt.ItemDataRole.ToolTipRole) if section >= 0 else None
+        else:
+            index = parent.indexAt(pos)
+            tip = index.data(Qt.ItemDataRole.ToolTipRole) if index.isValid() else None
+        return tip if isinstance(tip, str) else None
+    if w.property(RICH_TIP):
+        return None
+    if isinstance(w, QTabBar):
+        i = w.tabAt(pos)
+        return w.tabToolTip(i) if i >= 0 else None
+    if isinstance(w, QMenu):
+        action = w.actionAt(pos)
+        return action.toolTip() if action is not None and w.toolTipsVisible() else None
+    return w.toolTip()
+
+
+def install_plain_text_guard(app: QApplication | None = None) -> PlainTextGuard:
+    """The guard on the application (once; later calls return the same one)."""
+    app = app or QApplication.instance()
+    guard = getattr(app, "_stallscope_plain_text_guard", None)
+    if guard is None:
+        guard = PlainTextGuard(app)
+        app.installEventFilter(guard)
+        app._stallscope_plain_text_guard = guard
+    return guard
+
+
+# ---------------------------------------------------------------------------------------------
+# Widgets
 
 
 class ElidedLabel(QLabel):
@@ -57,7 +202,7 @@ class MessagePanel(QFrame):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.label = QLabel()
+        self.label = plain_label()  # errors name files: never rich text
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)

@@ -9,7 +9,12 @@ trials, and the LMDB mention opens the wizard with the script's Dataset as the f
     loop.compare_sessions(before, after) # baseline as the document, best as "after"
 
 The script comes from the session the trace belongs to (run.json: script, args, cwd, python);
-a bare trace asks for it once with a file dialog (remembered for that trace).
+a bare trace asks for it once with a file dialog (remembered for that trace). A session may come
+from someone else: before the tune dialog opens, confirm.choose_run shows the script, its
+arguments and the session's interpreter and folder as text, and the tune runs with the user's
+interpreter in the folder they chose (never the session's, unchosen). The LMDB route finds the
+Dataset by reading the files (no import); importing it waits for a button that names the file,
+and happens first in a child process (core.session.factory_probe), never in the app.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
+from stallscope.core.session.factory_probe import Facts, probe
 from stallscope.core.tune.script import ScriptInfo, dataset_factory, script_of
+from stallscope.gui.dialogs.confirm import choose_run, confirm_import
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
 from stallscope.gui.dialogs.tune import TuneDialog
+from stallscope.gui.workers import JobRunner, JobWorker
 
 SCRIPT_FILTER = "Python scripts (*.py);;All files (*)"
 
@@ -29,6 +37,7 @@ SCRIPT_FILTER = "Python scripts (*.py);;All files (*)"
 class FixLoop(QObject):
     sig_tune_opened = Signal(object)    # TuneDialog
     sig_wizard_opened = Signal(object)  # LMDBWizard
+    sig_probe_finished = Signal(object)  # factory_probe.Facts of the Dataset's file
 
     def __init__(self, window) -> None:
         super().__init__(window)
@@ -37,6 +46,7 @@ class FixLoop(QObject):
         self.wizard = None
         self._chosen: dict[str, str] = {}   # trace path -> the script the user gave for it
         self._after: str | None = None      # compare this once the "before" document is shown
+        self.runner = JobRunner(self)
         window.sig_document_shown.connect(self._on_document_shown)
         window.controller.sig_load_failed.connect(self._on_load_ended)
         window.controller.sig_load_cancelled.connect(self._on_load_ended)
@@ -88,7 +98,8 @@ class FixLoop(QObject):
             self.open_lmdb()
 
     def try_it(self, script: str | None = None) -> TuneDialog | None:
-        """The tune dialog for the script (not started: the user presses Start)."""
+        """The tune dialog for the script (not started: the user presses Start), once the user
+        has seen what will run and chosen the interpreter and folder (confirm.choose_run)."""
         info = ScriptInfo(script) if script else self.script_info()
         if info is None:
             return None
@@ -99,9 +110,13 @@ class FixLoop(QObject):
             old.raise_()
             old.activateWindow()
             return old
+        plan = choose_run(self.window, info.script, info.args, info.python, info.cwd,
+                          button="Open the tune dialog")
+        if plan is None:
+            return None
         if old is not None:
             old.deleteLater()
-        dialog = TuneDialog(info.script, info.args, cwd=info.cwd, python=info.python,
+        dialog = TuneDialog(plan.script, plan.args, cwd=plan.cwd, python=plan.python,
                             parent=self.window)
         dialog.sig_compare_requested.connect(self.compare_sessions)
         self.tune_dialog = dialog
@@ -133,12 +148,31 @@ class FixLoop(QObject):
             dialog.wait()
 
     def open_lmdb(self):
-        """The LMDB wizard; its source is the script's Dataset factory when one is found."""
+        """The LMDB wizard. When the script's Dataset factory is found (by reading the files:
+        nothing imported), the user is asked with a button naming its file; on yes it is built
+        in a child process first (sig_probe_finished) and the wizard opens with it as the
+        source once that worked. Returns the wizard when it opened right away, else None."""
         info = self.script_info(ask=False)
         source = dataset_factory(info.script, info.datasets, info.files) if info else ""
-        self.wizard = open_lmdb_wizard(self.window, source)
         if not source:
             self.window.status_bar.showMessage(
                 "No Dataset found for this trace's script: choose a folder or a factory", 8000)
+            return self._open_wizard("")
+        file, _, name = source.rpartition(":")
+        if not confirm_import(self.window, file, name):
+            return self._open_wizard("")
+        self.window.status_bar.showMessage(f"Importing {file} in a separate process…")
+        worker = JobWorker(lambda _cancel: probe(source))
+        worker.signals.sig_result.connect(self._probed)
+        self.runner.start(worker, "probe")
+        return None
+
+    def _probed(self, facts: Facts) -> None:
+        self.sig_probe_finished.emit(facts)
+        self.window.status_bar.showMessage(facts.message, 12000)
+        self._open_wizard(facts.spec if facts.ok else "")
+
+    def _open_wizard(self, source: str):
+        self.wizard = open_lmdb_wizard(self.window, source)
         self.sig_wizard_opened.emit(self.wizard)
         return self.wizard

@@ -4,7 +4,9 @@
 - a run that wrote its line stats: shown without pulling the tab in front of the run's trace;
 - the open document's own session (and a compared one: after vs before), dropped again when a
   document without line stats opens;
-- a run whose interpreter lacks line_profiler: the install banner, its button running pip.
+- a run whose interpreter lacks line_profiler: the install banner, its button running pip
+  with that interpreter once the user has seen the exact command and said yes (the interpreter
+  is named by the run's events.jsonl, which may come from someone else's session).
 
 Line stats are read off the GUI thread by LineStatsController; this class only decides which
 tab shows what.
@@ -16,7 +18,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject
 
+from stallscope.core import lineprof
 from stallscope.gui.controllers.line_stats import LineStats, LineStatsController
+from stallscope.gui.dialogs.confirm import confirm_command
 from stallscope.gui.views.heatmap import HeatmapView, ask_trust
 
 
@@ -39,7 +43,7 @@ class HeatmapTabs(QObject):
         tabs = self.window.tabs
         if self.view is None or tabs.indexOf(self.view) < 0:
             self.view = HeatmapView()
-            self.view.sig_install_requested.connect(self.stats.install_line_profiler)
+            self.view.sig_install_requested.connect(self.install)
             tabs.addTab(self.view, "Line heatmap")
         if focus:
             self.window.stack.setCurrentWidget(tabs)
@@ -99,6 +103,18 @@ class HeatmapTabs(QObject):
         self.window.status_bar.showMessage(
             f"line_profiler is not installed in {python}: no line heatmap (see the Line "
             "heatmap tab)", 8000)
+
+    def install(self, python: str) -> bool:
+        """pip install line_profiler into `python`, after the user confirmed the command."""
+        command = lineprof.install_command(python or None)
+        text = ("This runs pip with the Python interpreter the run named, to install "
+                "line_profiler into it. Run it only if that interpreter is yours.")
+        if not confirm_command(self.window, "Install line_profiler?", text, command,
+                               button="Install"):
+            if self.view is not None and self.view.missing is not None:
+                self.view.missing.install_cancelled()
+            return False
+        return self.stats.install_line_profiler(python)
 
     # ------------------------------------------------------------------ results
 

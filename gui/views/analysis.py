@@ -25,7 +25,7 @@ from stallscope.gui.colors import cause_label, follow_theme, plot_theme
 from stallscope.gui.views.ranks import RankTable
 from stallscope.gui.views.summary import SummaryPanel
 from stallscope.gui.views.timeline import TimelineView
-from stallscope.gui.widgets import ElidedLabel
+from stallscope.gui.widgets import ElidedLabel, rich_label
 
 ALL_STEPS = "All steps"
 
@@ -82,8 +82,9 @@ class AnalysisView(QWidget):
         left = QWidget()
         left_box = QVBoxLayout(left)
         left_box.setContentsMargins(0, 0, 0, 0)
-        self.ranks_heading = QLabel("<b>Ranks</b> · GPU idle per step (ms) by cause · the "
-                                    "slowest rank sets everyone's pace; click a row to view it")
+        self.ranks_heading = rich_label("<b>Ranks</b> · GPU idle per step (ms) by cause · the "
+                                        "slowest rank sets everyone's pace; click a row to "
+                                        "view it")
         self.ranks_heading.setWordWrap(True)
         self.ranks_heading.setSizePolicy(QSizePolicy.Policy.Ignored,
                                          QSizePolicy.Policy.Preferred)

@@ -16,6 +16,7 @@ gui/controllers/line_stats.py (off the GUI thread). The table is gui/views/heatm
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -55,6 +56,7 @@ from stallscope.gui.views.heatmap_table import (
     seconds,
     text_on,
 )
+from stallscope.gui.widgets import plain_label, rich_label, set_rich
 
 TOP_N = 8
 
@@ -117,9 +119,9 @@ class MissingLineProfiler(QWidget):
         self.command = lineprof.install_command(python)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 6, 8, 6)
-        self.label = QLabel(
-            f"line_profiler is not installed in <b>{python}</b>, so the run has no line "
-            f"heatmap. Install it with:<br><code>{' '.join(self.command)}</code>")
+        self.label = rich_label(
+            "line_profiler is not installed in <b>{}</b>, so the run has no line heatmap. "
+            "Install it with:<br><code>{}</code>", python, shlex.join(self.command))
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.button = QPushButton("Install line_profiler")
@@ -140,10 +142,16 @@ class MissingLineProfiler(QWidget):
         self.button.setText("Installing…")
         self.sig_install_requested.emit(self.python)
 
+    def install_cancelled(self) -> None:
+        self.button.setEnabled(True)
+        self.button.setText("Install line_profiler")
+
     def show_install_result(self, ok: bool, detail: str) -> None:
-        self.label.setText("line_profiler is installed: run again with the line heatmap on."
-                           if ok else f"Install failed ({detail}); run it yourself:<br><code>"
-                           f"{' '.join(self.command)}</code>")
+        if ok:
+            set_rich(self.label, "line_profiler is installed: run again with the line heatmap on.")
+        else:
+            set_rich(self.label, "Install failed ({}); run it yourself:<br><code>{}</code>",
+                     detail, shlex.join(self.command))
         self.button.setText("Installed" if ok else "Retry")
         self.button.setEnabled(not ok)
 
@@ -160,19 +168,19 @@ class HeatmapView(QWidget):
         self.compare: list[Profile] = []
         self.model = HeatmapModel(self)
 
-        self.title = QLabel()
+        self.title = plain_label()  # names from the line stats: plain text
         font = self.title.font()
         font.setPointSizeF(font.pointSizeF() * 1.25)
         font.setBold(True)
         self.title.setFont(font)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.subtitle = QLabel()
+        self.subtitle = plain_label()
         self.subtitle.setStyleSheet(f"color: {plot_theme()['dim']};")
         self.subtitle.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.function_box = QComboBox()
         self.function_box.setToolTip("Profiled functions of this run")
         self.function_box.currentIndexChanged.connect(self._show_index)
-        self.warnings = QLabel()
+        self.warnings = plain_label()
         self.warnings.setWordWrap(True)
         self._style_warnings()
         follow_theme(self._style_warnings)

@@ -38,6 +38,7 @@ from stallscope.core.ranks.tasks import RankSummary
 from stallscope.gui.colors import CAUSE_ORDER, cause_label, error_text, follow_theme
 from stallscope.gui.colors import rank_row_colors as row_colors
 from stallscope.gui.views.rank_model import HELD, RankModel
+from stallscope.gui.widgets import plain_label, rich_label, set_rich
 
 
 class RankTable(QTableWidget):
@@ -182,13 +183,13 @@ class RanksView(QWidget):
         self.proxy = _RankSort(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
-        self.title = QLabel("<b>Ranks</b>")
-        self.why = QLabel()
+        self.title = rich_label("<b>Ranks</b>")
+        self.why = plain_label()
         self.why.setWordWrap(True)
         self.why.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.progress = QProgressBar()
         self.progress.setTextVisible(True)
-        self.status = QLabel()
+        self.status = plain_label()
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.sig_cancel_requested)
         self.open_button = QPushButton("Open rank")
@@ -216,7 +217,7 @@ class RanksView(QWidget):
         self.table.activated.connect(lambda _i: self._open_current())
         self.table.selectionModel().selectionChanged.connect(
             lambda *_: self.open_button.setEnabled(self.current_path() is not None))
-        self.straggler = QLabel()
+        self.straggler = rich_label("")  # names a rank's file: set_rich escapes it
         self.straggler.setWordWrap(True)
         self.skipped = QPlainTextEdit()
         self.skipped.setReadOnly(True)
@@ -278,7 +279,7 @@ class RanksView(QWidget):
     def start(self, path: str) -> None:
         self.plan, self.job, self.failures, self.total = None, None, [], 0
         self.model.clear()
-        self.title.setText(f"<b>Ranks</b> · {path}")
+        set_rich(self.title, "<b>Ranks</b> · {}", path)
         self.why.setText("planning the folder ...")
         self.straggler.setText("")
         self.skipped.setPlainText("")
@@ -320,7 +321,7 @@ class RanksView(QWidget):
         self._end("done")
 
     def show_error(self, message: str) -> None:
-        self.straggler.setText(f'<span style="color:{error_text()}">{message}</span>')
+        set_rich(self.straggler, '<span style="color:{}">{}</span>', error_text(), message)
         if self.job is None and self.cancel_button.isEnabled():
             self._end("failed")
 
@@ -353,10 +354,11 @@ class RanksView(QWidget):
         if table is None:
             self.straggler.setText("")
         elif table.slowest is None:
-            self.straggler.setText("No straggler: no rank made the others wait" + so_far
-                                   + "".join(f"<br>{n}" for n in table.notes))
+            notes = list(table.notes)
+            set_rich(self.straggler, "No straggler: no rank made the others wait{}"
+                     + "<br>{}" * len(notes), so_far, *notes)
         else:
-            self.straggler.setText(f"<b>Straggler{so_far}:</b> {table.slowest.text}")
+            set_rich(self.straggler, "<b>Straggler{}:</b> {}", so_far, table.slowest.text)
 
     def _fill_skipped(self) -> None:
         lines = []

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog
 
 from stallscope.core.compare import step_ms
 from stallscope.core.tune.script import dataset_factory, script_of, session_folder
+from stallscope.gui.dialogs import confirm
 from stallscope.gui.dialogs.tune import TuneDialog
 
 SHOTS = Path("/tmp/stallscope-shots")
@@ -84,6 +85,19 @@ def session(tmp_path, project):
                                       "line": 5, "dataset": "Flowers"}])
 
 
+@pytest.fixture
+def confirmed(monkeypatch):
+    """The user says yes to every confirmation; the dialogs' text is kept, as shown."""
+    seen: list[str] = []
+
+    def yes(dialog):
+        seen.append(dialog.shown_text())
+        return True
+
+    monkeypatch.setattr(confirm, "answer", yes)
+    return seen
+
+
 def shot(widget, name: str) -> None:
     SHOTS.mkdir(exist_ok=True)
     QApplication.processEvents()
@@ -131,7 +145,7 @@ def test_dataset_factory_finds_the_scripts_dataset(tmp_path, project):
 # ------------------------------------------------------------------ Try it
 
 def test_try_it_opens_the_tune_dialog_on_the_sessions_script(qtbot, window, session, project,
-                                                              monkeypatch):
+                                                              monkeypatch, confirmed):
     monkeypatch.setattr(TuneDialog, "start", lambda self: pytest.fail("no tune in this test"))
     with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
         window.open_path(str(session))
@@ -147,6 +161,7 @@ def test_try_it_opens_the_tune_dialog_on_the_sessions_script(qtbot, window, sess
     assert dialog.args == ["--epochs", "1"] and dialog.cwd == str(project)
     assert dialog.python == sys.executable and dialog.state == "idle"
     assert dialog.windowTitle() == "Tune the DataLoader: train.py"
+    assert len(confirmed) == 1 and "--epochs 1" in confirmed[0]  # what will run, shown first
     shot(dialog, "tune_dialog_prefilled")
     # a second click shows the same dialog
     card.buttons["try_it"].click()
@@ -155,7 +170,7 @@ def test_try_it_opens_the_tune_dialog_on_the_sessions_script(qtbot, window, sess
 
 
 def test_try_it_on_a_bare_trace_asks_for_the_script(qtbot, window, project, open_and_wait,
-                                                     monkeypatch):
+                                                     monkeypatch, confirmed):
     open_and_wait(fixture_path("kineto_nw0"))
     asked = []
 
@@ -176,14 +191,16 @@ def test_try_it_on_a_bare_trace_asks_for_the_script(qtbot, window, project, open
     assert dialog.cwd == str(project)
     dialog.close()
     # the script given for this trace is remembered: the LMDB route uses it without asking
-    window.fix_loop.open_lmdb()
+    # for it again (the import of its Dataset's file is confirmed, and probed in a child)
+    with qtbot.waitSignal(window.fix_loop.sig_wizard_opened, timeout=120_000):
+        window.fix_loop.open_lmdb()
     wizard = window.fix_loop.wizard
     assert len(asked) == 2
     assert wizard.source_page.spec_edit.text() == f"{(project / 'data.py').resolve()}:make_flowers"
     wizard.close()
 
 
-def test_compare_before_after_opens_the_compare_view(qtbot, window, tmp_path):
+def test_compare_before_after_opens_the_compare_view(qtbot, window, tmp_path, confirmed):
     before = make_session(tmp_path / "t1", fixture_path("kineto_nw0"))
     after = make_session(tmp_path / "t2", fixture_path("kineto_nw4_worker0.1623212756351"))
     dialog = window.fix_loop.try_it(str(Path(__file__)))  # wired as "Try it" wires it
@@ -216,19 +233,19 @@ def test_a_baseline_that_fails_to_open_compares_nothing(qtbot, window, tmp_path)
 # ------------------------------------------------------------------ LMDB
 
 def test_the_cards_lmdb_mention_opens_the_wizard_with_the_dataset(qtbot, window, session,
-                                                                  project):
+                                                                  project, confirmed):
     with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
         window.open_path(str(session))
     card = dataloader_card(window)
     assert '<a href="lmdb">LMDB wizard</a>' in card.fix.text()
-    with qtbot.waitSignal(window.fix_loop.sig_wizard_opened, timeout=5_000) as opened:
+    with qtbot.waitSignal(window.fix_loop.sig_wizard_opened, timeout=120_000) as opened:
         card.fix.linkActivated.emit("lmdb")  # what a click on the link emits
     wizard = opened.args[0]
     expected = f"{(project / 'data.py').resolve()}:make_flowers"
     assert wizard.source_page.spec_edit.text() == expected and wizard.isVisible()
     shot(wizard, "lmdb_wizard_prefilled")
     wizard.close()
-    with qtbot.waitSignal(window.fix_loop.sig_wizard_opened, timeout=5_000) as opened:
+    with qtbot.waitSignal(window.fix_loop.sig_wizard_opened, timeout=120_000) as opened:
         card.buttons["lmdb"].click()
     assert opened.args[0].source_page.spec_edit.text() == expected
     opened.args[0].close()

@@ -1,0 +1,201 @@
+"""Before anything named by a session (or a trace, or line stats) runs: the exact command, or the
+file to import, shown as plain text, and the user's yes.
+
+    confirm_command(parent, "Install line_profiler?", why, ["/x/python", "-m", "pip", ...])
+    confirm_import(parent, "/x/train.py", "JpegFolder")          # the button names the file
+    plan = choose_run(parent, script, args, recorded_python, recorded_cwd)  # RunPlan | None
+
+A received session's run.json says what ran on someone else's machine (interpreter, folder,
+script, arguments): choose_run shows those as facts and runs with the user's own interpreter
+(this app's, or one they pick) in a folder they choose; nothing from the session is used
+without being on screen. `answer(dialog)` is the one place the user's answer comes from (tests
+replace it, and see the dialog exactly as the user would).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from stallscope.gui.widgets import plain_label
+
+
+def answer(dialog: QDialog) -> bool:
+    """The user's answer to a confirmation (modal)."""
+    return dialog.exec() == QDialog.DialogCode.Accepted
+
+
+class ConfirmDialog(QDialog):
+    """A question, facts as plain text, the exact command in a read-only box, two buttons."""
+
+    def __init__(self, title: str, text: str, command: str = "",
+                 facts: list[tuple[str, str]] | None = None, button: str = "Run",
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.setMinimumWidth(560)
+        lay = QVBoxLayout(self)
+        self.text = plain_label(text)
+        self.text.setWordWrap(True)
+        lay.addWidget(self.text)
+        self.facts = QFormLayout()
+        for name, value in facts or []:
+            self.add_fact(name, value)
+        lay.addLayout(self.facts)
+        self.command = QPlainTextEdit(command)  # plain text by construction
+        self.command.setReadOnly(True)
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.command.setMaximumHeight(self.command.fontMetrics().height() * 5 + 12)
+        self.command.setVisible(bool(command))
+        lay.addWidget(self.command)
+        self.buttons = QDialogButtonBox()
+        self.ok = self.buttons.addButton(button, QDialogButtonBox.ButtonRole.AcceptRole)
+        self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setDefault(True)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.extra = QVBoxLayout()
+        lay.addLayout(self.extra)
+        lay.addWidget(self.buttons)
+
+    def add_fact(self, name: str, value: str) -> None:
+        label = plain_label(value)
+        label.setWordWrap(True)
+        self.facts.addRow(plain_label(name), label)
+
+    def shown_text(self) -> str:
+        """Everything the dialog says, as the user reads it (for tests and the log)."""
+        parts = [self.windowTitle(), self.text.text()]
+        for row in range(self.facts.rowCount()):
+            for role in (QFormLayout.ItemRole.LabelRole, QFormLayout.ItemRole.FieldRole):
+                item = self.facts.itemAt(row, role)
+                if item is not None and item.widget() is not None:
+                    parts.append(item.widget().text())
+        if self.command.isVisibleTo(self):
+            parts.append(self.command.toPlainText())
+        parts.append(self.ok.text())
+        return "\n".join(parts)
+
+
+def _ask(dialog: QDialog) -> bool:
+    try:
+        return answer(dialog)
+    finally:
+        dialog.deleteLater()
+
+
+def confirm_command(parent: QWidget | None, title: str, text: str, command: list[str],
+                    cwd: str = "", button: str = "Run") -> bool:
+    """Ask before running `command` (shown exactly, shell-quoted, as plain text)."""
+    facts = [("In folder", cwd)] if cwd else []
+    return _ask(ConfirmDialog(title, text, shlex.join(command), facts, button, parent))
+
+
+def confirm_import(parent: QWidget | None, file: str, name: str) -> bool:
+    """Ask before importing `file` (it runs the file's top-level code) to build `name`."""
+    text = (f"Converting to LMDB builds the Dataset with {name} from {file}. Importing the "
+            "file runs its top-level code (a script without `if __name__ == \"__main__\":` "
+            "runs its training): it is imported in a separate process first, stopped if it "
+            "does not finish within a minute.")
+    dialog = ConfirmDialog("Import the Dataset's file?", text,
+                           facts=[("File", file), ("Dataset", name)],
+                           button=f"Import {Path(file).name}", parent=parent)
+    return _ask(dialog)
+
+
+# ---------------------------------------------------------------------------------------------
+# A run of the script (tune, re-run): the user's interpreter, the user's folder
+
+
+@dataclass
+class RunPlan:
+    python: str
+    cwd: str
+    script: str
+    args: list[str] = field(default_factory=list)
+
+    def command(self) -> list[str]:
+        return [self.python, self.script, *self.args]
+
+
+class RunPlanDialog(ConfirmDialog):
+    """What will run (interpreter, folder, script, arguments), each chosen here, and what the
+    session recorded (shown, never used unless the user picks it)."""
+
+    def __init__(self, script: str, args: list[str], recorded_python: str = "",
+                 recorded_cwd: str = "", button: str = "Continue",
+                 parent: QWidget | None = None) -> None:
+        text = (f"This runs {Path(script).name} with your own Python interpreter, in a folder "
+                "you choose. Check the command below.")
+        facts = [("Script", script), ("Arguments", shlex.join(args) or "(none)")]
+        if recorded_python or recorded_cwd:
+            text += (" The session that recorded the trace names another machine's interpreter "
+                     "and folder; they are not used.")
+            facts += [("Session's Python", recorded_python or "-"),
+                      ("Session's folder", recorded_cwd or "-")]
+        super().__init__("What will run", text, facts=facts, button=button, parent=parent)
+        self.plan = RunPlan(sys.executable, str(Path(script).parent), script, list(args))
+        self.python_edit = self._chooser("Your Python", self.plan.python, self._choose_python)
+        self.cwd_edit = self._chooser("Run in folder", self.plan.cwd, self._choose_cwd)
+        self._show_command()
+
+    def _chooser(self, name: str, value: str, choose) -> QLineEdit:
+        edit = QLineEdit(value)
+        edit.textChanged.connect(self._edited)
+        pick = QPushButton("Choose…")
+        pick.clicked.connect(choose)
+        row = QHBoxLayout()
+        row.addWidget(edit, 1)
+        row.addWidget(pick)
+        self.facts.addRow(plain_label(name), row)
+        return edit
+
+    def _choose_python(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Python interpreter",
+                                              str(Path(self.plan.python).parent))
+        if path:
+            self.python_edit.setText(path)
+
+    def _choose_cwd(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Run in folder", self.plan.cwd)
+        if path:
+            self.cwd_edit.setText(path)
+
+    def _edited(self) -> None:
+        self.plan.python = self.python_edit.text().strip()
+        self.plan.cwd = self.cwd_edit.text().strip()
+        self._show_command()
+
+    def _show_command(self) -> None:
+        ok = Path(self.plan.python).is_file() and Path(self.plan.cwd).is_dir()
+        self.ok.setEnabled(ok)
+        self.command.setPlainText(f"cd {shlex.quote(self.plan.cwd)}\n"
+                                  + shlex.join(self.plan.command()))
+        self.command.setVisible(True)
+
+    def shown_text(self) -> str:
+        return "\n".join([super().shown_text(), self.python_edit.text(), self.cwd_edit.text()])
+
+
+def choose_run(parent: QWidget | None, script: str, args: list[str], recorded_python: str = "",
+               recorded_cwd: str = "", button: str = "Continue") -> RunPlan | None:
+    """The interpreter and folder to run `script` with, chosen by the user; None on Cancel."""
+    dialog = RunPlanDialog(script, args, recorded_python, recorded_cwd, button, parent)
+    plan = dialog.plan
+    return plan if _ask(dialog) else None
