@@ -287,13 +287,22 @@ class Culprits:
             out += [c for c, _ in self._simple(spans, own, frames=False)]
         if not any(c.kind in ("frame", "annotation") for c in out):
             out += self._after_ops(spans)
+        if not out:  # the main thread recorded nothing: what the other threads ran meanwhile
+            tracks = [int(k) for k in np.unique(t.track[r.cpu_op]) if k != self.main]
+            found = self._simple(spans, per_track(t, r.cpu_op, tracks), innermost=False)
+            for culprit, _mask in found:
+                culprit.detail = "on another thread meanwhile"
+            out += [c for c, _ in found]
         return out
 
     def _after_ops(self, spans) -> list[Culprit]:
         """Without annotations or frames: the op the main thread ran just before each piece of
-        Python (its outermost op that ended last before the piece began)."""
+        Python (its outermost op that ended last before the piece began); the other threads'
+        when the main thread records no op."""
         t = self.trace
         ops = np.flatnonzero(self.r.cpu_op & self.on_main & (t.dur > 0))
+        if len(ops) == 0:
+            ops = np.flatnonzero(self.r.cpu_op & (t.dur > 0))
         if len(ops) == 0:
             return []
         ops = ops[np.argsort(t.end[ops], kind="stable")]
@@ -352,25 +361,40 @@ class Culprits:
 
     # -- details
 
-    def _enclosing_op(self, calls: np.ndarray) -> str:
-        """The outermost op around most of the calls, on their own threads."""
+    def _enclosing(self, calls: np.ndarray) -> np.ndarray:
+        """The outermost op (cat cpu_op) around each call on its thread, -1 where none."""
         t = self.trace
-        names = np.full(len(calls), -1, dtype=np.int64)
+        out = np.full(len(calls), -1, dtype=np.int64)
         for track in np.unique(t.track[calls]):
             on = np.flatnonzero(t.track[calls] == track)
             ops = np.flatnonzero(self.cpu_op_only & (t.track == track) & (t.dur > 0))
             k = owner_at(t.start[ops], t.end[ops], t.start[calls[on]], innermost=False)
-            names[on[k >= 0]] = t.name[ops[k[k >= 0]]]
-        return _best(t, names, t.dur[calls])
+            out[on[k >= 0]] = ops[k[k >= 0]]
+        return out
+
+    def _enclosing_op(self, calls: np.ndarray) -> str:
+        """The outermost op around most of the calls, on their own threads."""
+        t = self.trace
+        ops = self._enclosing(calls)
+        return _best(t, np.where(ops >= 0, t.name[np.maximum(ops, 0)], -1), t.dur[calls])
 
     def _gpu_ops_of(self, calls: np.ndarray) -> str:
-        """The GPU ops (copies) the calls launched, by name, most frequent first."""
+        """The copies the calls' ops launched (a .cpu() launches its copy, then syncs), by
+        name, the most frequent; the calls' own when they are outside any op."""
         t, r = self.trace, self.r
-        gpu = np.flatnonzero(r.launch >= 0)
-        hit = gpu[np.isin(r.launch[gpu], calls)]
-        if len(hit) == 0:
+        ops = self._enclosing(calls)
+        around = np.concatenate([ops[ops >= 0], calls[ops < 0]])
+        gpu = np.flatnonzero((r.launch >= 0) & (t.cat == Cat.GPU_MEMCPY))
+        if len(gpu) == 0 or len(around) == 0:
             return ""
-        return _best(t, t.name[hit], np.ones(len(hit)))
+        launch = r.launch[gpu]
+        inside = np.zeros(len(gpu), dtype=bool)
+        for track in np.unique(t.track[around]):
+            mine = around[t.track[around] == track]
+            spans = iv.union(iv.as_intervals(t.start[mine], t.end[mine]))
+            inside |= (t.track[launch] == track) & iv.covers(spans, t.start[launch])
+        hit = gpu[inside]
+        return _best(t, t.name[hit], np.ones(len(hit))) if len(hit) else ""
 
     def _kernels_in(self, ops: np.ndarray) -> np.ndarray:
         """Durations of the GPU ops launched from inside the events `ops` (one thread's)."""
