@@ -7,12 +7,14 @@ Without a display (`make run` over ssh, in CI): --demo runs the demo headless an
 screenshot of its analysis (the path is printed); anything else says there is no display and
 exits 2. With a display, missing system libraries of Qt's xcb plugin are named in one line
 instead of Qt's abort. Qt's "propagateSizeHints" warning is filtered out of stderr.
+Ctrl-C in the terminal closes the window as File > Quit does and exits with 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +25,8 @@ from stallscope.gui import pyside_workaround
 from stallscope.gui.platform_check import is_headless, xcb_problem
 
 DEFAULT_SIZE = (1400, 900)
+MAX_SIDE = 16384
+INTERRUPTED = 130  # the exit status of a program ended by Ctrl-C (128 + SIGINT)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,12 +49,35 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _size(text: str) -> tuple[int, int]:
+def _size(text: str, minimum: tuple[int, int] = (1, 1)) -> tuple[int, int]:
+    """WxH, at least the window's `minimum` (Qt would silently make it that big)."""
     try:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
         raise SystemExit(_fail(f"--size {text}: expected WxH, e.g. 1400x900")) from None
+    if w < minimum[0] or h < minimum[1]:
+        raise SystemExit(_fail(f"--size {text}: smaller than the window can be, at least "
+                               f"{minimum[0]}x{minimum[1]}"))
+    if w > MAX_SIDE or h > MAX_SIDE:
+        raise SystemExit(_fail(f"--size {text}: larger than {MAX_SIDE}x{MAX_SIDE}"))
     return w, h
+
+
+def quit_on_interrupt(app, window) -> None:
+    """Ctrl-C in the app's terminal closes the window (its jobs cancelled, its layout saved,
+    as File > Quit does) and ends the event loop with INTERRUPTED. Python runs a signal
+    handler only when it gets control back, so a timer hands it control while Qt waits."""
+    from PySide6.QtCore import QTimer
+
+    def interrupted(_signum, _frame) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C ends it at once
+        window.close()
+        app.exit(INTERRUPTED)
+
+    signal.signal(signal.SIGINT, interrupted)
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
 
 
 QUIET_QT_MESSAGES = ("propagateSizeHints",)  # the offscreen plugin's note on every window
@@ -112,10 +139,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # a screenshot leaves no trace in the user's settings: no layout, no recent items
     window = MainWindow(persist=not (args.screenshot or headless_demo))
+    minimum = window.minimumSizeHint()
+    size = _size(args.size, (minimum.width(), minimum.height()))
     if args.screenshot:
-        return screenshot(window, args.path, args.compare, args.screenshot, _size(args.size))
+        return screenshot(window, args.path, args.compare, args.screenshot, size)
     if headless_demo:
-        return run_demo_headless(window, _size(args.size))
+        return run_demo_headless(window, size)
+    quit_on_interrupt(app, window)
     window.show()
     if args.path:
         window.open_path(args.path)

@@ -98,3 +98,55 @@ def test_demo_without_a_display_writes_a_screenshot_and_exits(tmp_path):
     assert (image.width(), image.height()) == (1400, 900)
     assert "propagateSizeHints" not in done.stderr
     assert "no display" in done.stdout
+
+
+CTRL_C_CHILD = """
+import sys
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from stallscope.gui import app as app_module
+from stallscope.gui.main_window import MainWindow
+
+app = QApplication(sys.argv[:1])
+window = MainWindow(persist=False)
+app_module.quit_on_interrupt(app, window)
+window.show()
+QTimer.singleShot(0, lambda: print("in the event loop", flush=True))
+sys.exit(app.exec())
+"""
+
+
+def test_ctrl_c_in_the_terminal_ends_the_app_cleanly(tmp_path):
+    """SIGINT sent once the app's event loop runs (a known point, not a race): the window
+    closes and the app exits with 130, without a KeyboardInterrupt traceback."""
+    import signal
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "STALLSCOPE_CONFIG_DIR": str(tmp_path)}
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == "in the event loop"
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == app_module.INTERRUPTED, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+@pytest.mark.parametrize(("size", "message"), [
+    ("10x10", "--size 10x10: smaller than the window can be, at least "),
+    ("1400by900", "--size 1400by900: expected WxH, e.g. 1400x900"),
+    ("99999x900", "--size 99999x900: larger than 16384x16384")])
+def test_a_size_the_window_cannot_take_is_refused_in_one_line(tmp_path, real_trace, size,
+                                                               message):
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "STALLSCOPE_CONFIG_DIR": str(tmp_path)}
+    out = tmp_path / "shot.png"
+    done = subprocess.run([sys.executable, "-m", "stallscope.gui.app", str(real_trace(
+        "kineto_nw0")), "--screenshot", str(out), "--size", size], env=env,
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"stallscope: error: {message}"), done.stderr
+    assert not out.exists()
