@@ -6,6 +6,8 @@
                         trace_ready, lineprof_ready, warning, error, finished
                         (ranks under torchrun: events.rank<N>.jsonl)
     stdout.log          the script's stdout and stderr, teed (ranks: stdout.rank<N>.log)
+    record.bin          the whole run, every step, bounded (capture/record.py; ranks:
+                        record.rank<N>.bin); epoch starts and saves are `epoch`/`save` events
     traces/<script>[_rank<N>].<timestamp>.pt.trace.json.gz
     lineprof/*.json     line_profiler stats of __getitem__
     tune.json           (a tune folder, holding one session folder per trial)
@@ -30,6 +32,8 @@ TRACES = "traces"
 LINEPROF = "lineprof"
 TRACE_SUFFIX = ".pt.trace.json.gz"
 TUNE_JSON = "tune.json"
+RECORD = "record.bin"
+RECORD_GLOB = "record*.bin"
 
 # event kinds
 STARTED = "started"
@@ -40,7 +44,11 @@ LINEPROF_READY = "lineprof_ready"
 WARNING = "warning"
 ERROR = "error"
 FINISHED = "finished"
-EVENT_KINDS = (STARTED, DATALOADER, STEP, TRACE_READY, LINEPROF_READY, WARNING, ERROR, FINISHED)
+EPOCH = "epoch"
+SAVE = "save"
+RUN_TAIL = "run_tail"
+EVENT_KINDS = (STARTED, DATALOADER, STEP, TRACE_READY, LINEPROF_READY, WARNING, ERROR, FINISHED,
+               EPOCH, SAVE, RUN_TAIL)
 
 
 def rank_part(rank: int | None, sep: str = ".") -> str:
@@ -53,6 +61,10 @@ def events_name(rank: int | None) -> str:
 
 def stdout_name(rank: int | None) -> str:
     return f"stdout{rank_part(rank)}.log"
+
+
+def record_name(rank: int | None) -> str:
+    return f"record{rank_part(rank)}.bin"
 
 
 def trace_stem(script_stem: str, rank: int | None) -> str:

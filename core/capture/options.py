@@ -12,7 +12,9 @@ from .overrides import FORMS, OverrideError, parse_sets
 
 DEFAULT_SCHEDULE = {"wait": 1, "warmup": 1, "active": 4, "repeat": 1}
 TAKES_VALUE = frozenset({"--session", "--wait", "--warmup", "--active", "--repeat",
-                         "--nproc-per-node", "--lineprof", "--lineprof-depth", "--set"})
+                         "--nproc-per-node", "--lineprof", "--lineprof-depth", "--set",
+                         "--profile-every", "--profile-at"})
+WINDOW_OPTIONS = ("profile_every", "profile_at", "profile_epochs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by the runner and `stallscope-cli run`."""
     p.add_argument("--session", metavar="DIR",
-                   help="session folder (default ./stallscope-sessions/<script>-<timestamp>)")
+                   help="session folder (default: <your data folder>/stallscope/sessions/"
+                        "<script>-<timestamp>, e.g. ~/.local/share/stallscope/sessions)")
     for key, value in DEFAULT_SCHEDULE.items():
         p.add_argument(f"--{key}", type=int, default=value, metavar="N",
                        help=f"profiler schedule: {key} steps (default {value})")
@@ -40,6 +43,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="record Python stacks (default off; large traces)")
     p.add_argument("--stop-after-window", action=argparse.BooleanOptionalAction, default=True,
                    help="end the script once the profiling window's trace is written (default on)")
+    p.add_argument("--profile-every", type=int, default=0, metavar="N",
+                   help="repeated profiling windows: one every N steps (each its own trace; "
+                        "the run goes on to its end)")
+    p.add_argument("--profile-at", default="", metavar="N,N,...",
+                   help="profiling windows starting at these steps (each its own trace)")
+    p.add_argument("--profile-epochs", action="store_true",
+                   help="a profiling window at the start of every epoch (each its own trace)")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
                    help="launch N ranks through torch.distributed.run")
     p.add_argument("--lineprof", default="off", metavar="auto|module:Class.method|off",
@@ -67,6 +77,13 @@ def build_argv(session: str | os.PathLike, script: str, args: list[str],
         if key in options:
             flag = key.replace("_", "-")
             argv.append(f"--{flag}" if options[key] else f"--no-{flag}")
+    if int(options.get("profile_every") or 0) > 0:
+        argv += ["--profile-every", str(int(options["profile_every"]))]
+    if options.get("profile_at"):
+        at = options["profile_at"]
+        argv += ["--profile-at", at if isinstance(at, str) else ",".join(str(int(n)) for n in at)]
+    if options.get("profile_epochs"):
+        argv.append("--profile-epochs")
     if int(options.get("nproc_per_node", 1)) > 1:
         argv += ["--nproc-per-node", str(int(options["nproc_per_node"]))]
     if options.get("lineprof", "off") not in ("off", "", None):
@@ -109,16 +126,58 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if opts.nproc_per_node < 1:
         parser.error("--nproc-per-node must be >= 1")
     try:
+        opts.profile_at = parse_steps(opts.profile_at)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if opts.profile_every < 0:
+        parser.error("--profile-every must be >= 1")
+    if 0 < opts.profile_every <= opts.warmup + opts.active:
+        parser.error(f"--profile-every {opts.profile_every}: windows of --warmup {opts.warmup} "
+                     f"+ --active {opts.active} steps need more steps apart")
+    opts.windows = bool(opts.profile_every or opts.profile_at or opts.profile_epochs)
+    try:
         opts.overrides = parse_sets(opts.sets)
     except OverrideError as exc:
         parser.exit(2, f"stallscope: error: {exc}\n")  # one line, before anything is created
     return opts
 
 
+def parse_steps(text: str) -> list[int]:
+    """`--profile-at 100,5000` -> [100, 5000] (sorted, each once)."""
+    out = set()
+    for word in (w.strip() for w in (text or "").split(",")):
+        if not word:
+            continue
+        if not word.isdigit():
+            raise ValueError(f"--profile-at {text}: expected step numbers like 100,5000, "
+                             f"not {word!r}")
+        out.add(int(word))
+    return sorted(out)
+
+
+def user_data_dir() -> Path:
+    """The platform's per-user data folder: $XDG_DATA_HOME or ~/.local/share on Linux,
+    ~/Library/Application Support on macOS, %LOCALAPPDATA% on Windows."""
+    home = Path.home()
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local")
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support"
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    return Path(xdg) if os.path.isabs(xdg) else home / ".local" / "share"
+
+
+def sessions_root() -> Path:
+    """Where sessions go by default: the user's data folder, never the script's folder nor
+    the installed package (the CLI, the runner, the Run dialog and tune trials alike)."""
+    return user_data_dir() / "stallscope" / "sessions"
+
+
 def default_session_dir(script: str, root: str | os.PathLike | None = None) -> Path:
+    """A new folder <root>/<script>-<timestamp> (root: sessions_root())."""
     stem = Path(script).stem or "script"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path(root) if root is not None else Path.cwd() / "stallscope-sessions"
+    base = Path(root) if root is not None else sessions_root()
     path = base / f"{stem}-{stamp}"
     n = 1
     while path.exists():

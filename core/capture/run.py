@@ -27,11 +27,23 @@ from .exits import (
 from .lineprof_glue import finish_lineprof, start_lineprof
 from .options import DEFAULT_SCHEDULE, default_session_dir, parse_args, rank_from_env
 from .overrides import DataLoaderLog
-from .processes import end_children, has_children, install_stop_handler, new_process_group
+from .processes import (
+    Killed,
+    die_of,
+    disarm_timers,
+    end_children,
+    end_leftovers,
+    exit_watchdog,
+    has_children,
+    install_stop_handler,
+    new_process_group,
+)
+from .record import RunRecord, install_record_hooks
 from .script import check_script, compile_check, script_traceback
 from .stepping import Stepper, install_hooks
 from .tee import FdTee
 from .trace_writer import TraceWriter
+from .windows import Windows
 from .writer import EventLog, prepare_session, run_info, update_run_json, write_run_json
 
 RUNNER = Path(__file__).resolve().with_name("runner.py")  # what torchrun launches per rank
@@ -68,17 +80,28 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
-    sched = schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active, repeat=opts.repeat)
+    record = RunRecord(session / layout.record_name(rank), log.emit)
+    log.record = record
+    step_opts = opts
+    if opts.windows:  # repeated windows: the run goes on to its end, never stops after one
+        sched = Windows(opts, record)
+        step_opts = argparse.Namespace(**{**vars(opts), "repeat": 0})
+    else:
+        sched = schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active,
+                         repeat=opts.repeat)
     writer = TraceWriter(session, script, rank, log)
+    writer.schedule = sched
     prof = profile(activities=activities, schedule=sched, on_trace_ready=writer,
                    profile_memory=opts.profile_memory, record_shapes=opts.record_shapes,
                    with_stack=opts.with_stack)
-    stepper = Stepper(torch, prof, sched, log, opts)
+    stepper = Stepper(torch, prof, sched, log, step_opts)
     writer.stepper = stepper
     loaders = DataLoaderLog(opts.overrides, loader_emitter(log))
     undo = loaders.install(torch)
     capture = start_lineprof(opts, session, log)
     undo += install_hooks(torch, stepper, capture, loaders)
+    undo += install_record_hooks(torch, record)
+    main_pid = os.getpid()
 
     # `python script.py` semantics: argv, sys.path[0] = the script's folder.
     sys.argv = [opts.script, *opts.script_args]
@@ -91,14 +114,25 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
         with prof:
             try:
                 runpy.run_path(str(script), run_name="__main__")
+            except BaseException as exc:
+                if os.getpid() != main_pid:  # a process the script forked ended the script
+                    forked_child_exit(exc)
+                raise
             finally:
                 writer.finishing = True
+            if os.getpid() != main_pid:
+                forked_child_exit(None)
         result = {"rc": 0, "reason": "completed"}
     except StopAfterWindow:
         result = {"rc": 0, "reason": STOPPED_REASON}
         if capture is None:  # the script is over: persistent DataLoader workers would make
             end_children()   # their iterator wait out torch's 5 s join (line profiling
             #                  workers still have stats to write, so they end as usual)
+    except Killed as exc:
+        name = signal.Signals(exc.signum).name
+        result = {"rc": exc.code, "reason": f"killed by {name}", "signal": name,
+                  "died_of": exc.signum}
+        end_children()
     except Stopped as exc:
         name = signal.Signals(exc.signum).name
         result = {"rc": exc.code, "reason": f"stopped by {name}", "signal": name}
@@ -116,6 +150,8 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
             "type": type(exc).__name__, "message": str(exc), "traceback": text,
             "step": stepper.steps}}
     finally:
+        disarm_timers()
+        record.finish()
         for fn in reversed(undo):
             fn()
     del error
@@ -138,6 +174,36 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
     return result
 
 
+def forked_child_exit(exc: BaseException | None) -> None:
+    """A process the script forked reached the end of the script: it exits there, as it
+    would under plain python, and never runs the runner's ending (`finished` is the parent's)."""
+    if exc is not None and not isinstance(exc, SystemExit):
+        traceback.print_exception(exc)
+    rc = exit_code(exc) if isinstance(exc, SystemExit) else (1 if exc else 0)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc)
+
+
+def end_of_script(result: dict) -> None:
+    """Processes and threads the script left behind, listed (and the processes ended) in the
+    `finished` record."""
+    left = end_leftovers()
+    if left:
+        result["left_running"] = left
+        say(f"ended {len(left)} process(es) the script left running: "
+            + "; ".join(f"pid {p['pid']} ({p['command'][:80]})" for p in left))
+    import threading
+
+    threads = [t.name for t in threading.enumerate()
+               if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if threads:
+        result["threads_left"] = threads
+
+
 def open_session_dir(opts: argparse.Namespace, script: Path) -> Path:
     """The session folder, created; without --session nothing is created for a script that
     cannot run."""
@@ -147,7 +213,7 @@ def open_session_dir(opts: argparse.Namespace, script: Path) -> Path:
                            default_session_dir(opts.script))
 
 
-def run_single(opts: argparse.Namespace) -> int:
+def run_single(opts: argparse.Namespace) -> tuple[int, int | None]:
     rank = rank_from_env()
     script = Path(opts.script).expanduser().resolve()
     session = open_session_dir(opts, script)
@@ -168,6 +234,7 @@ def run_single(opts: argparse.Namespace) -> int:
                      overrides=list(opts.sets), **info)
             install_stop_handler()
             result = run_script(opts, session, log, script, rank)
+            end_of_script(result)
             if owner and result.get("dataloaders"):
                 update_run_json(session, dataloaders=result["dataloaders"])
         except SetupError as exc:
@@ -180,8 +247,9 @@ def run_single(opts: argparse.Namespace) -> int:
     finally:
         tee.close()
     result["wall_s"] = round(time.time() - t0, 3)
+    died_of = result.pop("died_of", None)
     log.finish(**result)
-    return int(result["rc"])
+    return int(result["rc"]), died_of
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,8 +263,12 @@ def main(argv: list[str] | None = None) -> int:
             script = Path(opts.script).expanduser().resolve()
             session = open_session_dir(opts, script)
             return run_distributed(opts, session, script, RUNNER)
-        return run_single(opts)
+        rc, died_of = run_single(opts)
     except SetupError as exc:  # the session folder itself failed: nowhere to write `finished`
         say(f"error: {exc}")
         return EXIT_SETUP
+    if died_of:
+        die_of(died_of)  # the exit status says the signal, as the script's own death would
+    exit_watchdog(rc, leads_group=opts.process_group)
+    return rc
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import layout
 from .exits import say
+from .windows import window_range
 
 
 class TraceWriter:
@@ -22,10 +23,26 @@ class TraceWriter:
         self.paths: list[str] = []
         self.finishing = False
         self.stepper = None
+        self.schedule = None  # the profiler's schedule: which steps the window recorded
+        self.written_s = 0.0
+
+    def window(self, hi: int | None) -> tuple[int, int] | None:
+        """[first, last] step the trace recorded (hi: the step being ended)."""
+        if hi is None or self.schedule is None:
+            return None
+        window_of = getattr(self.schedule, "window_of", None)
+        if window_of is not None:
+            w = window_of(hi)
+            return (w[0], min(w[1], hi)) if w else (hi, hi)
+        return window_range(self.schedule, hi)
 
     def __call__(self, prof) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
         final = self.dir / f"{self.stem}.{stamp}{layout.TRACE_SUFFIX}"
+        n = 1
+        while final.exists():  # windows close within the same millisecond
+            n += 1
+            final = self.dir / f"{self.stem}.{stamp}-{n}{layout.TRACE_SUFFIX}"
         raw = self.dir / f".{final.name}.json.part"
         packed = self.dir / f".{final.name}.part"
         t = time.perf_counter()
@@ -48,8 +65,11 @@ class TraceWriter:
         rel = f"{layout.TRACES}/{final.name}"
         self.paths.append(rel)
         steps = self.stepper.steps if self.stepper else None
+        window = self.window(steps)
         self.log.emit(layout.TRACE_READY, path=rel, bytes=final.stat().st_size,
                       complete=not self.finishing, steps_seen=steps,
-                      write_s=round(time.perf_counter() - t, 3))
+                      write_s=round(time.perf_counter() - t, 3),
+                      **({"window": list(window)} if window else {}))
+        self.written_s += time.perf_counter() - t
         say(f"trace written: {final}" + ("" if not self.finishing else
                                            " (the script ended inside the profiling window)"))

@@ -26,10 +26,13 @@ class EventLog:
         self._file = open(path, "ab")  # noqa: SIM115 - lives for the run
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self.record = None  # capture/record.RunRecord: every step also goes to record.bin
 
     def emit(self, event: str, **fields) -> None:
         if os.getpid() != self._pid or self._file.closed:
             return  # a forked DataLoader worker inherited this object: only the runner writes
+        if event == layout.STEP and self.record is not None:
+            self.record.step(fields)
         line = layout.encode(layout.record(event, self.rank, **fields))
         with self._lock:
             self._file.write(line)
@@ -45,6 +48,8 @@ class EventLog:
         layout.append_finished(self.path, rc, reason, self.rank, **fields)
 
     def close(self) -> None:
+        if self.record is not None:
+            self.record.close()
         with self._lock:
             if not self._file.closed:
                 self._file.close()

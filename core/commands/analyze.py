@@ -50,14 +50,43 @@ def run(args) -> int:
         return _single(args, path, None)
     from stallscope.core.document import plan_path
 
-    plan = plan_path(path, run=args.run, every=args.all)
+    whole = whole_run(path)
+    try:
+        plan = plan_path(path, run=args.run, every=args.all)
+    except StallscopeError:
+        if whole is None:
+            raise
+        return _run_only(args, whole)  # a session whose whole run is recorded, no trace
     picks = plan.picks
     if len(picks) == 1:
-        return _single(args, picks[0][1], plan)
+        return _single(args, picks[0][1], plan, whole)
     return _many(args, plan)
 
 
-def _single(args, path: Path, plan) -> int:
+def whole_run(path: Path):
+    """The whole-run analysis (core/session/stalls.RunReport) of a session folder that holds
+    a run record; None for any other folder."""
+    from stallscope.core.session.reader import is_session, open_session
+    from stallscope.core.session.record import load_record
+    from stallscope.core.session.stalls import analyze_run
+
+    if not is_session(path):
+        return None
+    rec = load_record(open_session(path))
+    return analyze_run(rec) if rec is not None and rec.n_steps else None
+
+
+def _run_only(args, whole) -> int:
+    from stallscope.core.render.run_text import render_run
+
+    if args.json:
+        _dump({"run": whole.to_json()})
+    else:
+        sys.stdout.write(render_run(whole))
+    return 0
+
+
+def _single(args, path: Path, plan, whole=None) -> int:
     from stallscope.core.advice import line_stats_near
     from stallscope.core.analysis import analyze
     from stallscope.core.render.text import render
@@ -68,11 +97,17 @@ def _single(args, path: Path, plan) -> int:
         out = report.to_json()
         if plan is not None:
             out["folder"] = plan.to_json()
+        if whole is not None:
+            out["run"] = whole.to_json()
         _dump(out)
     else:
         if plan is not None:
             sys.stdout.write("\n".join(plan.lines()) + "\n\n")
         sys.stdout.write(render(report))
+        if whole is not None:
+            from stallscope.core.render.run_text import render_run
+
+            sys.stdout.write("\n" + render_run(whole))
     return 0
 
 

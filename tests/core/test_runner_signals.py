@@ -118,3 +118,103 @@ dist.destroy_process_group()
     s = open_session(session)
     assert s.ranks == [0, 1] and len(s.traces()) == 2
     assert s.finished["ranks"] == fin["ranks"]
+
+
+# ---- how a run ends when the script leaves something behind (issue #20's runner bullet)
+
+STEPS = """
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(8):
+    loss = model(torch.randn(2, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def run_with_grace(tmp_path, source, grace="1.5", *options, timeout=60, name="session"):
+    script = write_script(tmp_path, source)
+    session = tmp_path / name
+    env = {**os.environ, "STALLSCOPE_EXIT_GRACE_S": grace}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(RUNNER), "--session", str(session), *options,
+                           "--", str(script)], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=timeout)
+    return proc, session, time.monotonic() - t0
+
+
+def test_non_daemon_thread_does_not_keep_the_run_forever(tmp_path):
+    proc, session, took = run_with_grace(tmp_path, """
+import threading, time
+threading.Thread(target=time.sleep, args=(600,), name="sleeper").start()
+""" + STEPS)
+    assert proc.returncode == 0, proc.stderr
+    fin = finished(session)
+    assert fin["rc"] == 0 and fin["threads_left"] == ["sleeper"]
+    assert ("still holds the interpreter" in proc.stderr
+            and "a non-daemon thread of the script (sleeper)" in proc.stderr)
+    assert took < 40
+
+
+def test_blocking_atexit_handler_is_named_and_ended(tmp_path):
+    proc, session, took = run_with_grace(tmp_path, """
+import atexit, time
+def hang():
+    time.sleep(600)
+atexit.register(hang)
+""" + STEPS, "1.5", "--no-stop-after-window")
+    assert proc.returncode == 0, proc.stderr
+    assert finished(session)["reason"] == "completed"
+    assert "an atexit handler (hang at " in proc.stderr and "script.py:4)" in proc.stderr
+    assert took < 40
+
+
+def test_forked_child_outliving_the_script_is_listed_and_ended(tmp_path):
+    proc, session, _ = run_with_grace(tmp_path, """
+import os, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(600)   # a copy of the runner that never ends by itself
+    os._exit(0)
+open("child.pid", "w").write(str(pid))
+""" + STEPS)
+    assert proc.returncode == 0, proc.stderr
+    child = int((tmp_path / "child.pid").read_text())
+    fin = finished(session)
+    assert [p["pid"] for p in fin["left_running"]] == [child]
+    assert f"ended 1 process(es) the script left running: pid {child}" in proc.stderr
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
+    assert len([e for e in events(session) if e["event"] == "finished"]) == 1
+
+
+def test_a_script_dying_of_sigalrm_reports_the_real_status(tmp_path, capfd):
+    proc, session, _ = run_with_grace(tmp_path, """
+import signal, time
+signal.alarm(4)
+""" + STEPS + """
+time.sleep(30)
+""", "5", "--no-stop-after-window")
+    assert proc.returncode == -signal.SIGALRM  # died of it, as under plain python
+    fin = finished(session)
+    assert fin["rc"] == 128 + signal.SIGALRM and fin["reason"] == "killed by SIGALRM"
+    assert fin["steps"] == 8
+
+    # an alarm still pending when the script ends does not change the recorded status
+    proc, session, _ = run_with_grace(tmp_path, """
+import signal
+signal.alarm(2)
+""" + STEPS, "5", name="pending")
+    assert proc.returncode == 0 and finished(session)["rc"] == 0
+
+    # the CLI's summary line says the status the CLI exits with
+    from stallscope.core import cli
+
+    script = write_script(tmp_path, "import signal, time\nsignal.alarm(1)\ntime.sleep(30)\n",
+                          name="alarm.py")
+    rc = cli.main(["run", "--session", str(tmp_path / "cli"), "--no-analyze", "--",
+                   str(script)])
+    err = capfd.readouterr().err
+    assert rc == 128 + signal.SIGALRM
+    assert "killed by SIGALRM (rc 142)" in err

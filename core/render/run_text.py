@@ -1,0 +1,43 @@
+"""The whole run as text: `stallscope-cli analyze SESSION` prints it after the trace's report.
+
+    sys.stdout.write(render_run(analyze_run(record)))
+"""
+
+from __future__ import annotations
+
+import re
+
+from stallscope.core.session.stalls import RunReport, s_text
+from stallscope.core.units import duration, pct, plural, size
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text: str) -> str:
+    """A string from a session for the terminal: control characters escaped."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def render_run(run: RunReport) -> str:
+    lines = [f"whole run  {plural(run.steps, 'step')} in {s_text(run.wall_s)}, median step "
+             f"{duration(run.median_step_ms * 1e3)}, data wait {pct(run.data_wait_share)} of "
+             f"wall time (epoch starts apart)"
+             + (f", {plural(run.epochs, 'epoch')}" if run.epochs else "")
+             + (f", {plural(run.saves, 'save')}" if run.saves else "")]
+    if run.first_full > 0:
+        lines.append(f"           steps before {run.first_full:,} kept as block summaries; "
+                     f"record {size(run.record_bytes)}")
+    if run.windows:
+        shown = ", ".join(f"{w['steps'][0]}-{w['steps'][1]}" for w in run.windows[:8])
+        more = f" and {len(run.windows) - 8} more" if len(run.windows) > 8 else ""
+        lines.append(f"profiled   {plural(len(run.windows), 'window')}: steps {shown}{more}")
+    lines.append("")
+    if not run.stalls:
+        lines.append("No stall over the whole run (epoch starts, saves, validation, time "
+                     "between steps, slow-down each under 1% of wall time).")
+    for i, s in enumerate(run.stalls, 1):
+        lines.append(f"{i}. {safe(s.title)}")
+        lines.append(f"   {safe(s.evidence)}")
+        lines.append(f"   costs {s_text(s.cost_s)} ({pct(s.share)} of the run)"
+                     + (f"; the fix saves {s_text(s.saving_s)}" if s.saving_s > 0 else ""))
+    return "\n".join(lines).rstrip() + "\n"

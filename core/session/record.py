@@ -1,0 +1,167 @@
+"""Reading a session's whole-run record (record.bin, written by capture/record.py) into numpy:
+recent steps one row each, older steps as block summaries, plus the epoch starts, saves and
+profiled windows from the events.
+
+    rec = load_record(session)            # core/session/reader.Session; None without a record
+    x, wall_max, wall_mean, wait_mean = rec.overview(2000).values()   # decimated, any range
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stallscope.core.capture import layout
+from stallscope.core.capture import record as fmt
+from stallscope.core.errors import StallscopeError
+
+_CODES = {"I": "<u4", "d": "<f8", "f": "<f4", "H": "<u2", "B": "u1"}
+STEP_DTYPE = np.dtype([(name, _CODES[c]) for name, c in fmt.STEP_FIELDS])
+BLOCK_DTYPE = np.dtype([(name, _CODES[c]) for name, c in fmt.BLOCK_FIELDS])
+MAX_BYTES = 512 << 20  # a record is a few MB; anything far larger is not one
+
+
+@dataclass
+class Window:
+    """A profiled window: its steps and its trace (relative to the session)."""
+
+    first: int
+    last: int
+    trace: str
+
+
+@dataclass
+class Record:
+    path: Path
+    t0: float                      # the run's start, epoch seconds
+    block: int
+    blocks: np.ndarray             # BLOCK_DTYPE
+    steps: np.ndarray              # STEP_DTYPE, the recent steps, in order
+    epochs: list[dict] = field(default_factory=list)
+    saves: list[dict] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+    loaders: dict[int, str] = field(default_factory=dict)
+    tail: dict = field(default_factory=dict)  # after the last step: {other_ms, save_ms, ...}
+    nbytes: int = 0
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.blocks["count"].sum()) + len(self.steps)
+
+    @property
+    def first_full(self) -> int:
+        """The first step held at full resolution (older ones are in blocks)."""
+        return int(self.steps["n"][0]) if len(self.steps) else self.n_steps
+
+    def total(self, name: str) -> float:
+        """A step column's sum over the whole run (ms), blocks included."""
+        block = {"wall_ms": "wall_sum", "data_wait_ms": "wait_sum", "gap_ms": "gap_sum",
+                 "epoch_ms": "epoch_sum", "save_ms": "save_sum", "other_ms": "other_sum"}[name]
+        return float(np.nansum(self.blocks[block]) + np.nansum(self.steps[name]))
+
+    def loader_wall(self) -> dict[int, tuple[int, float]]:
+        """Per loader: (steps, wall ms) over the whole run (blocks hold the first four)."""
+        out: dict[int, tuple[int, float]] = {}
+        for i in range(fmt.MAX_LOADERS):
+            out[i] = (int(self.blocks[f"loader{i}_steps"].sum()),
+                      float(self.blocks[f"loader{i}_wall"].sum()))
+        for i in np.unique(self.steps["loader"]):
+            sel = self.steps["loader"] == i
+            n, w = out.get(int(i), (0, 0.0))
+            out[int(i)] = (n + int(sel.sum()), w + float(np.nansum(self.steps["wall_ms"][sel])))
+        return {k: v for k, v in out.items() if v[0] > 0}
+
+    def median_step_ms(self) -> float:
+        """Median step time; older blocks count by their medians, weighted by their steps."""
+        walls = self.steps["wall_ms"][1:] if self.first_full == 0 else self.steps["wall_ms"]
+        vals = np.concatenate([np.repeat(self.blocks["wall_median"].astype(np.float64),
+                                         np.minimum(self.blocks["count"], 64)),
+                               walls.astype(np.float64)])
+        vals = vals[np.isfinite(vals)]
+        return float(np.median(vals)) if len(vals) else float("nan")
+
+    def overview(self, buckets: int = 2000, lo: float | None = None,
+                 hi: float | None = None) -> dict[str, np.ndarray]:
+        """The whole run decimated to at most `buckets` points over steps [lo, hi): per
+        bucket its first step, max and mean step time, mean data wait (ms)."""
+        bx = self.blocks["first_n"].astype(np.float64)
+        sx = self.steps["n"].astype(np.float64)
+        x = np.concatenate([bx, sx])
+        count = np.concatenate([self.blocks["count"].astype(np.float64), np.ones(len(sx))])
+        wall_sum = np.concatenate([self.blocks["wall_sum"], np.nan_to_num(self.steps["wall_ms"])])
+        wall_max = np.concatenate([self.blocks["wall_max"],
+                                   np.nan_to_num(self.steps["wall_ms"])]).astype(np.float64)
+        wait_sum = np.concatenate([self.blocks["wait_sum"],
+                                   np.nan_to_num(self.steps["data_wait_ms"])])
+        lo = float(x[0]) if lo is None and len(x) else (lo or 0.0)
+        hi = float(self.n_steps) if hi is None else hi
+        keep = (x + count > lo) & (x < hi)
+        x, count, wall_sum, wall_max, wait_sum = (a[keep] for a in
+                                                  (x, count, wall_sum, wall_max, wait_sum))
+        if len(x) <= buckets:
+            return {"x": x, "wall_max": wall_max, "wall_mean": wall_sum / count,
+                    "wait_mean": wait_sum / count}
+        width = (hi - lo) / buckets
+        idx = np.clip(((x - lo) / width).astype(np.int64), 0, buckets - 1)
+        starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+        n = np.add.reduceat(count, starts)
+        return {"x": x[starts], "wall_max": np.maximum.reduceat(wall_max, starts),
+                "wall_mean": np.add.reduceat(wall_sum, starts) / n,
+                "wait_mean": np.add.reduceat(wait_sum, starts) / n}
+
+
+def read_record(path: str | os.PathLike) -> Record:
+    """One record file; a torn last row (a run killed mid-write) is dropped."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        if not p.is_file():
+            raise StallscopeError(f"{p}: not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise StallscopeError(f"{p}: {st.st_size} bytes is too large for a run record")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise StallscopeError(f"{p}: unreadable ({exc.strerror or exc})") from None
+    if len(data) < fmt.HEADER_SIZE or not data.startswith(fmt.MAGIC):
+        raise StallscopeError(f"{p}: not a stallscope run record")
+    _, version, nblocks, block, _, t0 = fmt.HEADER.unpack_from(data)
+    if version != fmt.VERSION:
+        raise StallscopeError(f"{p}: run record version {version} (this stallscope reads "
+                              f"{fmt.VERSION})")
+    start = fmt.HEADER_SIZE
+    end = start + nblocks * BLOCK_DTYPE.itemsize
+    if end > len(data):
+        raise StallscopeError(f"{p}: run record is cut short")
+    blocks = np.frombuffer(data, BLOCK_DTYPE, nblocks, start).copy()
+    rows = (len(data) - end) // STEP_DTYPE.itemsize
+    steps = np.frombuffer(data, STEP_DTYPE, rows, end).copy()
+    return Record(p, float(t0), int(block), blocks, steps, nbytes=len(data))
+
+
+def load_record(session, rank: int | None = None) -> Record | None:
+    """The record of a Session (core/session/reader.py), with its epoch, save and window
+    events; None when the session has none (an older session)."""
+    name = layout.record_name(rank)
+    path = session.path / name
+    if not path.exists() and rank is None and session.ranks:
+        rank = session.ranks[0]
+        path = session.path / layout.record_name(rank)
+    if not path.exists():
+        return None
+    rec = read_record(path)
+    mine = [e for e in session.events if e.get("rank") == rank]
+    rec.epochs = [e for e in mine if e.get("event") == layout.EPOCH]
+    rec.saves = [e for e in mine if e.get("event") == layout.SAVE]
+    rec.loaders = {int(e["loader"]): str(e.get("site", "?")) for e in rec.epochs
+                   if isinstance(e.get("loader"), int)}
+    tails = [e for e in mine if e.get("event") == layout.RUN_TAIL]
+    rec.tail = tails[-1] if tails else {}
+    for e in mine:
+        w = e.get("window")
+        if e.get("event") == layout.TRACE_READY and isinstance(w, list) and len(w) == 2 \
+                and all(isinstance(v, int) for v in w):
+            rec.windows.append(Window(w[0], w[1], str(e.get("path", ""))))
+    return rec

@@ -1,0 +1,188 @@
+"""The whole run's stalls, named with what they cost: epoch-start pauses (DataLoader workers
+re-created), checkpoint saves, validation, time between steps, steps slowing down.
+
+    run = analyze_run(record)        # core/session/record.Record -> RunReport
+    run.to_json()                    # the `run` section of `stallscope-cli analyze --json`
+
+Each stall carries `cost_s` (the wall time it takes over the run) and `saving_s` (what the named
+fix wins back; 0 where there is no single fix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from stallscope.core.session.record import Record
+from stallscope.core.units import duration, pct, plural
+
+MIN_SHARE = 0.01        # a stall under 1% of the run is not named
+EPOCH_PAUSE_STEPS = 2.0  # an epoch start counts as a pause when it takes > 2 median steps
+EPOCH_PAUSE_MS = 100.0   # ... and at least this long
+SLOWDOWN = 0.2          # the last tenth of the run 20% slower than the first
+
+
+@dataclass
+class Stall:
+    id: str
+    title: str
+    evidence: str
+    cost_s: float
+    saving_s: float = 0.0
+    share: float = 0.0
+
+
+@dataclass
+class RunReport:
+    steps: int
+    wall_s: float
+    median_step_ms: float
+    data_wait_share: float
+    epochs: int
+    saves: int
+    first_full: int
+    record_bytes: int
+    windows: list[dict] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """Plain JSON (NaN, where a figure was never recorded, becomes null)."""
+        out = asdict(self)
+        out["stalls"] = [asdict(s) for s in self.stalls]
+        return {k: None if isinstance(v, float) and not np.isfinite(v) else v
+                for k, v in out.items()}
+
+
+def _num(value) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else 0.0
+
+
+def s_text(seconds: float) -> str:
+    return duration(seconds * 1e6)
+
+
+def analyze_run(rec: Record) -> RunReport:
+    wall_ms = rec.total("wall_ms")
+    med = rec.median_step_ms()
+    wait = rec.total("data_wait_ms")
+    # the first batch of an epoch is its own stall: data wait here is the steady-state kind
+    steady_wait = max(0.0, wait - sum(float(e.get("fetch_ms") or 0.0) for e in rec.epochs))
+    run = RunReport(
+        steps=rec.n_steps, wall_s=wall_ms / 1e3, median_step_ms=med,
+        data_wait_share=steady_wait / wall_ms if wall_ms > 0 else 0.0,
+        epochs=len(_main_epochs(rec)), saves=len(rec.saves), first_full=rec.first_full,
+        record_bytes=rec.nbytes,
+        windows=[{"steps": [w.first, w.last], "trace": w.trace} for w in rec.windows])
+    if wall_ms <= 0:
+        return run
+    found = [f(rec, wall_ms, med) for f in (_epoch_starts, _saves, _validation, _between,
+                                            _slowdown)]
+    run.stalls = sorted((s for s in found if s is not None and s.share >= MIN_SHARE),
+                        key=lambda s: -max(s.saving_s, s.cost_s))
+    return run
+
+
+def main_loader(rec: Record) -> int | None:
+    """The DataLoader that fed the most steps (the training loader)."""
+    by = rec.loader_wall()
+    by.pop(255, None)
+    return max(by, key=lambda k: by[k][0]) if by else None
+
+
+def _main_epochs(rec: Record) -> list[dict]:
+    main = main_loader(rec)
+    return [e for e in rec.epochs if e.get("loader") == main]
+
+
+def _epoch_starts(rec: Record, wall_ms: float, med: float) -> Stall | None:
+    epochs = _main_epochs(rec)
+    if len(epochs) < 2:
+        return None
+    first = np.array([float(e.get("first_batch_ms") or 0.0) for e in epochs])
+    later = first[1:]
+    typical = float(np.nanmedian(rec.steps["data_wait_ms"])) if len(rec.steps) else 0.0
+    pause = float(np.mean(later))
+    if not np.isfinite(med) or pause < max(EPOCH_PAUSE_STEPS * med, EPOCH_PAUSE_MS):
+        return None
+    cost = float(np.sum(np.maximum(later - typical, 0.0))) / 1e3  # epoch 0 pays it anyway
+    last = epochs[-1]
+    workers = int(last.get("workers") or 0)
+    site = str(last.get("site", "?"))
+    title = f"each epoch starts with a {s_text(pause / 1e3)} pause"
+    saving = 0.0
+    if workers > 0 and not last.get("persistent_workers"):
+        each = max(0.0, pause - typical) / 1e3
+        saving = each * len(later)
+        title += (f" while {plural(workers, 'worker')} start: persistent_workers=True saves "
+                  f"{s_text(each)} x {len(later)} epochs = {s_text(saving)}")
+    elif workers > 0:
+        title += " (persistent workers already: the Dataset or sampler's set-up?)"
+    evidence = (f"DataLoader {site}: {len(epochs)} epochs, first batch after "
+                f"{s_text(first[0] / 1e3)} in epoch 0 and {s_text(pause / 1e3)} on average "
+                f"later; a step takes {duration(med * 1e3)} (median)")
+    return Stall("epoch_start", title, evidence, cost, saving, cost * 1e3 / wall_ms)
+
+
+def _saves(rec: Record, wall_ms: float, med: float) -> Stall | None:
+    if not rec.saves:
+        return None
+    ms = np.array([float(e.get("ms") or 0.0) for e in rec.saves])
+    total = max(float(rec.total("save_ms")) + _num(rec.tail.get("save_ms")), float(ms.sum()))
+    n = np.array([int(e.get("n") or 0) for e in rec.saves])
+    every = f" every {int(np.median(np.diff(n))):,} steps" if len(n) > 1 and \
+        np.median(np.diff(n)) > 0 else ""
+    share = total / wall_ms
+    title = (f"checkpoint saves: {s_text(float(np.mean(ms)) / 1e3)}{every} "
+             f"({pct(share)} of the run)")
+    evidence = (f"{plural(len(rec.saves), 'torch.save call')} took {s_text(total / 1e3)} "
+                f"in all")
+    return Stall("checkpoint", title, evidence, total / 1e3, 0.0, share)
+
+
+def _validation(rec: Record, wall_ms: float, med: float) -> Stall | None:
+    main = main_loader(rec)
+    if main is None:
+        return None
+    # other loaders before a step's own batch (optimizer steps), and after the last step
+    other = rec.total("other_ms") + _num(rec.tail.get("other_ms"))
+    side = sum(w for i, (_, w) in rec.loader_wall().items() if i not in (main, 255))
+    cost = other + side  # steps fed by another loader (steps per batch)
+    if cost <= 0:
+        return None
+    sites = [site for i, site in sorted(rec.loaders.items()) if i != main]
+    share = cost / wall_ms
+    title = f"validation: {pct(share)} of wall time"
+    evidence = (f"time in {'DataLoader ' + ', '.join(sites) if sites else 'other DataLoaders'}"
+                f" between training steps: {s_text(cost / 1e3)}")
+    return Stall("validation", title, evidence, cost / 1e3, 0.0, share)
+
+
+def _between(rec: Record, wall_ms: float, med: float) -> Stall | None:
+    gap = rec.total("gap_ms") - rec.total("other_ms") - rec.total("save_ms")
+    if gap <= 0:
+        return None
+    share = gap / wall_ms
+    return Stall("between_steps", f"time between steps: {pct(share)} of wall time",
+                 f"{s_text(gap / 1e3)} after one step ended and before the next batch was "
+                 "asked for, outside DataLoaders and torch.save (logging, metrics, evaluation "
+                 "code)", gap / 1e3, 0.0, share)
+
+
+def _slowdown(rec: Record, wall_ms: float, med: float) -> Stall | None:
+    x = rec.overview(200)
+    mean = x["wall_mean"]
+    if len(mean) < 20:
+        return None
+    tenth = max(2, len(mean) // 10)
+    early = float(np.median(mean[1:tenth + 1]))
+    late = float(np.median(mean[-tenth:]))
+    if early <= 0 or late < early * (1 + SLOWDOWN):
+        return None
+    cost = (late - early) / 2 * rec.n_steps / 1e3  # the excess grows over the run: half
+    return Stall("slowdown", f"steps got slower: {duration(early * 1e3)} early in the run, "
+                 f"{duration(late * 1e3)} at the end (+{pct(late / early - 1, 0)})",
+                 "a leak (growing lists, tensors kept with their graph), fragmentation or a "
+                 "filling cache; the memory lines in the run view show which",
+                 cost, 0.0, cost * 1e3 / wall_ms)

@@ -1,0 +1,206 @@
+"""The whole-run record: real scripts under the runner (epoch starts, saves, validation, kills),
+the bounded file fed a long run in-process, and repeated profiling windows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from runner_helpers import RUNNER, events, finished, run, trace_events, write_script
+
+from stallscope.core import cli
+from stallscope.core.capture import record as fmt
+from stallscope.core.capture.record import RunRecord
+from stallscope.core.session.reader import EventFollower, open_session
+from stallscope.core.session.record import load_record, read_record
+from stallscope.core.session.stalls import analyze_run
+
+# Five short epochs; each worker sleeps 0.3 s as it starts (a known start-up cost), so with
+# persistent_workers=False every epoch waits ~0.3 s for its first batch.
+EPOCHS = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Data(Dataset):
+    def __len__(self):
+        return 32
+    def __getitem__(self, i):
+        return torch.randn(8), torch.randn(1)
+
+def slow_start(worker_id):
+    time.sleep(0.3)
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+train = DataLoader(Data(), batch_size=8, num_workers=2, worker_init_fn=slow_start,
+                   persistent_workers=False)
+val = DataLoader(Data(), batch_size=8)
+for epoch in range(5):
+    for x, y in train:
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        for x, y in val:
+            model(x)
+            time.sleep(0.03)
+    torch.save(model.state_dict(), "ckpt.pt")
+"""
+
+
+def stall(run_report, stall_id):
+    return next((s for s in run_report.stalls if s.id == stall_id), None)
+
+
+def cli_out(capsys, *argv) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_epoch_start_pauses_named_then_gone_with_persistent_workers(tmp_path, capsys):
+    script = write_script(tmp_path, EPOCHS)
+    proc, session = run(tmp_path, script, "--no-stop-after-window")
+    assert proc.returncode == 0, proc.stderr
+    rec = load_record(open_session(session))
+    assert rec.n_steps == 20 == finished(session)["steps"]
+    epochs = [e for e in rec.epochs if e["site"].endswith(":16")]  # the training loader
+    assert len(epochs) == 5 and all(e["first_batch_ms"] > 280 for e in epochs)
+    report = analyze_run(rec)
+    pause = stall(report, "epoch_start")
+    assert pause is not None and report.stalls[0] is pause
+    assert "while 2 workers start: persistent_workers=True saves" in pause.title
+    assert "x 4 epochs" in pause.title
+    assert 4 * 0.25 < pause.saving_s < 4 * 1.5
+    val = stall(report, "validation")
+    assert val is not None and 5 * 4 * 0.03 <= val.cost_s < 5.0  # 20 batches of 30 ms
+    assert "DataLoader script.py:18" in val.evidence
+    assert report.saves == 5 and [e["n"] for e in rec.saves] == [4, 8, 12, 16, 20]
+
+    rc, text, _ = cli_out(capsys, "analyze", str(session))
+    assert rc == 0 and pause.title in text and "whole run  20 steps" in text
+    rc, out, _ = cli_out(capsys, "analyze", str(session), "--json")
+    section = json.loads(out)["run"]
+    assert section["steps"] == 20
+    assert section["stalls"][0]["id"] == "epoch_start"
+    assert section["stalls"][0]["saving_s"] == pytest.approx(pause.saving_s)
+
+    tuned_dir = tmp_path / "tuned"
+    tuned_dir.mkdir()
+    proc, session = run(tuned_dir, script, "--no-stop-after-window",
+                        "--set", "persistent_workers=true")
+    assert proc.returncode == 0, proc.stderr
+    tuned = analyze_run(load_record(open_session(session)))
+    assert stall(tuned, "epoch_start") is None
+    later = [e["first_batch_ms"] for e in load_record(open_session(session)).epochs
+             if e["site"].endswith(":16")][1:]
+    assert len(later) == 4 and max(later) < 250
+
+
+def test_record_keeps_every_step_of_a_killed_run(tmp_path):
+    script = write_script(tmp_path, """
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+while True:
+    loss = model(torch.randn(2, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""")
+    session = tmp_path / "session"
+    proc = subprocess.Popen([sys.executable, str(RUNNER), "--session", str(session),
+                             "--no-stop-after-window", "--", str(script)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    follower, deadline, seen = EventFollower(session), time.monotonic() + 60, 0
+    while seen < 200 and time.monotonic() < deadline:
+        seen += sum(e["event"] == "step" for e in follower.poll())
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    steps = events(session, "step")
+    assert len(steps) >= 200
+    rec = read_record(session / "record.bin")
+    # the record's row is written before the step's events line: it holds at least as many
+    assert rec.n_steps >= len(steps)
+    assert list(rec.steps["n"][: len(steps)]) == [s["n"] for s in steps]
+    np.testing.assert_allclose(rec.steps["wall_ms"][: len(steps)],
+                               [s["wall_ms"] for s in steps], rtol=1e-5)
+
+
+def test_a_long_run_folds_into_blocks_and_stays_small(tmp_path):
+    path = tmp_path / "record.bin"
+    rec = RunRecord(path)
+    rng = np.random.default_rng(0)
+    n = 3 * fmt.RECENT_MAX + 1234
+    wall = rng.uniform(5, 15, n).round(3)
+    wall[fmt.BLOCK + 7] = 900.0  # one slow step in the oldest (folded) part
+    for i in range(n):
+        rec.step({"wall_ms": float(wall[i]), "data_wait_ms": 1.0, "batches": 1,
+                  "phase": "wait", "rss": 100 << 20})
+    rec.close()
+    back = read_record(path)
+    assert back.n_steps == n
+    assert path.stat().st_size < fmt.HEADER_SIZE + fmt.RECENT_MAX * fmt.STEP.size \
+        + (n // fmt.BLOCK + 1) * fmt.BLOCK_ROW.size
+    folded = int(back.blocks["count"].sum())
+    assert folded % fmt.BLOCK == 0 and folded >= 2 * fmt.RECENT_MAX - fmt.RECENT_MAX // 2
+    assert back.first_full == folded and back.steps["n"][-1] == n - 1
+    assert back.total("wall_ms") == pytest.approx(wall.sum(), rel=1e-6)
+    assert back.total("data_wait_ms") == pytest.approx(float(n), rel=1e-6)
+    assert back.blocks["wall_max"][1] == pytest.approx(900.0)
+    assert back.blocks["wall_max_n"][1] == fmt.BLOCK + 7
+    np.testing.assert_allclose(back.blocks["wall_median"][0], np.median(wall[:fmt.BLOCK]),
+                               rtol=1e-5)
+    view = back.overview(500)
+    assert len(view["x"]) <= 500 and view["wall_max"].max() == pytest.approx(900.0)
+
+
+def test_profile_every_records_one_trace_per_window(tmp_path):
+    script = write_script(tmp_path, """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(80, 8), torch.randn(80, 1))
+for epoch in range(4):
+    for x, y in DataLoader(data, batch_size=8):
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""")
+    for options, windows in ((("--profile-every", "10"), [[2, 3], [12, 13], [22, 23], [32, 33]]),
+                             (("--profile-at", "5,30"), [[5, 6], [30, 31]]),
+                             (("--profile-epochs",), [[2, 3], [12, 13], [22, 23], [32, 33]])):
+        proc, session = run(tmp_path, script, *options, "--active", "2", "--warmup", "1")
+        assert proc.returncode == 0, proc.stderr
+        assert finished(session)["steps"] == 40  # the run went on to its end
+        ready = events(session, "trace_ready")
+        assert [e["window"] for e in ready] == windows, options
+        for e in ready:
+            names = sorted(x["name"] for x in trace_events(session / e["path"])
+                           if x.get("name", "").startswith("ProfilerStep#"))
+            lo, hi = e["window"]
+            assert names == sorted(f"ProfilerStep#{k}" for k in range(lo, hi + 1))
+        rec = load_record(open_session(session))
+        assert [[w.first, w.last] for w in rec.windows] == windows
+        assert int((rec.steps["flags"] & fmt.PROFILED).astype(bool).sum()) == 2 * len(windows)
+        for path in session.parent.glob("session"):
+            subprocess.run(["rm", "-rf", str(path)], check=True)
+
+
+def test_profile_options_refused_before_anything_runs(tmp_path):
+    script = write_script(tmp_path, "print('never')\n")
+    for options, message in ((("--profile-at", "5,x"), "expected step numbers"),
+                             (("--profile-every", "3"), "need more steps apart")):
+        proc, session = run(tmp_path, script, *options)
+        assert proc.returncode == 2 and message in proc.stderr
+        assert not session.exists()
