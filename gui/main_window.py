@@ -118,6 +118,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self.fix_loop = FixLoop(self)
         self.analysis.summary.sig_advice_action.connect(self.fix_loop.on_action)
+        self.help_dialog = None
         self.actions_by_name = menus.build_menus(self)
         menus.set_action_icons(self.actions_by_name)
         # a bound method: Qt drops the connection when this window is destroyed
@@ -174,14 +175,24 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ opening
 
     def choose_trace(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open trace", "", TRACE_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Open trace", self.dialog_folder(),
+                                              TRACE_FILTER)
         if path:
             self.open_path(path)
 
     def choose_session(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open session, log folder or ranks folder")
+        path = QFileDialog.getExistingDirectory(self, "Open session, log folder or ranks folder",
+                                                self.dialog_folder())
         if path:
             self.open_session(path)
+
+    def dialog_folder(self) -> str:
+        """Where file dialogs start: the folder of the open document (the folder above it when
+        the document is a folder), else the current directory ("")."""
+        if self.document is None or not getattr(self.document, "path", None):
+            return ""
+        path = Path(self.document.path)
+        return str(path.parent if path.parent != path else path)
 
     def open_session(self, path: str) -> None:
         """A folder: its trace(s); when it is a stallscope session, also its run replay (and
@@ -190,7 +201,8 @@ class MainWindow(QMainWindow):
         self.replay_session(path)
 
     def choose_ranks_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open folder of ranks")
+        path = QFileDialog.getExistingDirectory(self, "Open folder of ranks",
+                                                self.dialog_folder())
         if path:
             self.open_ranks_folder(path)
 
@@ -203,7 +215,8 @@ class MainWindow(QMainWindow):
         if self.document is None:
             self.show_message("Open a trace first; then compare it with a second one.", "info")
             return
-        path, _ = QFileDialog.getOpenFileName(self, "Compare with (after)", "", TRACE_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with (after)", self.dialog_folder(),
+                                              TRACE_FILTER)
         if path:
             self.open_compare(path)
 
@@ -366,8 +379,8 @@ class MainWindow(QMainWindow):
     def choose_export(self) -> None:
         export.choose_export(self)
 
-    def export_to(self, path: str) -> bool:
-        return export.export_to(self, path)
+    def export_to(self, path: str, whole_window: bool = False) -> bool:
+        return export.export_to(self, path, whole_window)
 
     def show_run(self, request=None):
         return self.runs.show_run(request)
@@ -393,12 +406,22 @@ class MainWindow(QMainWindow):
 
     def choose_line_profile(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self, "Open line profile", "", "Line profiles (*.json *.lprof);;All files (*)")
+            self, "Open line profile", self.dialog_folder(),
+            "Line profiles (*.json *.lprof);;All files (*)")
         if path:
             self.open_line_profile(path)
 
     def open_lmdb_wizard(self) -> None:
         open_lmdb_wizard(self)
+
+    def show_help(self, section: str = "start") -> None:
+        from stallscope.gui.dialogs.help import HelpDialog
+
+        if self.help_dialog is None:
+            self.help_dialog = HelpDialog(self.actions_by_name, section, self)
+        self.help_dialog.show_section(section)
+        self.help_dialog.show()
+        self.help_dialog.raise_()
 
     def show_about(self) -> None:
         dialog = AboutDialog(self)

@@ -77,6 +77,12 @@ def build_menus(window) -> dict[str, QAction]:
     add(m, "Convert dataset to LMDB…", window.open_lmdb_wizard, "Ctrl+L")
 
     m = bar.addMenu("&Help")
+    add(m, "Getting started", lambda: window.show_help("start"),
+        QKeySequence.StandardKey.HelpContents)
+    add(m, "Reading the timeline", lambda: window.show_help("timeline"))
+    add(m, "Idle causes", lambda: window.show_help("causes"))
+    add(m, "Keyboard shortcuts", lambda: window.show_help("keys"), "Ctrl+/")
+    m.addSeparator()
     add(m, "About stallscope", window.show_about)
     return actions
 

@@ -1,39 +1,92 @@
-"""File > Export: the visible panels as PNG, the report (or the comparison) as Markdown/JSON."""
+"""File > Export: the plots as PNG (the timeline beside the whole summary panel, without the
+toolbar, the hints or the scroll bars; or the window as shown, by choice), the report (or the
+comparison) as Markdown/JSON."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import QImage, QPainter, QPalette
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.render.export import comparison_to_markdown, save_report
 
-EXPORT_FILTERS = ("PNG image of the panels (*.png);;Report as Markdown (*.md);;"
-                  "Report as JSON (*.json)")
+PLOTS_FILTER = "PNG image of the plots (*.png)"
+WINDOW_FILTER = "PNG image of the window (*.png)"
+EXPORT_FILTERS = ";;".join((PLOTS_FILTER, WINDOW_FILTER, "Report as Markdown (*.md)",
+                            "Report as JSON (*.json)"))
+GAP_PX = 8
 
 
 def choose_export(window) -> None:
     if window.document is None:
         window.show_message("Nothing to export yet: open a trace first.", "info")
         return
-    stem = Path(window.analysis.report.trace.path).name.split(".")[0]
-    path, chosen = QFileDialog.getSaveFileName(window, "Export", f"{stem}-stallscope.png",
-                                               EXPORT_FILTERS)
+    trace = Path(window.analysis.report.trace.path)
+    stem = trace.name.split(".")[0]
+    path, chosen = QFileDialog.getSaveFileName(
+        window, "Export", str(Path(window.dialog_folder()) / f"{stem}-stallscope.png"),
+        EXPORT_FILTERS)
     if path:
         if not Path(path).suffix:
             path += ".md" if "Markdown" in chosen else ".json" if "JSON" in chosen else ".png"
-        export_to(window, path)
+        export_to(window, path, whole_window=chosen == WINDOW_FILTER)
 
 
-def export_to(window, path: str) -> bool:
-    """PNG of the visible panels, or the report as .md/.json. Errors become a message."""
+def plots_image(window) -> QImage:
+    """The current tab's plots: on the analysis page the timeline (legend, lanes, memory)
+    beside the whole summary panel (also the part scrolled out of view); another tab as it
+    is shown; the start screen as it is."""
+    if window.stack.currentWidget() is not window.tabs:
+        return window.centralWidget().grab().toImage()
+    page = window.tabs.currentWidget()
+    if page is not window.analysis:
+        return page.grab().toImage()
+    timeline = window.analysis.timeline
+    parts = [_stacked([timeline.legend, timeline.graphics])]
+    summary = window.analysis.summary
+    content = summary.widget() if hasattr(summary, "widget") else None
+    parts.append((content if content is not None else summary).grab().toImage())
+    return _side_by_side(parts, window.palette().color(QPalette.ColorRole.Window))
+
+
+def _stacked(widgets: list[QWidget]) -> QImage:
+    shots = [w.grab().toImage() for w in widgets if w.isVisible()]
+    image = QImage(max(s.width() for s in shots), sum(s.height() for s in shots) + GAP_PX
+                   * (len(shots) - 1), QImage.Format.Format_RGB32)
+    image.fill(widgets[0].palette().color(QPalette.ColorRole.Window))
+    painter = QPainter(image)
+    y = 0
+    for shot in shots:
+        painter.drawImage(QPoint(0, y), shot)
+        y += shot.height() + GAP_PX
+    painter.end()
+    return image
+
+
+def _side_by_side(images: list[QImage], background) -> QImage:
+    out = QImage(sum(i.width() for i in images) + GAP_PX * (len(images) - 1),
+                 max(i.height() for i in images), QImage.Format.Format_RGB32)
+    out.fill(background)
+    painter = QPainter(out)
+    x = 0
+    for image in images:
+        painter.drawImage(QPoint(x, 0), image)
+        x += image.width() + GAP_PX
+    painter.end()
+    return out
+
+
+def export_to(window, path: str, whole_window: bool = False) -> bool:
+    """PNG of the plots (or of the whole window), or the report as .md/.json. Errors become a
+    message."""
     p = Path(path)
     try:
         if p.suffix.lower() == ".png":
-            target = window.tabs.currentWidget() if window.stack.currentWidget() is window.tabs \
-                else window.centralWidget()
-            if not target.grab().save(str(p)):
+            image = window.grab().toImage() if whole_window else plots_image(window)
+            if not image.save(str(p)):
                 raise StallscopeError(f"{p}: cannot write the PNG")
         elif window.tabs.currentWidget() is window.compare and p.suffix.lower() == ".md":
             compare = window.compare
