@@ -15,7 +15,8 @@ from stallscope.core import __version__
 from stallscope.core.commands.terminal import escaped_output
 from stallscope.core.errors import StallscopeError
 
-COMMANDS = ("analyze", "info", "run", "tune", "compare", "lineprof", "convert")
+COMMANDS = ("analyze", "info", "run", "tune", "compare", "lineprof", "convert", "verify",
+            "check", "export")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

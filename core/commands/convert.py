@@ -29,19 +29,37 @@ def register(sub) -> None:
     p.add_argument(
         "--keep-mode", action="store_true", help="keep each image's colour mode (default: RGB)"
     )
+    p.add_argument("--floats", choices=("auto", "float32", "float16"), default="auto",
+                   help="a factory's float tensors: auto (uint8 when every value is k/255, "
+                        "as ToTensor() makes them, else as they are), float32, "
+                        "float16")  # fmt: skip
     p.add_argument("--commit-every", type=int, default=1000, metavar="N", help="samples per commit")
     p.add_argument("--map-size", type=int, default=None, metavar="BYTES",
                    help="initial LMDB map size (grows as needed; default: estimated)")  # fmt: skip
     p.add_argument("--verify", type=int, default=64, metavar="N",
-                   help="re-decode N random source samples and compare (0: skip)")  # fmt: skip
+                   help="check every record's checksum and re-decode N random source samples "
+                        "(0: skip)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=None,
+                   help="which random samples --verify picks (default: new ones each run; "
+                        "the seed is printed)")  # fmt: skip
     p.add_argument("--measure", action="store_true",
-                   help="measure samples/s before and after (needs torch)")  # fmt: skip
-    p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers for --measure")
+                   help="measure samples/s before and after, cold and warm (needs torch)")
+    p.add_argument("--num-workers", type=int, default=None,
+                   help="DataLoader workers for --measure and the snippet (default: chosen "
+                        "for this machine)")  # fmt: skip
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="batch size for --measure and the snippet (default: from the sample "
+                        "size)")  # fmt: skip
     p.add_argument("--snippet", action="store_true",
                    help="print the reader code to paste into a training script (as the wizard "
                         "shows it)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
+
+
+def shown(text: str) -> str:
+    """A name for the terminal: undecodable bytes (lone surrogates) as \\udcxx escapes."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def run(args) -> int:
@@ -55,10 +73,11 @@ def run(args) -> int:
         resize=parse_size(args.resize, "--resize") if args.resize else None,
         crop=crop,
         rgb=not args.keep_mode,
+        floats=args.floats,
     )
     if args.workers is not None and args.workers < 0:
         raise StallscopeError("--workers must be >= 0")
-    progress = _Progress("converting")
+    progress = Progress("converting")
     result = run_job(
         convert(args.src, args.dst, workers=args.workers, preprocess=pre,
                 map_size=args.map_size, commit_every=max(1, args.commit_every)),
@@ -70,46 +89,47 @@ def run(args) -> int:
         "count": result.count,
         "source_count": result.total,
         "skipped": result.skipped,
+        "scan_skipped": result.scan_skipped,
         "resumed_from": result.resumed_from,
         "already_complete": result.already_complete,
         "seconds": round(result.seconds, 3),
         "samples_per_s": round(result.samples_per_s, 1),
         "bytes_on_disk": result.bytes_on_disk,
+        "bytes_per_sample": round(result.bytes_on_disk / max(result.count, 1), 1),
+        "fields": result.fields,
+        "survey": result.survey,
     }
     if not args.json:
-        _print_result(result)
+        print_result(result)
     rc = 0
     if args.verify > 0:
         from stallscope.core.lmdb.verify import verify
 
-        check = run_job(verify(result.dst, n=args.verify))
-        out["verify"] = {"checked": check.checked, "mismatches": check.mismatches,
-                         "problem": check.problem, "ok": check.ok}  # fmt: skip
-        if not args.json:
-            print(f"verify: {check.summary()}")
-            for line in check.mismatches[:20]:
-                print(f"  {line}")
-        rc = 1 if check.mismatches else 0
-    if args.measure:
-        from stallscope.core.lmdb.verify import measure
-
-        progress = _Progress("measuring")
-        t = run_job(measure(result.dst, num_workers=args.num_workers), progress)
+        progress = Progress("verifying")
+        check = run_job(verify(result.dst, n=args.verify, seed=args.seed), progress)
         progress.end()
-        out["throughput"] = {
-            r.name: {"samples_per_s": round(r.samples_per_s, 1), "mb_per_s": round(r.mb_per_s, 1)}
-            for r in (t.before, t.after)
-        }
-        out["throughput"]["speedup"] = round(t.speedup, 2)
+        out["verify"] = {"checked": check.checked, "mismatches": check.mismatches,
+                         "problem": check.problem, "ok": check.ok, "seed": check.seed,
+                         "records_checked": check.records_checked,
+                         "damaged": check.damaged}  # fmt: skip
         if not args.json:
-            for r in (t.before, t.after):
-                print(f"{r.name:>30}: {r.samples_per_s:10.0f} samples/s {r.mb_per_s:9.1f} MB/s")
-            print(f"{'speed-up':>30}: {t.speedup:10.1f}x (num_workers={t.num_workers})")
-    if args.snippet:
-        from stallscope.core.lmdb.inspection import inspect_source
-        from stallscope.core.lmdb.snippet import code_snippet
+            print_verify(check)
+        rc = 1 if check.mismatches or check.damaged else 0
+    workers, batch = args.num_workers, args.batch_size
+    if args.measure:
+        from stallscope.core.lmdb.measure import measure
 
-        snippet = code_snippet(result.dst, inspect_source(args.src, pre, n_preview=1, n_size=4))
+        progress = Progress("measuring")
+        t = run_job(measure(result.dst, num_workers=workers, batch_size=batch), progress)
+        progress.end()
+        workers, batch = t.num_workers, t.batch_size
+        out["throughput"] = throughput_json(t)
+        if not args.json:
+            print_throughput(t)
+    if args.snippet:
+        from stallscope.core.lmdb.snippet import lmdb_snippet
+
+        snippet = lmdb_snippet(result.dst, workers, batch)
         out["snippet"] = snippet
         if not args.json:
             print("\nuse it in your training script:\n")
@@ -119,26 +139,87 @@ def run(args) -> int:
     return rc
 
 
-def _print_result(result) -> None:
+def print_result(result) -> None:
+    from stallscope.core.lmdb.fields import field_lines
+    from stallscope.core.lmdb.inspection import survey_line
+
     if result.already_complete:
-        print(f"{result.dst}: already complete ({result.count} samples); nothing to do")
+        print(f"{shown(result.dst)}: already complete ({result.count} samples); nothing to do")
     else:
         resumed = f", resumed at {result.resumed_from}" if result.resumed_from else ""
+        per = result.bytes_on_disk / max(result.count, 1)
         print(
-            f"wrote {result.count} samples to {result.dst} ({units.size(result.bytes_on_disk)}) "
-            f"in {units.duration(result.seconds * 1e6)}, {result.samples_per_s:.0f} samples/s"
+            f"wrote {result.count} samples to {shown(result.dst)} "
+            f"({units.size(result.bytes_on_disk)}, {per:,.0f} B per sample) in "
+            f"{units.duration(result.seconds * 1e6)}, {result.samples_per_s:.0f} samples/s"
             f"{resumed}"
         )
-    if result.skipped:
-        print(f"skipped {len(result.skipped)} unreadable sample(s):")
-        for s in result.skipped[:20]:
-            print(f"  {s['path']}: {s['reason']}")
-        if len(result.skipped) > 20:
-            print(f"  ... {len(result.skipped) - 20} more (stored in the LMDB's !report record)")
+    for line in field_lines(result.fields):
+        print(f"  {shown(line)}")
+    s = result.survey
+    name = result.fields[0]["name"] if result.fields else "value"
+    line = survey_line(name, s.get("shapes", []), s.get("surveyed", 0), s.get("suggestion", ""))
+    if line:
+        print(f"  {shown(line)}")
+    _listed("skipped {n} unreadable sample(s):", result.skipped)
+    _listed("not listed as samples ({n}):", result.scan_skipped)
 
 
-class _Progress:
-    """One status line on a terminal; silent when stderr is not one."""
+def _listed(head: str, items: list[dict]) -> None:
+    if not items:
+        return
+    print(head.format(n=len(items)))
+    for s in items[:20]:
+        print(f"  {shown(s['path'])}: {shown(s['reason'])}")
+    if len(items) > 20:
+        print(f"  ... {len(items) - 20} more (stored in the LMDB's !report record)")
+
+
+def print_verify(check) -> None:
+    print(f"verify: {shown(check.summary())}")
+    for line in (check.damaged + check.mismatches)[:20]:
+        print(f"  {shown(line)}")
+    more = len(check.damaged) + len(check.mismatches) - 20
+    if more > 0:
+        print(f"  ... {more} more")
+    if check.mismatches or check.checked:
+        print(f"  (--seed {check.seed} checks the same samples again)")
+
+
+def throughput_json(t) -> dict:
+    rates = {"warm": (t.before, t.after), "cold": (t.before_cold, t.after_cold)}
+    out: dict = {"num_workers": t.num_workers, "batch_size": t.batch_size}
+    for temp, (before, after) in rates.items():
+        if before is None or after is None:
+            continue
+        out[temp] = {
+            r.name: {"samples_per_s": round(r.samples_per_s, 1), "mb_per_s": round(r.mb_per_s, 1)}
+            for r in (before, after)
+        }
+        out[temp]["speedup"] = round(after.samples_per_s / max(before.samples_per_s, 1e-9), 2)
+    out["speedup"] = round(t.speedup, 2)
+    return out
+
+
+def print_throughput(t) -> None:
+    from stallscope.core.lmdb.measure import speed_words
+
+    print(f"throughput (DataLoader: batch_size={t.batch_size}, num_workers={t.num_workers}, "
+          "shuffled, default collate):")  # fmt: skip
+    for temp, before, after in (("cold", t.before_cold, t.after_cold),
+                                ("warm", t.before, t.after)):  # fmt: skip
+        if before is None or after is None:
+            continue
+        ratio = after.samples_per_s / before.samples_per_s if before.samples_per_s else 0.0
+        print(f"  {temp}: {before.samples_per_s:10,.0f} -> {after.samples_per_s:10,.0f} "
+              f"samples/s ({after.mb_per_s:,.1f} MB/s): {speed_words(ratio)}")  # fmt: skip
+    if t.tried_workers:
+        tried = ", ".join(f"{w} {r:,.0f}/s" for w, r in sorted(t.tried_workers.items()))
+        print(f"  LMDBDataset warm by num_workers: {tried}; the snippet uses {t.num_workers}")
+
+
+class Progress:
+    """One status line on a terminal; silent when stderr is not one. total 0: a scan."""
 
     def __init__(self, what: str) -> None:
         self.what = what
@@ -149,11 +230,14 @@ class _Progress:
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
-        if self.first is None:
-            self.first = (now, done)
         if not self.tty or now - self.last < 0.25:
             return
         self.last = now
+        if total == 0:
+            print(f"\rscanning the source: {done:,} files   ", end="", file=sys.stderr)
+            return
+        if self.first is None:
+            self.first = (now, done)
         t, d = self.first
         rate = (done - d) / (now - t) if now > t else 0.0
         eta = f", ETA {units.clock((total - done) / rate)}" if rate > 0 else ""

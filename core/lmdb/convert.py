@@ -30,11 +30,18 @@ from stallscope.core.lmdb import format as fmt
 from stallscope.core.lmdb.destination import LOCK_NAME, DestState, destination_state
 from stallscope.core.lmdb.fields import stored_fields
 from stallscope.core.lmdb.images import Preprocess
-from stallscope.core.lmdb.inspection import header_sizes, inspect_source, lmdb_bytes
+from stallscope.core.lmdb.inspection import (
+    header_shapes,
+    inspect_source,
+    lmdb_bytes,
+    record_of,
+    survey,
+)
 from stallscope.core.lmdb.listing import listing_blocks, read_listing
 from stallscope.core.lmdb.pool import TASK_BYTES, DecodePool
 from stallscope.core.lmdb.source import (
     Decoder,
+    FactorySource,
     FolderSource,
     SampleError,
     Source,
@@ -63,6 +70,7 @@ class ConvertResult:
     bytes_on_disk: int = 0
     fields: list[dict] = field(default_factory=list)  # stored_fields(): name, dtype, shape
     scan_skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}: not samples
+    survey: dict = field(default_factory=dict)  # inspection.survey(): shapes seen
 
     @property
     def samples_per_s(self) -> float:
@@ -84,7 +92,8 @@ def convert(
     mp_context: str | None = None,
 ) -> Job[ConvertResult]:
     """A job (yields (source samples done, total); (files found, 0) while a folder is scanned)
-    that converts src into the LMDB at dst.
+    that converts src (a spec, or a source inspect_source opened: no second scan) into the
+    LMDB at dst.
 
     Resumes when dst holds an unfinished conversion of the same source and options (from the
     listing stored there: the folder is not scanned again); refuses a dst that exists and is
@@ -95,9 +104,10 @@ def convert(
     pre = preprocess or Preprocess()
     dst = Path(dst).expanduser().resolve()
     state = _state(dst)
-    source = _stored_source(dst, state, src)
+    opened = src if isinstance(src, FolderSource | FactorySource) else None
+    source = _stored_source(dst, state, opened.spec if opened else src)
     if source is None:
-        source = yield from open_source_job(src)
+        source = opened or (yield from open_source_job(src))
     n = len(source)
     if n == 0:
         raise SourceError(f"{source.spec}: the dataset is empty")
@@ -105,10 +115,15 @@ def convert(
         _check_destination(dst, state, _new_meta(source, pre, state.meta["structure"], 1, []))
         return _result(dst, state.meta, t0, 0, state.progress["next_source"],
                        already_complete=True)  # fmt: skip
-    structure, first = _structure(source, pre)
-    est = _record_estimate(source, pre)
+    structure, first, shapes = _structure(source, pre)
+    est = _record_estimate(source, pre, shapes)
     chunk_n = state.meta.get("chunk", 1) if state.kind == "ours" else fmt.chunk_for(est)
     meta = _new_meta(source, pre, structure, chunk_n, first)
+    meta["survey"] = survey(shapes)
+    if isinstance(source, FolderSource):  # shapes from the survey: no image decoded here
+        one = shapes[0] if len(set(shapes)) == 1 else None
+        for f in meta["stored"]:
+            f["shape"] = [] if f["kind"] == "int" else (list(one) if one else None)
     _check_destination(dst, state, meta)
     progress = state.progress if state.kind == "ours" else {"next_source": 0, "written": 0}
     start = progress["next_source"]
@@ -262,12 +277,13 @@ def _pump(writer, pool, source, chunk: int, limits, cancel) -> Job[None]:
 PROBE = 8  # readable samples that settle the structure (and which floats are k/255)
 
 
-def _structure(source: Source, pre: Preprocess) -> tuple[dict, list]:
-    """(structure, sample 0's leaves). Every sample must share it; for a factory it is settled
-    on the first few readable samples (a float field is stored as uint8 only when all of
-    them are on k/255 steps)."""
+def _structure(source: Source, pre: Preprocess) -> tuple[dict, list, list]:
+    """(structure, sample 0's leaves, shapes surveyed). Every sample must share the structure;
+    for a factory it is settled on the first few readable samples (a float field is stored as
+    uint8 only when all of them are on k/255 steps). Folders: image shapes from 48 headers
+    spread over the folder."""
     if isinstance(source, FolderSource):
-        return source.structure, []
+        return source.structure, [], [shape for shape, _ in header_shapes(source, pre, 48)]
     decoder = Decoder(source_desc(source), pre.to_dict(), None)
     errors, found = [], []
     for index in range(min(len(source), 2 * PROBE)):
@@ -282,7 +298,7 @@ def _structure(source: Source, pre: Preprocess) -> tuple[dict, list]:
     structure = found[0][0]
     for other, _leaves in found[1:]:
         structure = _common(structure, other)
-    return structure, found[0][1]
+    return structure, found[0][1], [tuple(leaves[0][2].shape) for _s, leaves in found if leaves]
 
 
 def _common(a: dict, b: dict) -> dict:
@@ -296,13 +312,13 @@ def _common(a: dict, b: dict) -> dict:
     return dict(a, items=items)
 
 
-def _record_estimate(source: Source, pre: Preprocess) -> int:
-    """Mean record size from a few image headers (folders) or decoded samples (factories)."""
+def _record_estimate(source: Source, pre: Preprocess, shapes: list) -> int:
+    """Mean record size from the surveyed image headers (folders) or a few decoded samples."""
     if isinstance(source, FolderSource):
-        sizes = header_sizes(source, pre, 16)
+        sizes = [record_of(shape, source.labels is not None) for shape in shapes]
         if sizes:
             return int(sum(sizes) / len(sizes))
-    return int(inspect_source(source.spec, pre, n_preview=2, n_size=4).bytes_per_sample)
+    return int(inspect_source(source, pre, n_preview=2, n_size=4).bytes_per_sample)
 
 
 def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, first) -> dict:
@@ -541,5 +557,5 @@ def _result(dst: Path, meta: dict, t0: float, done: int, start: int, *, already_
         str(dst), int(stored["count"]), int(meta["source"]["count"]), skipped,
         time.perf_counter() - t0, done, start, already_complete, growths,
         os.path.getsize(dst / "data.mdb"), list(stored.get("stored", [])),
-        list(stored.get("scan_skipped", [])),
+        list(stored.get("scan_skipped", [])), dict(stored.get("survey", {})),
     )  # fmt: skip

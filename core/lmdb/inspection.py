@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from stallscope.core.lmdb.format import chunk_for, record_size
 from stallscope.core.lmdb.images import Preprocess, to_display
 from stallscope.core.lmdb.source import (
     Decoder,
+    FactorySource,
     FolderSource,
     SampleError,
     SourceError,
@@ -44,29 +44,44 @@ class SourceInfo:
     shapes: list[tuple[str, int]] = field(default_factory=list)  # first field's, most seen first
     surveyed: int = 0  # samples the shape survey looked at
     suggestion: str = ""  # "--resize 32 --crop 32" when shapes vary
+    source: object = field(default=None, repr=False)  # the opened source: pass it on, no rescan
 
     @property
     def varied(self) -> bool:
         return len(self.shapes) > 1
 
     def shape_line(self) -> str:
-        """'3x32x32 in all 48 sampled', or the spread and what to do about it."""
-        if not self.shapes:
-            return ""
-        top, count = self.shapes[0]
-        if not self.varied:
-            return f"{self.fields[0]}: {top} in all {self.surveyed} sampled"
-        return (f"{self.fields[0]}: {len(self.shapes)} sizes in {self.surveyed} sampled (most "
-                f"common {top}: {count}); a DataLoader cannot stack them into batches: "
-                f"convert with {self.suggestion}, or read with collate_fn=list")  # fmt: skip
+        return survey_line(self.fields[0] if self.fields else "value", self.shapes,
+                           self.surveyed, self.suggestion)  # fmt: skip
+
+
+def survey_line(name: str, shapes: list, surveyed: int, suggestion: str) -> str:
+    """'image: 3x32x32 in all 48 sampled', or the spread and what to do about it."""
+    if not shapes:
+        return ""
+    top, count = shapes[0]
+    if len(shapes) == 1:
+        return f"{name}: {top} in all {surveyed} sampled"
+    fix = f"convert with {suggestion}, or read" if suggestion else "read"
+    return (f"warning: {name} has {len(shapes)} sizes in {surveyed} sampled (most common {top}: "
+            f"{count}); a DataLoader cannot stack them into batches: {fix} with "
+            "collate_fn=list")  # fmt: skip
+
+
+def survey(shapes: list[tuple[int, ...]]) -> dict:
+    """The shape survey as stored in an LMDB's metadata: shapes counted, how many, advice."""
+    counted = Counter("x".join(map(str, shape)) or "scalar" for shape in shapes).most_common()
+    return {"shapes": [list(c) for c in counted], "surveyed": len(shapes),
+            "suggestion": _suggest(shapes)}  # fmt: skip
 
 
 def inspect_source(
-    spec: str | os.PathLike, pre: Preprocess | None = None, n_preview: int = 6, n_size: int = 48
+    spec, pre: Preprocess | None = None, n_preview: int = 6, n_size: int = 48
 ) -> SourceInfo:
-    """Open a source, decode a few samples for a preview and estimate the converted size."""
+    """Open a source (a spec, or a source already opened: no second scan), decode a few
+    samples for a preview and estimate the converted size."""
     pre = pre or Preprocess()
-    source = open_source(spec)
+    source = spec if isinstance(spec, FolderSource | FactorySource) else open_source(spec)
     n = len(source)
     if n == 0:
         raise SourceError(f"{source.spec}: the dataset is empty")
@@ -103,7 +118,7 @@ def inspect_source(
         surveyed = header_shapes(source, pre, n_size)
         if surveyed:
             shapes = [shape for shape, _labelled in surveyed]
-            sizes = [_record_of(shape, labelled) for shape, labelled in surveyed]
+            sizes = [record_of(shape, labelled) for shape, labelled in surveyed]
         if source.ignored_top_level:
             notes.append(
                 f"{source.ignored_top_level} image(s) at the top level are ignored "
@@ -113,10 +128,11 @@ def inspect_source(
     names = leaf_names(structure) if source.kind == "factory" else source.fields()
     info = field_lines(stored_fields(structure, names, first))
     mean = float(np.mean(sizes))
-    counted = Counter("x".join(map(str, shape)) or "scalar" for shape in shapes).most_common()
+    found = survey(shapes)
     return SourceInfo(
         source.spec, source.kind, n, list(source.classes), names, info, structure, preview,
-        mean, int(n * lmdb_bytes(mean)), notes, counted, len(shapes), _suggest(shapes),
+        mean, int(n * lmdb_bytes(mean)), notes, [tuple(c) for c in found["shapes"]],
+        found["surveyed"], found["suggestion"], source,
     )  # fmt: skip
 
 
@@ -146,10 +162,10 @@ def _spread(n: int, k: int) -> list[int]:
 
 def header_sizes(source: FolderSource, pre: Preprocess, k: int) -> list[int]:
     """Record sizes from image headers only (no decoding), for a quick estimate."""
-    return [_record_of(shape, labelled) for shape, labelled in header_shapes(source, pre, k)]
+    return [record_of(shape, labelled) for shape, labelled in header_shapes(source, pre, k)]
 
 
-def _record_of(shape: tuple[int, ...], labelled: bool) -> int:
+def record_of(shape: tuple[int, ...], labelled: bool) -> int:
     leaves = [("uint8", shape)] + ([("int64", ())] if labelled else [])
     return record_size(leaves)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,6 +60,7 @@ class Throughput:
     batch_size: int
     before_cold: Rate | None = None
     after_cold: Rate | None = None
+    tried_workers: dict[int, float] = field(default_factory=dict)  # num_workers -> LMDB samples/s
 
     @property
     def speedup(self) -> float:
@@ -151,7 +152,8 @@ def collate(items):
     """The default collate, leaving out None (the original pipeline's unreadable files)."""
     from torch.utils.data import default_collate
 
-    return default_collate([it for it in items if it is not None])
+    items = [it for it in items if it is not None]
+    return default_collate(items) if items else []
 
 
 def collate_list(items):
@@ -179,11 +181,23 @@ def measure(
     meta = after_ds.meta
     sample_bytes = _sample_bytes(after_ds)
     workers, batch = suggest_loader(sample_bytes)
-    workers = workers if num_workers is None else max(0, int(num_workers))
     batch = batch if batch_size is None else max(1, int(batch_size))
     batch = min(batch, max(1, len(after_ds) // 4))  # a few batches per epoch at least
     stackable = same_shapes(after_ds)
     after_ds.close()
+    tried: dict[int, float] = {}
+    if num_workers is not None:
+        workers = max(0, int(num_workers))
+    elif workers > 0:  # 0 or the suggestion, whichever reads this LMDB faster (warm)
+        for w in (0, workers):
+            loader = _loader(torch, LMDBDataset(dst), w, batch, None if stackable else collate_list)
+            try:
+                rate = yield from _rate(loader, "LMDBDataset", 50, max_samples, seconds / 2,
+                                        0, 1, cancel, not stackable)  # fmt: skip
+            finally:
+                _shutdown(loader)
+            tried[w] = rate.samples_per_s
+        workers = max(tried, key=tried.get)
     try:
         before_ds = SourceDataset(meta["source"]["spec"], meta["preprocess"], meta["structure"],
                                   _stored_source(dst, meta))  # fmt: skip
@@ -218,7 +232,7 @@ def measure(
         raise StallscopeError(f"{dst}: too few samples to time")
     return Throughput(
         rates[names[0], False], rates[names[1], False], workers, batch,
-        rates.get((names[0], True)), rates.get((names[1], True)),
+        rates.get((names[0], True)), rates.get((names[1], True)), tried,
     )  # fmt: skip
 
 

@@ -51,27 +51,49 @@ def code_snippet(dst: str, info: SourceInfo | None, num_workers: int | None = No
     num_workers/batch_size: what the speed check measured (measure.suggest_loader's for the
     sample size when not given); varied: samples of different shapes (the shape survey's
     verdict when not given), read as lists since they cannot be stacked."""
-    suggested = suggest_loader(info.bytes_per_sample if info is not None else 4096)
+    if info is None:
+        return _snippet(dst, "folder", ["?"], {}, [], 4096, bool(varied), num_workers, batch_size)
+    return _snippet(dst, info.kind, info.classes, info.structure, info.field_info,
+                    info.bytes_per_sample, info.varied if varied is None else varied,
+                    num_workers, batch_size)  # fmt: skip
+
+
+def lmdb_snippet(dst: str, num_workers: int | None = None, batch_size: int | None = None) -> str:
+    """The snippet for what an LMDB holds (its metadata and a look at its samples' shapes)."""
+    from stallscope.core.lmdb.dataset import LMDBDataset
+    from stallscope.core.lmdb.fields import field_lines
+    from stallscope.core.lmdb.measure import same_shapes
+
+    ds = LMDBDataset(dst)
+    try:
+        meta = ds.meta
+        varied = not same_shapes(ds)
+        per_sample = sum(a.nbytes for a in ds.arrays(0)[1]) if len(ds) else 4096
+    finally:
+        ds.close()
+    return _snippet(dst, meta["source"]["kind"], meta.get("classes", []), meta["structure"],
+                    field_lines(meta.get("stored", [])), per_sample, varied, num_workers,
+                    batch_size)  # fmt: skip
+
+
+def _snippet(dst, kind, classes, structure, field_info, sample_bytes, varied, num_workers,
+             batch_size) -> str:  # fmt: skip
+    suggested = suggest_loader(sample_bytes)
     workers = suggested[0] if num_workers is None else num_workers
     batch = suggested[1] if batch_size is None else batch_size
-    if varied is None:
-        varied = info is not None and info.varied
     scale = "    images = images.to(device, non_blocking=True).float().div_(255)"
-    if info is not None and info.kind == "factory":
+    comment = "    # uint8 CHW batches; scale on the GPU, not in the workers"
+    if kind == "factory":
         unpack = "for sample in loader:"
-        comment = f"    # same structure as your dataset: {describe(info.structure)}"
+        comment = f"    # same structure as your dataset: {describe(structure)}"
         use = "    ..."
-        if any(" stored as uint8" in line for line in info.field_info):
-            use = ("    # k/255 floats are stored (and returned) as uint8: on the GPU, "
-                   "x.to(device).float().div_(255)\n    ...")
-    elif info is not None and not info.classes:
-        unpack = "for images in loader:"
-        comment = "    # uint8 CHW batches; scale on the GPU, not in the workers"
-        use = scale
+        if any(" stored as uint8" in line for line in field_info):
+            use = ("    # k/255 floats are stored (and returned) as uint8: on the GPU,\n"
+                   "    # x = x.to(device, non_blocking=True).float().div_(255)\n    ...")
+    elif not classes:
+        unpack, use = "for images in loader:", scale
     else:
-        unpack = "for images, labels in loader:"
-        comment = "    # uint8 CHW batches; scale on the GPU, not in the workers"
-        use = scale
+        unpack, use = "for images, labels in loader:", scale
     if varied:
         unpack = "for batch in loader:"
         comment = ("    # sizes vary, so each batch is a list of samples (convert with "

@@ -76,13 +76,22 @@ def test_wizard_end_to_end_converts_verifies_measures_and_offers_code(qtbot, tmp
     wizard.next()
     opts = wizard.options_page
     assert opts.dst_edit.text() == str(tmp_path / "flowers.lmdb")
-    opts.resize_box.setChecked(True)
+    # two sizes in the folder (64x48 and 40x56): the survey warns and offers a resize + crop
+    qtbot.waitUntil(lambda: "sizes in" in opts.shapes.text(), timeout=20_000)
+    assert "2 sizes in 13 sampled" in opts.shapes.text() or "2 sizes in 12" in opts.shapes.text()
+    assert "--resize 48 --crop 48" in opts.shapes.text() and opts.apply_btn.isVisibleTo(opts)
+    opts.apply_btn.click()
+    assert opts.resize_box.isChecked() and opts.resize_spin.value() == 48
+    assert opts.crop_box.isChecked() and (opts.crop_w.value(), opts.crop_h.value()) == (48, 48)
+    qtbot.waitUntil(lambda: "3x48x48 in all" in opts.shapes.text(), timeout=20_000)
+    assert not opts.apply_btn.isVisibleTo(opts)
     opts.resize_spin.setValue(32)
-    opts.crop_box.setChecked(True)
     opts.crop_w.setValue(32)
     opts.crop_h.setValue(32)
     opts.workers_spin.setValue(2)
+    qtbot.waitUntil(lambda: "3x32x32 in all" in opts.shapes.text(), timeout=20_000)
     qtbot.waitUntil(lambda: "on disk" in opts.estimate.text(), timeout=20_000)
+    assert "image: uint8 3x32x32" in opts.estimate.text()
     qtbot.waitUntil(opts.isComplete, timeout=5_000)
     assert "enough" in opts.space.text() and "new LMDB" in opts.dst_state.text()
     shot(wizard, "2_options")
@@ -108,9 +117,11 @@ def test_wizard_end_to_end_converts_verifies_measures_and_offers_code(qtbot, tmp
     t = result.throughput
     assert list(heights) == [t.before.samples_per_s, t.after.samples_per_s]
     assert t.after.samples_per_s > t.before.samples_per_s > 0
-    assert f"{t.speedup:,.1f}× faster" in result.chart_note.text()
+    assert t.verdict() in result.chart_note.text() and t.verdict().endswith("faster")
     snippet = result.snippet.toPlainText()
     assert f"LMDBDataset({str(tmp_path / 'flowers.lmdb')!r})" in snippet
+    # the snippet's loader is the one the speed check measured
+    assert f"batch_size={t.batch_size}, shuffle=True, num_workers={t.num_workers}" in snippet
     result.copy_snippet()
     assert QApplication.clipboard().text() == snippet
     shot(wizard, "4_result")

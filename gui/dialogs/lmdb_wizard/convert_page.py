@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import units
 from stallscope.core.lmdb.convert import ConvertResult, convert
 from stallscope.core.lmdb.destination import destination_state
+from stallscope.core.lmdb.fields import field_lines
 from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, mono, say
 from stallscope.gui.workers import JobWorker
 
@@ -92,8 +93,9 @@ class ConvertPage(QWizardPage):
             f"<tr><td><b>Preprocessing</b></td><td>{esc(pre.describe())}</td></tr>"
             f"<tr><td><b>Processes</b></td><td>{workers} decoding + 1 writing</td></tr></table>"
         )
+        opened = self.wiz.opened_source()
         worker = JobWorker(
-            lambda cancel: convert(src, dst, workers=workers, preprocess=pre, cancel=cancel)
+            lambda cancel: convert(opened, dst, workers=workers, preprocess=pre, cancel=cancel)
         )
         worker.signals.sig_progress.connect(self._on_progress)
         worker.signals.sig_result.connect(self._on_result)
@@ -108,6 +110,10 @@ class ConvertPage(QWizardPage):
         self.wiz.runner.cancel("convert")
 
     def _on_progress(self, done: int, total: int) -> None:
+        if total == 0:  # the folder's scan (a resumed conversion reads its stored listing)
+            self.bar.setRange(0, 0)
+            self.rate.setText(f"scanning the source: {done:,} files")
+            return
         now = time.monotonic()
         if self._first is None:
             self._first = (now, done)
@@ -143,9 +149,13 @@ class ConvertPage(QWizardPage):
                 f"{units.duration(result.seconds * 1e6)} ({rate}).", "ok")
         skipped = f"{len(result.skipped)} unreadable sample(s) skipped" if result.skipped else (
             "no unreadable samples")  # fmt: skip
+        if result.scan_skipped:
+            skipped += f", {len(result.scan_skipped)} path(s) not listed (loops, not files)"
+        per = result.bytes_on_disk / max(result.count, 1)
+        fields = "".join(f"<br>&nbsp;&nbsp;{esc(line)}" for line in field_lines(result.fields))
         self.summary.setText(
-            f"{esc(result.dst)}: {units.size(result.bytes_on_disk)} on disk, {skipped}. "
-            "Next: verify and measure."
+            f"{esc(result.dst)}: {units.size(result.bytes_on_disk)} on disk ({per:,.0f} B per "
+            f"sample), {skipped}. Stored as:{fields}<br>Next: verify and measure."
         )
         self.sig_conversion_finished.emit(result)
 

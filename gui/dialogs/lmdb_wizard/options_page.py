@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QFileDialog,
     QFormLayout,
     QGridLayout,
@@ -31,6 +32,14 @@ from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
+
+FLOATS = ("auto", "float32", "float16")  # the floats combo's entries, in order
+
+
+def _sizes(suggestion: str) -> int | None:
+    """The side S of a survey's '--resize S --crop S' suggestion."""
+    parts = suggestion.split()
+    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
 
 
 class OptionsPage(QWizardPage):
@@ -63,8 +72,16 @@ class OptionsPage(QWizardPage):
         resize_row = row(self.resize_box, self.resize_spin, QLabel("px"))
         crop_row = row(self.crop_box, self.crop_w, QLabel("×"), self.crop_h, QLabel("px"))
 
+        self.floats_combo = QComboBox()
+        self.floats_combo.addItems(["auto: uint8 when on k/255 steps", "float32", "float16"])
+        self.floats_row = row(QLabel("Float tensors"), self.floats_combo)
         self.estimate = QLabel()
         self.estimate.setWordWrap(True)
+        self.shapes = QLabel()
+        self.shapes.setWordWrap(True)
+        self.apply_btn = QPushButton()
+        self.apply_btn.setVisible(False)
+        self.apply_btn.clicked.connect(self._apply_suggestion)
         self.space = QLabel()
         self.space.setWordWrap(True)
 
@@ -73,7 +90,10 @@ class OptionsPage(QWizardPage):
         form.addRow("Preprocessing", resize_row)
         form.addRow("", crop_row)
         form.addRow("", self.rgb_box)
+        form.addRow("", self.floats_row)
         form.addRow("Decoding processes", row(self.workers_spin, QLabel("(one writer besides)")))
+        form.addRow("Sizes seen", self.shapes)
+        form.addRow("", row(self.apply_btn))
         form.addRow("Estimated size", self.estimate)
         form.addRow("Free space", self.space)
         layout = QVBoxLayout(self)
@@ -87,12 +107,14 @@ class OptionsPage(QWizardPage):
             w.toggled.connect(self._options_changed)
         for w in (self.resize_spin, self.crop_w, self.crop_h):
             w.valueChanged.connect(self._options_changed)
+        self.floats_combo.currentIndexChanged.connect(self._options_changed)
         self.dst_edit.textChanged.connect(self._update_checks)
 
     def initializePage(self) -> None:  # noqa: N802 - Qt API
         info = self.wiz.info
         if info is not None and not self.dst_edit.text():
             self.dst_edit.setText(default_destination(info))
+        self.floats_row.setVisible(info is not None and info.kind == "factory")
         self._options_changed()
 
     def preprocess(self) -> Preprocess:
@@ -100,6 +122,7 @@ class OptionsPage(QWizardPage):
             resize=self.resize_spin.value() if self.resize_box.isChecked() else None,
             crop=(self.crop_w.value(), self.crop_h.value()) if self.crop_box.isChecked() else None,
             rgb=self.rgb_box.isChecked(),
+            floats=FLOATS[self.floats_combo.currentIndex()],
         )
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt API
@@ -123,7 +146,7 @@ class OptionsPage(QWizardPage):
         self._update_checks()
 
     def _estimate(self) -> None:
-        spec, pre = self.wiz.spec(), self.preprocess()
+        spec, pre = self.wiz.opened_source(), self.preprocess()
         worker = JobWorker(lambda cancel: inspect_source(spec, pre, n_preview=1))
         worker.signals.sig_result.connect(self._on_estimate)
         worker.signals.sig_error.connect(lambda msg: self.estimate.setText(esc(msg)))
@@ -131,11 +154,31 @@ class OptionsPage(QWizardPage):
 
     def _on_estimate(self, info: SourceInfo) -> None:
         self._est_bytes = info.estimated_bytes
+        fields = "<br>".join(esc(line) for line in info.field_info)
         self.estimate.setText(
             f"<b>{units.size(info.estimated_bytes)}</b> on disk "
-            f"({info.count:,} samples × {units.size(info.bytes_per_sample)}, uint8 decoded)"
+            f"({info.count:,} samples × {units.size(info.bytes_per_sample)}), stored as:<br>"
+            f"{fields}"
         )
+        say(self.shapes, info.shape_line() or "-", "bad" if info.varied else "info")
+        self._suggestion = _sizes(info.suggestion)
+        if self._suggestion:
+            side = self._suggestion
+            self.apply_btn.setText(f"Resize shorter side to {side} and crop {side}×{side}")
+        self.apply_btn.setVisible(self._suggestion is not None)
         self._update_checks()
+
+    _suggestion: int | None = None
+
+    def _apply_suggestion(self) -> None:
+        side = self._suggestion
+        if side is None:
+            return
+        self.resize_box.setChecked(True)
+        self.resize_spin.setValue(side)
+        self.crop_box.setChecked(True)
+        self.crop_w.setValue(side)
+        self.crop_h.setValue(side)
 
     def _update_checks(self) -> None:
         dst = self.dst_edit.text().strip()

@@ -23,7 +23,7 @@ from stallscope.core import units
 from stallscope.core.lmdb.inspection import SourceInfo, inspect_source
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.core.lmdb.source import describe
-from stallscope.gui.dialogs.lmdb_wizard.widgets import heading, say, thumb, toned
+from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, heading, say, thumb, toned
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
@@ -119,14 +119,16 @@ class SourcePage(QWizardPage):
         kind = "Image folder" if info.kind == "folder" else "Factory dataset"
         classes = f" in {len(info.classes)} classes" if info.classes else ""
         self._show_status(f"{kind}: {info.count:,} samples{classes}.", "ok")
-        lines = [f"<b>Fields</b>: {', '.join(info.field_info) or '-'}"]
+        lines = ["<b>Fields, as stored</b>:"] + [f"&nbsp;&nbsp;{esc(f)}" for f in info.field_info]
         if info.kind == "factory":
-            lines.append(f"<b>Structure</b>: {describe(info.structure)}")
+            lines.append(f"<b>Structure</b>: {esc(describe(info.structure))}")
         if info.classes:
             shown = ", ".join(info.classes[:12])
             more = f" … and {len(info.classes) - 12} more" if len(info.classes) > 12 else ""
-            lines.append(f"<b>Classes</b>: {shown}{more}")
+            lines.append(f"<b>Classes</b>: {esc(shown)}{more}")
         lines.append(f"<b>Stored per sample</b>: {units.size(info.bytes_per_sample)} decoded")
+        if info.shape_line():
+            lines.append(toned(info.shape_line(), "bad" if info.varied else "info"))
         for note in info.notes[:4]:
             lines.append(toned(note, "bad"))
         self.details.setText("<br>".join(lines))

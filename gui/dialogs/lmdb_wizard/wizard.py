@@ -67,6 +67,14 @@ class LMDBWizard(QWizard):
     def spec(self) -> str:
         return self.source_page.spec()
 
+    def opened_source(self):
+        """The source the first page scanned (the options and the conversion reuse it: one
+        scan of a folder per wizard run), else the spec."""
+        info = self.info
+        if info is not None and info.source is not None and self.source_page.isComplete():
+            return info.source
+        return self.spec()
+
     def done(self, code: int) -> None:  # closing or cancelling stops every job (work is kept)
         for slot in ("inspect", "estimate", "convert", "verify", "measure"):
             self.runner.cancel(slot)

@@ -1,0 +1,46 @@
+"""`stallscope-cli verify DST`: every record of an LMDB against its crc32 (no source needed),
+and random samples against the source when it is still there."""
+
+from __future__ import annotations
+
+import json
+
+from stallscope.core.commands.convert import Progress, print_verify
+from stallscope.core.jobs import run_job
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="check a converted LMDB: every record's checksum, and random samples against "
+             "the source",
+        description=(
+            "Check every record of the LMDB at DST against the crc32 written at conversion "
+            "(needs no source), list damaged records, then re-decode N random source samples "
+            "(different ones each run: the seed is printed) when the source is still there. "
+            "Exit status 1 when anything differs."
+        ),
+    )  # fmt: skip
+    p.add_argument("dst", metavar="DST", help="a stallscope LMDB folder")
+    p.add_argument("--samples", type=int, default=64, metavar="N",
+                   help="random source samples to re-decode (0: checksums only)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=None, help="repeat a run's choice of samples")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from stallscope.core.lmdb.verify import verify
+
+    progress = Progress("verifying")
+    check = run_job(verify(args.dst, n=max(0, args.samples), seed=args.seed), progress)
+    progress.end()
+    if args.json:
+        print(json.dumps({
+            "ok": check.ok, "records_checked": check.records_checked, "damaged": check.damaged,
+            "checked": check.checked, "mismatches": check.mismatches, "problem": check.problem,
+            "seed": check.seed, "checksums": check.checksums,
+        }, indent=1))  # fmt: skip
+    else:
+        print_verify(check)
+    return 1 if check.damaged or check.mismatches else 0
