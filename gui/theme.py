@@ -15,7 +15,18 @@ from dataclasses import asdict, dataclass
 from string import Template
 
 from PySide6.QtCore import QByteArray, QObject, QRectF, Qt, Signal
-from PySide6.QtGui import QAction, QActionGroup, QColor, QIcon, QImage, QPainter, QPalette, QPixmap
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QColor,
+    QFont,
+    QFontDatabase,
+    QIcon,
+    QImage,
+    QPainter,
+    QPalette,
+    QPixmap,
+)
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QApplication, QMenu, QWidget
 
@@ -24,6 +35,9 @@ from stallscope.resources import RESOURCES
 MODES = ("system", "light", "dark")
 ICONS_DIR = RESOURCES / "icons"
 STYLE_FILE = RESOURCES / "style" / "app.qss"
+FONTS_DIR = RESOURCES / "fonts"  # DejaVu Sans (Mono), from Debian's fonts-dejavu-core
+UI_FONT, MONO_FONT = "DejaVu Sans", "DejaVu Sans Mono"
+MONO_ALIASES = ("monospace", "Monospace", "Mono", "Courier", "Courier New")
 APP_ICON = "stallscope"
 
 
@@ -81,6 +95,7 @@ class ThemeController(QObject):
         if self._app is not app:
             self._app = app
             app.styleHints().colorSchemeChanged.connect(self._on_system_scheme)
+            install_fonts(app)
         self.mode = mode
         self._applying = True
         try:
@@ -128,6 +143,24 @@ def resolve(mode: str, scheme: Qt.ColorScheme = Qt.ColorScheme.Unknown) -> str:
 def apply_theme(app: QApplication, mode: str = "system") -> str:
     """Style the whole app; returns the palette applied ("light" or "dark")."""
     return controller().apply(app, mode)
+
+
+def install_fonts(app: QApplication) -> bool:
+    """All text in the bundled DejaVu fonts (resources/fonts), so that the app, its screenshots
+    and the reference images look alike on every desktop, whatever fonts it has installed:
+    the app's font is DejaVu Sans, "monospace" and the fixed system font mean DejaVu Sans Mono.
+    False (the desktop's fonts stay) when the files cannot be loaded."""
+    loaded = [QFontDatabase.addApplicationFont(str(p)) for p in sorted(FONTS_DIR.glob("*.ttf"))]
+    if not loaded or min(loaded) < 0:
+        return False
+    for alias in MONO_ALIASES + (QFontDatabase.systemFont(
+            QFontDatabase.SystemFont.FixedFont).family(),):
+        QFont.removeSubstitutions(alias)
+        QFont.insertSubstitution(alias, MONO_FONT)
+    font = QFont(app.font())
+    font.setFamilies([UI_FONT])
+    app.setFont(font)
+    return True
 
 
 def palette() -> Palette:

@@ -260,3 +260,23 @@ def test_system_mode_reapplies_when_the_desktop_scheme_flips(qapp, qtbot, monkey
         hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
     assert theme.controller().name == "light"
     scheme["now"] = Qt.ColorScheme.Light  # the teardown's "system" must not leave later tests dark
+
+
+def test_text_is_drawn_in_the_bundled_fonts_whatever_the_desktop_has(qapp):
+    """The app's font and every monospace request resolve to the DejaVu files in
+    resources/fonts, also where fontconfig would pick another font (e.g. with fonts-noto-mono
+    installed, "monospace" is Noto Sans Mono): reference images and screenshots match."""
+    from PySide6.QtGui import QFont, QFontDatabase, QFontInfo
+
+    assert sorted(p.name for p in theme.FONTS_DIR.glob("*.ttf")) == [
+        "DejaVuSans-Bold.ttf", "DejaVuSans.ttf", "DejaVuSansMono-Bold.ttf", "DejaVuSansMono.ttf"]
+    assert (theme.FONTS_DIR / "LICENSE.DejaVu").is_file()
+    theme.apply_theme(qapp, "light")
+    assert theme.install_fonts(qapp)
+    assert QFontInfo(qapp.font()).family() == "DejaVu Sans"
+    for requested in (QFont("monospace"), QFont("Monospace"),
+                      QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)):
+        assert QFontInfo(requested).family() == "DejaVu Sans Mono", requested.family()
+    bold = QFont("DejaVu Sans")
+    bold.setBold(True)
+    assert QFontInfo(bold).family() == "DejaVu Sans" and QFontInfo(bold).bold()
