@@ -93,6 +93,16 @@ def band_pixels(bounds: np.ndarray, rows: int, from_top: bool) -> np.ndarray:
     return np.ascontiguousarray(image if from_top else image[::-1])
 
 
+def fitted(name: str, metrics: QFontMetrics, room: int) -> str:
+    """`name` where it fits; else its number part ("ProfilerStep#10" -> "#10", what tells
+    steps apart); else elided."""
+    if metrics.horizontalAdvance(name) <= room:
+        return name
+    if "#" in name:
+        name = name[name.rindex("#"):]
+    return metrics.elidedText(name, Qt.TextElideMode.ElideRight, room)
+
+
 class Layer:
     """One colour of a band: its intervals and where the band sits in the row."""
 
@@ -221,9 +231,8 @@ class LaneItem(pg.GraphicsObject):
         for i in wide.tolist():
             x0, x1 = max(starts[i], lo), min(ends[i], hi)
             rect = transform.mapRect(QRectF(x0, self.y, x1 - x0, self.h))
-            text = metrics.elidedText(names[i], Qt.TextElideMode.ElideRight,
-                                      int(rect.width()) - 6)
-            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+            room = int(rect.width()) - 6
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, fitted(names[i], metrics, room))
         painter.restore()
 
 

@@ -334,3 +334,15 @@ def test_mouse_hover_and_double_click_fit(qtbot, view, nw0_report):
     qtbot.mouseRelease(viewport, Qt.MouseButton.LeftButton, pos=pos)
     lo, hi = view.x_range_us()
     assert lo <= nw0_report.window[0] and hi >= nw0_report.window[1]
+
+
+def test_a_step_name_that_does_not_fit_keeps_its_number(qapp):
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from stallscope.gui.views.lane_item import fitted
+
+    metrics = QFontMetrics(QFont("DejaVu Sans", 9))
+    full = metrics.horizontalAdvance("ProfilerStep#10")
+    assert fitted("ProfilerStep#10", metrics, full + 1) == "ProfilerStep#10"
+    assert fitted("ProfilerStep#10", metrics, full - 5) == "#10"
+    assert fitted("aten::conv2d_long_name", metrics, 30).endswith("…")
