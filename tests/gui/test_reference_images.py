@@ -62,7 +62,8 @@ def test_main_window_kineto_nw0_1024x700(qtbot, window, open_and_wait):
     summary = window.analysis.summary
     assert summary.verticalScrollBar().maximum() > 0  # the summary scrolls, it is not cut
     assert summary.widget().width() <= summary.viewport().width()  # ... and never wider
-    check_image("main_kineto_nw0_1024x700", render(window), min_share=0.2)
+    # 0.15: the lanes paint area in proportion to time (no pale blocks over partly busy time)
+    check_image("main_kineto_nw0_1024x700", render(window), min_share=0.15)
 
 
 def test_compare_nw0_nw4(qtbot, window, open_and_wait):
