@@ -141,9 +141,13 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         yield 1, 1 + search.estimate_left()
         while (settings := search.next()) is not None:
             index = len(result.trials) + 1
-            if cfg.max_trials is not None and index > cfg.max_trials:
+            # with a leader, the limit keeps two trials for repeating it against the noise
+            keep = 2 * (noise.MIN_PAIRS - 1) if result.best not in (None, base.index) else 0
+            if cfg.max_trials is not None and index > cfg.max_trials - keep:
                 result.stopped = "trial limit"
-                result.notes.append(f"stopped at the limit of {cfg.max_trials} trials")
+                result.notes.append(f"stopped at the limit of {cfg.max_trials} trials"
+                                    + (f" (the last {keep} repeat the leader against the "
+                                       "noise)" if keep else ""))
                 break
             changes = changes_from(search.script, settings)
             trial = Trial(index, trial_name(index, changes), settings, changes)

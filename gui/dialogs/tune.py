@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import html
 import sys
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import units
 from stallscope.core.tune import TuneConfig, TuneResult, tune_job, usable_cores, verdict
 from stallscope.core.tune.job import DEFAULT_BUDGET_S
+from stallscope.core.tune.search import most_workers_default
 from stallscope.core.tune.trial import Trial
 from stallscope.gui.colors import (
     BETTER_COLOR,
@@ -95,21 +97,28 @@ class TuneDialog(QDialog):
 
     # ------------------------------------------------------------------ layout
     def _build(self, budget_s: float, max_workers: int | None) -> None:
-        title = QLabel(f"<b>{Path(self.script).name}</b> {' '.join(self.args)}")
+        title = QLabel(f"<b>{html.escape(Path(self.script).name)}</b> "
+                       f"{html.escape(' '.join(self.args))}")
         title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        about = QLabel("Runs the script a few times, each a short profiled trial with other "
-                       "DataLoader settings (more workers while steps get faster, then "
-                       "pin_memory, persistent_workers, prefetch_factor around the best), and "
-                       "keeps the fastest. The script is not edited.")
+        about = QLabel("Runs the script a few times with other DataLoader settings (more "
+                       "workers while steps get faster, past the cores only while the workers "
+                       "wait on I/O; then pin_memory, persistent_workers, prefetch_factor "
+                       "around the best). Each trial counts its steady steps after a warm-up; "
+                       "the fastest is repeated against the script as written and kept only "
+                       "when its gain is beyond the noise. The script is not edited.")
         about.setWordWrap(True)
         about.setObjectName("hint")
 
         self.budget_spin = QSpinBox(minimum=10, maximum=24 * 3600, value=int(budget_s),
                                     suffix=" s")
         self.budget_spin.setToolTip("time for all trials together")
+        cores = usable_cores()
         self.workers_spin = QSpinBox(minimum=1, maximum=256,
-                                     value=max_workers or usable_cores())
-        self.workers_spin.setToolTip("the most num_workers to try (default: the usable cores)")
+                                     value=max_workers or most_workers_default(cores))
+        self.workers_spin.setToolTip(f"the most num_workers to try: the climb stops at the "
+                                     f"{cores} usable cores when the workers compute, and goes "
+                                     f"on up to this many while they wait on I/O (memory "
+                                     f"bounds it too)")
         self.start_button = QPushButton("Start")
         self.start_button.setDefault(True)
         self.start_button.clicked.connect(self.start)
@@ -145,9 +154,11 @@ class TuneDialog(QDialog):
         self.progress.setMaximumHeight(8)
         self.status = QLabel("Press Start: the first trial runs the script as written.")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # paths, the script's messages
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict = QLabel("")
         self.verdict.setWordWrap(True)
+        self.verdict.setTextFormat(Qt.TextFormat.PlainText)
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.change_edit = QLineEdit(readOnly=True)
         self.change_edit.setPlaceholderText("the line to change appears here")
@@ -164,8 +175,8 @@ class TuneDialog(QDialog):
         self.cancel_button.clicked.connect(self.cancel)
         self.compare_button = QPushButton("Compare before/after")
         self.compare_button.setEnabled(False)
-        self.compare_button.setToolTip("open the trial of the script as written and the best "
-                                       "trial side by side")
+        self.compare_button.setToolTip("open the two trials the claim rests on (the script as "
+                                       "written and the best settings) side by side")
         self.compare_button.clicked.connect(self._compare)
         self.close_button = QPushButton("Close")
         self.close_button.clicked.connect(self.reject)
@@ -339,7 +350,11 @@ class TuneDialog(QDialog):
                         cell.setFont(font)
 
     def compare_pair(self) -> tuple[str, str] | None:
-        """(baseline session, best session) once the best is not the script as written."""
+        """(baseline session, best session) once the best is not the script as written: once
+        the tune has ended, the pair its claim rests on (result.sessions)."""
+        if self.result is not None and self.result.best != self.result.baseline:
+            before, after = self.result.sessions
+            return (before, after) if before and after else None
         by_index = {t.index: t for t in self.trials}
         base, best = by_index.get(self.baseline), by_index.get(self.best)
         if base is None or best is None or base.index == best.index:

@@ -60,9 +60,10 @@ class TuneChart(pg.PlotWidget):
         x = np.array([t.index for t in ok], dtype=float)
         step = np.array([t.step_ms for t in ok], dtype=float)
         wait = np.array([t.data_wait_ms or 0.0 for t in ok], dtype=float)
+        # the script as written is grey each time it runs (the noise check repeats it)
         brushes = [qcolor(BETTER_COLOR) if t.index == best else
-                   qcolor(MUTED_TEXT) if t.index == baseline else qcolor(BUSY_COLOR)
-                   for t in ok]
+                   qcolor(MUTED_TEXT) if t.index == baseline or not t.changes
+                   else qcolor(BUSY_COLOR) for t in ok]
         self.steps.setOpts(x=x, height=step, brushes=brushes, pen=pg.mkPen(None))
         self.waits.setOpts(x=x, height=wait)
         bad = [t.index for t in trials if not t.ok]
@@ -73,7 +74,7 @@ class TuneChart(pg.PlotWidget):
         base = next((t.step_ms for t in ok if t.index == baseline), None)
         for t in ok:
             text = f"{t.step_ms:.0f} ms"
-            if base and t.index != baseline:
+            if base and t.index != baseline and t.changes:
                 text += f"\n{base / t.step_ms:.2f}x"
             label = pg.TextItem(text, color=plot_theme()["text"], anchor=(0.5, 1.0))
             label.setPos(t.index, t.step_ms)

@@ -1,29 +1,38 @@
-"""Benchmark: `tune` against the exhaustive grid of the same settings, on two workloads.
+"""Benchmark: `tune` against the exhaustive grid of plain runs, on three workloads (issue 21).
 
-    .venv/bin/python tests/bench/bench_tune.py [--workload demo|cpu|both] [--item-ms 2.0]
+    .venv/bin/python tests/bench/bench_tune.py [--workload demo|cpu|io|all] [--tunes 2]
 
-Workloads: the bundled demo (JPEG decode + resize in __getitem__), and a script whose
-__getitem__ burns a known CPU time per item (--item-ms, a busy loop) with a fixed compute per
-step. For each: one tune (core/tune, as `stallscope-cli tune` runs it), then every combination
-of the values the tune searches, each a trial run exactly like the tune's trials:
-num_workers in 0, 1, 2, 4 ... up to the usable cores; pin_memory false/true (true does nothing
-without CUDA, but a grid search by hand would still try it); persistent_workers false/true and
-prefetch_factor 2/4 when there are workers.
+Workloads: the bundled demo (JPEG decode + resize in __getitem__, on a CPU), a script whose
+__getitem__ burns a known CPU time per item (a busy loop) with a fixed compute per step, and
+one whose __getitem__ sleeps a known time per sample (I/O: object stores, network file
+systems), where workers past the core count still help.
 
-Figures (goals from issue 13):
-  quality  the settings the tune kept against the grid's best settings, head to head: --pairs
-           rounds of one trial each, back to back, alternating which goes first; the median of
-           the pairs' step-time ratios (goal: within +5%). Single trials are noisy on a shared
-           machine (the grid's best is partly the luckiest of 18 samples), pairs cancel drift.
-           The grid's own single figures are printed beside it.
-  cost     the tune's wall time over the grid's (goal: at most 40%)
+A *plain run* is the script under plain python, no profiler and no stallscope: a small wrapper
+applies the settings to DataLoader(...) (as a user editing the line would) and notes the time
+each batch is asked for. Its figure is the same steady rule tune uses, on the plain run's own
+clock: elapsed from the batch after the warm-up (workers x prefetch_factor queued batches and
+4 more) to the end of the last step, over the count. Its cost is the process's wall time.
+
+Figures:
+  pick     the plain figure of tune's settings over the grid's best plain figure (head to
+           head in --pairs alternating pairs when they differ; goal: within +5%)
+  claim    tune's claimed speed-up over the plain reruns' speed-up of the same settings (the
+           script as written and tune's pick, --pairs alternating pairs; goal: within 15%)
+  cost     tune's wall time over the grid's (sum of its plain runs; goal: at most 40%)
+  agree    --tunes runs of tune on the same script keep the same settings or all say
+           "within noise"
+The grid: num_workers 0, 1, 2, 4, 8, 16 x persistent_workers false/true x prefetch_factor 2/4
+(pin_memory does nothing without CUDA, so it is left out on a CPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -32,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "resources" / "demo" / "train_demo.py"
+WORKERS = (0, 1, 2, 4, 8, 16)
 
 CPU_SCRIPT = """
 import sys, time, torch
@@ -64,132 +74,232 @@ for x, y in loader:
     burn(STEP_S)
 """
 
+IO_SCRIPT = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
 
-def grid(cores: int, cuda: bool) -> list[dict]:
-    from stallscope.core.tune import ladder
+SAMPLE_S = float(sys.argv[1]) / 1000.0
+SAMPLES = int(sys.argv[2])
+torch.set_num_threads(1)
 
-    out = []
-    for workers in ladder(cores):
-        pins = (False, True)
-        if workers == 0:
-            out += [{"num_workers": 0, "pin_memory": p, "persistent_workers": False,
-                     "prefetch_factor": None} for p in pins]
-            continue
-        for pin, persistent, prefetch in itertools.product(pins, (False, True), (2, 4)):
-            out.append({"num_workers": workers, "pin_memory": pin,
-                        "persistent_workers": persistent, "prefetch_factor": prefetch})
+class Remote(Dataset):
+    def __len__(self):
+        return SAMPLES
+    def __getitem__(self, i):
+        time.sleep(SAMPLE_S)  # waiting on an object store: off the CPU
+        return torch.zeros(16), torch.zeros(1)
+
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(Remote(), batch_size=8, num_workers=0)
+for x, y in loader:
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.004)
+"""
+
+PLAIN = """
+import json, os, runpy, sys, time
+from torch.utils.data import DataLoader, dataloader
+
+SETTINGS = json.loads(os.environ["BENCH_SET"])
+stamps = []
+original_init = DataLoader.__init__
+
+def init(self, *args, **kwargs):
+    kwargs.update(SETTINGS)
+    if not kwargs.get("num_workers"):
+        kwargs.pop("prefetch_factor", None)
+        kwargs["persistent_workers"] = False
+    original_init(self, *args, **kwargs)
+
+original_next = dataloader._BaseDataLoaderIter.__next__
+
+def timed_next(self):
+    stamps.append(time.perf_counter())
+    return original_next(self)
+
+DataLoader.__init__ = init
+dataloader._BaseDataLoaderIter.__next__ = timed_next
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(os.path.abspath(script))
+try:
+    runpy.run_path(script, run_name="__main__")
+finally:
+    end = time.perf_counter()
+    with open(os.environ["BENCH_OUT"], "w") as f:
+        json.dump({"stamps": stamps, "end": end}, f)
+"""
+
+
+def grid() -> list[dict]:
+    out = [{"num_workers": 0, "persistent_workers": False, "prefetch_factor": None}]
+    for workers, persistent, prefetch in itertools.product(WORKERS[1:], (False, True), (2, 4)):
+        out.append({"num_workers": workers, "persistent_workers": persistent,
+                    "prefetch_factor": prefetch})
     return out
 
 
-def same(a: dict, b: dict) -> bool:
-    """Settings equal as torch uses them (prefetch_factor None = 2 with workers)."""
-    from stallscope.core.capture.overrides import effective
+def label(settings: dict) -> str:
+    s = {k: v for k, v in settings.items() if k != "pin_memory"}
+    if not s.get("num_workers"):
+        return "num_workers=0"
+    text = f"num_workers={s['num_workers']}"
+    if s.get("persistent_workers"):
+        text += ", persistent"
+    if (s.get("prefetch_factor") or 2) != 2:
+        text += f", prefetch={s['prefetch_factor']}"
+    return text
 
-    return effective(a) == effective(b)
+
+def key(settings: dict) -> tuple:
+    workers = int(settings.get("num_workers") or 0)
+    if not workers:
+        return (0, False, 2)
+    return (workers, bool(settings.get("persistent_workers")),
+            int(settings.get("prefetch_factor") or 2))
 
 
-def bench(name: str, script: Path, args: list[str], out: Path, cores: int,
-          pairs: int) -> dict:
+def plain_run(script: Path, args: list[str], settings: dict, tmp: Path) -> tuple[float, float]:
+    """(steady ms per step, wall seconds) of one plain run with these settings."""
+    out = tmp / "plain.json"
+    env = {**os.environ, "BENCH_SET": json.dumps({k: v for k, v in settings.items()
+                                                  if k != "pin_memory" and v is not None}),
+           "BENCH_OUT": str(out)}
+    t = time.perf_counter()
+    subprocess.run([sys.executable, str(tmp / "plain.py"), str(script), *args], env=env,
+                   cwd=script.parent, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t
+    data = json.loads(out.read_text())
+    stamps, end = data["stamps"], data["end"]
+    workers, _, prefetch = key(settings)
+    first = 1 + workers * prefetch + 4
+    if len(stamps) - first < 10:
+        first = 1
+    return 1e3 * (end - stamps[first]) / (len(stamps) - first), wall
+
+
+def paired(script: Path, args: list[str], a: dict, b: dict, pairs: int, tmp: Path) -> list:
+    """Plain-figure ratios a/b over alternating pairs."""
+    ratios = []
+    for i in range(pairs):
+        order = (a, b) if i % 2 == 0 else (b, a)
+        got = {}
+        for which in order:
+            got[key(which)] = plain_run(script, args, which, tmp)[0]
+        ratios.append(got[key(a)] / got[key(b)])
+    return ratios
+
+
+def run_tune(name: str, script: Path, args: list[str], out: Path) -> tuple:
     from stallscope.core.jobs import run_job
-    from stallscope.core.tune import TuneConfig, table, tune_job
-    from stallscope.core.tune.memory import memory_limit
-    from stallscope.core.tune.trial import Launch, Trial, changes_from, run_trial
+    from stallscope.core.tune import TuneConfig, table, tune_job, verdict
 
-    print(f"\n== {name}: {script.name} {' '.join(args)}", flush=True)
-    cfg = TuneConfig(script=script, args=args, cwd=script.parent, out=out / f"{name}-tune",
-                     max_workers=cores)
+    cfg = TuneConfig(script=script, args=args, cwd=script.parent, out=out)
     t = time.perf_counter()
     result = run_job(tune_job(cfg, on_trial=lambda tr, _r: print(
-        f"  tune trial {tr.index} {tr.label}: {tr.step_ms and round(tr.step_ms, 1)} ms "
-        f"({tr.status})", flush=True)))
-    tune_s = time.perf_counter() - t
+        f"    trial {tr.index} {tr.label}: "
+        f"{'-' if tr.step_ms is None else f'{tr.step_ms:.1f} ms'} over {tr.steady_steps} "
+        f"steps ({tr.status}, {tr.wall_s or 0:.1f} s)", flush=True)))
+    seconds = time.perf_counter() - t
     print(table(result))
-    best = result.best_trial
+    print("\n".join(verdict(result)), flush=True)
+    return result, seconds
+
+
+def bench(name: str, script: Path, args: list[str], tmp: Path, tunes: int, pairs: int) -> dict:
+    print(f"\n== {name}: {script.name} {' '.join(args)}   (load {os.getloadavg()[0]:.1f})",
+          flush=True)
+    tuned = []
+    for i in range(tunes):
+        print(f"  tune {i + 1}", flush=True)
+        tuned.append(run_tune(name, script, args, tmp / f"{name}-tune{i + 1}"))
+    result, tune_s = tuned[0]
     base = result.baseline_trial
-    if best is None or base is None or not result.selector:
-        raise SystemExit(f"{name}: the tune did not measure the script ({result.stopped})")
-
-    cuda = False
-    from stallscope.core.tune.job import TRIAL_SCHEDULE
-
-    launch = Launch(script, args, script.parent, sys.executable,
-                    {"wait": 1 + min(cores, 8), **TRIAL_SCHEDULE}, site=result.selector)
-    limit = memory_limit()
-    trials = []
-    t = time.perf_counter()
-    for i, settings in enumerate(grid(cores, cuda), 1):
-        changes = changes_from(base.settings, settings)
-        trial = Trial(i, f"{i:02d}-grid", settings, changes)
-        run_trial(launch, trial, out / f"{name}-grid", time.monotonic() + 600, limit)
-        trials.append(trial)
-        print(f"  grid {i:2d} {trial.label:<60} {trial.step_ms and round(trial.step_ms, 1)} ms "
-              f"({trial.status}, {trial.wall_s:.1f} s)", flush=True)
-    grid_s = time.perf_counter() - t
-    ok = [tr for tr in trials if tr.ok]
-    grid_best = min(ok, key=lambda tr: tr.step_ms)
-    kept = next((tr for tr in ok if same(tr.settings, best.settings)), best)
-    ratios = []
-    if not same(grid_best.settings, best.settings):
-        for i in range(pairs):
-            first, second = (best, grid_best) if i % 2 == 0 else (grid_best, best)
-            got = {}
-            for which in (first, second):
-                trial = Trial(i, f"pair{i:02d}-{'tune' if which is best else 'grid'}",
-                              which.settings, changes_from(base.settings, which.settings))
-                run_trial(launch, trial, out / f"{name}-pairs", time.monotonic() + 600, limit)
-                got[which is best] = trial.step_ms
-            if got.get(True) and got.get(False):
-                ratios.append(got[True] / got[False])
-                print(f"  pair {i + 1}: tune's {got[True]:.1f} ms, grid's best "
-                      f"{got[False]:.1f} ms", flush=True)
-    return {"name": name, "tune_s": tune_s, "grid_s": grid_s, "tune_trials": len(result.trials),
-            "grid_trials": len(trials), "grid_best": grid_best, "kept_in_grid": kept,
-            "tune_best": best, "baseline": base,
-            "paired": statistics.median(ratios) if ratios else 1.0, "pairs": len(ratios)}
+    pick = result.best_trial.settings
+    print(f"  grid of {len(grid())} plain runs", flush=True)
+    figures, grid_s = {}, 0.0
+    for settings in grid():
+        ms, wall = plain_run(script, args, settings, tmp)
+        figures[key(settings)] = (settings, ms)
+        grid_s += wall
+        print(f"    {label(settings):<36} {ms:8.1f} ms per step  ({wall:.1f} s)", flush=True)
+    best_settings, best_ms = min(figures.values(), key=lambda sm: sm[1])
+    if key(best_settings) == key(pick):
+        quality = [1.0]
+    else:
+        quality = paired(script, args, pick, best_settings, pairs, tmp)
+    claim = result.speedup if result.decision == "adopt" else 1.0
+    plain_gain = [1.0] if key(pick) == key(base.settings) else paired(
+        script, args, base.settings, pick, pairs, tmp)
+    agree = len({key(r.best_trial.settings) for r, _ in tuned}) == 1
+    print(f"  load average now {os.getloadavg()[0]:.1f}", flush=True)
+    return {"name": name, "tune_s": tune_s, "grid_s": grid_s, "pick": label(pick),
+            "grid_best": label(best_settings), "grid_best_ms": best_ms,
+            "pick_ms_in_grid": figures.get(key(pick), (None, None))[1],
+            "quality": statistics.median(quality), "claim": claim,
+            "plain": statistics.median(plain_gain), "plain_pairs": plain_gain,
+            "decision": result.decision or "kept", "interval": result.interval,
+            "trials": len(result.trials), "agree": agree,
+            "picks": [label(r.best_trial.settings) + f" ({r.decision or 'kept'})"
+                      for r, _ in tuned],
+            "climb": next((n for n in result.notes if "CPU" in n or "I/O" in n), "")}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", choices=("demo", "cpu", "both"), default="both")
+    p.add_argument("--workload", choices=("demo", "cpu", "io", "all"), default="all")
+    p.add_argument("--tunes", type=int, default=2, help="tune runs per workload (default 2)")
+    p.add_argument("--pairs", type=int, default=3,
+                   help="alternating pairs of plain runs per head-to-head (default 3)")
     p.add_argument("--item-ms", type=float, default=2.0,
                    help="CPU time of one __getitem__ in the cpu workload (default 2.0)")
     p.add_argument("--step-ms", type=float, default=20.0,
                    help="compute per step in the cpu workload (default 20.0)")
-    p.add_argument("--pairs", type=int, default=4,
-                   help="head-to-head rounds of the tune's and the grid's best settings "
-                        "(default 4)")
+    p.add_argument("--sample-ms", type=float, default=5.0,
+                   help="sleep of one __getitem__ in the io workload (default 5.0)")
+    p.add_argument("--samples", type=int, default=4800, help="io workload samples (4800)")
+    p.add_argument("--epochs", type=int, default=12, help="demo epochs (default 12)")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     from stallscope.core.tune import usable_cores
 
-    cores = usable_cores()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="stallscope-bench-tune-") as tmp:
-        out = Path(tmp)
-        if args.workload in ("demo", "both"):
-            rows.append(bench("demo", DEMO, [], out, cores, args.pairs))
-        if args.workload in ("cpu", "both"):
-            script = out / "cpu_bound.py"
+    with tempfile.TemporaryDirectory(prefix="stallscope-bench-tune-") as name:
+        tmp = Path(name)
+        (tmp / "plain.py").write_text(textwrap.dedent(PLAIN))
+        if args.workload in ("io", "all"):
+            script = tmp / "io_bound.py"
+            script.write_text(textwrap.dedent(IO_SCRIPT))
+            rows.append(bench("io", script, [str(args.sample_ms), str(args.samples)], tmp,
+                              args.tunes, args.pairs))
+        if args.workload in ("cpu", "all"):
+            script = tmp / "cpu_bound.py"
             script.write_text(textwrap.dedent(CPU_SCRIPT))
-            rows.append(bench("cpu", script, [str(args.item_ms), str(args.step_ms)], out, cores,
+            rows.append(bench("cpu", script, [str(args.item_ms), str(args.step_ms)], tmp,
+                              args.tunes, args.pairs))
+        if args.workload in ("demo", "all"):
+            rows.append(bench("demo", DEMO, ["--epochs", str(args.epochs)], tmp, args.tunes,
                               args.pairs))
 
-    print(f"\n{cores} usable cores; step times are medians of the steady steps of one trial")
-    print(f"{'workload':<9}{'tune keeps':<44}{'quality':>9}{'tune s':>8}{'grid s':>8}"
-          f"{'cost':>7}")
+    print(f"\n{usable_cores()} usable cores, load average {os.getloadavg()[0]:.1f} "
+          "(a shared machine: figures move with the other work on it)")
     for r in rows:
-        kept, gbest = r["kept_in_grid"], r["grid_best"]
-        cost = r["tune_s"] / r["grid_s"]
-        print(f"{r['name']:<9}{r['tune_best'].label:<44}{100 * (r['paired'] - 1):>+8.1f}%"
-              f"{r['tune_s']:>8.0f}{r['grid_s']:>8.0f}{100 * cost:>6.0f}%")
-        print(f"{'':<9}grid's best: {gbest.label} ({gbest.step_ms:.1f} ms in the grid; the "
-              f"tune's settings {kept.step_ms:.1f} ms there); head to head: median of "
-              f"{r['pairs']} paired ratios" if r["pairs"] else
-              f"{'':<9}the grid's best settings are the tune's")
-        print(f"{'':<9}tune measured {r['tune_best'].step_ms:.1f} ms (as written "
-              f"{r['baseline'].step_ms:.1f} ms); {r['tune_trials']} tune trials vs "
-              f"{r['grid_trials']} grid trials")
-    print("goals: quality within +5%, cost at most 40%")
+        print(f"{r['name']}: tune keeps {r['pick']} ({r['decision']}; {r['interval'] or '-'}), "
+              f"{r['trials']} trials; grid's best {r['grid_best']} "
+              f"({r['grid_best_ms']:.1f} ms; tune's pick {r['pick_ms_in_grid']:.1f} ms there)")
+        print(f"   pick {100 * (r['quality'] - 1):+.1f}% vs the grid's best (goal <= +5%)   "
+              f"claim {r['claim']:.2f}x vs plain rerun {r['plain']:.2f}x "
+              f"({100 * (r['claim'] / r['plain'] - 1):+.0f}%, goal within 15%; pairs "
+              f"{', '.join(f'{x:.2f}' for x in r['plain_pairs'])})")
+        print(f"   cost {r['tune_s']:.0f} s vs grid {r['grid_s']:.0f} s = "
+              f"{100 * r['tune_s'] / r['grid_s']:.0f}% (goal <= 40%)   tunes agree: "
+              f"{'yes' if r['agree'] else 'NO'} ({'; '.join(r['picks'])})")
+        if r["climb"]:
+            print(f"   {r['climb']}")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def script(tmp_path: Path, compute_s: float) -> Path:
 
 def test_tune_dialog_fills_live_and_offers_the_compare(qtbot, tmp_path):
     dialog = TuneDialog(str(script(tmp_path, 0.04)), out=str(tmp_path / "tune"), max_workers=2,
-                        max_trials=2)
+                        max_trials=4)
     qtbot.addWidget(dialog)
     dialog.resize(900, 760)
     dialog.show()
@@ -63,16 +63,23 @@ def test_tune_dialog_fills_live_and_offers_the_compare(qtbot, tmp_path):
         qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
         assert dialog.is_running and not dialog.start_button.isEnabled()
     assert ended.args == ["done"]
-    assert seen_rows == [1, 2]  # one row per trial, as each finished
-    assert [dialog.table.item(r, 1).text() for r in range(2)] == ["as written", "num_workers=1"]
+    assert seen_rows == [1, 2, 3, 4]  # one row per trial, as each finished
+    # the search (1-2), then the leader and the script as written again (3-4, leader first)
+    assert [dialog.table.item(r, 1).text() for r in range(4)] == [
+        "as written", "num_workers=1", "num_workers=1", "as written"]
     assert dialog.table.item(1, 0).text() == "2 ★"
     x = dialog.chart.steps.opts["x"]
     heights = dialog.chart.steps.opts["height"]
-    assert list(x) == [1.0, 2.0] and heights[1] < 0.75 * heights[0]
+    assert list(x) == [1.0, 2.0, 3.0, 4.0] and heights[1] < 0.75 * heights[0]
+    assert heights[2] < 0.75 * heights[3]
     assert np.allclose(heights, [t.step_ms for t in dialog.trials])
     assert dialog.chart.steps.opts["brushes"][1].name() == BETTER_COLOR
-    assert "faster, measured" in dialog.verdict.text()
-    assert dialog.verdict.text().endswith("note: stopped at the limit of 2 trials")
+    result = load_result(tmp_path / "tune")
+    assert result.decision == "adopt"
+    assert f"faster by {result.interval}" in dialog.verdict.text()
+    assert " over 2 pairs " in dialog.verdict.text()
+    assert dialog.verdict.text().endswith("note: stopped at the limit of 4 trials (the last 2 "
+                                          "repeat the leader against the noise)")
     assert dialog.verdict.height() >= 2 * dialog.verdict.fontMetrics().lineSpacing()
     line = dialog.change_edit.text()
     assert line.startswith("train.py:") and line.endswith(
@@ -81,9 +88,9 @@ def test_tune_dialog_fills_live_and_offers_the_compare(qtbot, tmp_path):
     with qtbot.waitSignal(dialog.sig_compare_requested) as pair:
         qtbot.mouseClick(dialog.compare_button, Qt.MouseButton.LeftButton)
     before, after = pair.args
-    assert Path(before).name == "01-as-written" and Path(after).name == "02-num_workers=1"
+    assert (before, after) == result.sessions  # the two sessions the claim rests on
     assert (Path(after) / "events.jsonl").is_file()
-    assert load_result(tmp_path / "tune").best == 2
+    assert result.best == 2
     SHOTS.mkdir(exist_ok=True)
     image = dialog.grab().toImage()
     image.save(str(SHOTS / "tune_dialog.png"))
