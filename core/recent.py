@@ -42,8 +42,11 @@ def config_dir() -> Path:
 def kind_of(path: str | os.PathLike[str]) -> str:
     """'session' for a session folder (it has run.json or events.jsonl), else 'trace'."""
     p = Path(path)
-    if p.is_dir() and ((p / "run.json").exists() or (p / "events.jsonl").exists()):
-        return "session"
+    try:
+        if p.is_dir() and ((p / "run.json").exists() or (p / "events.jsonl").exists()):
+            return "session"
+    except (OSError, ValueError):
+        pass
     return "trace"
 
 
@@ -60,7 +63,10 @@ class RecentItem:
 
     @property
     def exists(self) -> bool:
-        return Path(self.path).exists()
+        try:
+            return Path(self.path).exists()
+        except (OSError, ValueError):  # a NUL byte or a lone surrogate in a damaged list
+            return False
 
 
 class RecentStore:

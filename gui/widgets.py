@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
     QToolButton,
     QToolTip,
     QWidget,
+    QWizard,
 )
 
 from stallscope.gui.colors import follow_theme, message_colors
@@ -88,14 +89,15 @@ class PlainTextGuard(QObject):
     """An application event filter: labels are plain text unless set_rich made them, tooltips
     that look like HTML are shown as text unless set_rich_tooltip made them."""
 
-    _TIP_LABEL = "qtooltip_label"  # QToolTip's own label: the text it gets is already decided
-
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
         kind = event.type()
-        if kind == QEvent.Type.Polish:
-            if (isinstance(obj, QLabel) and not obj.property(RICH)
-                    and obj.objectName() != self._TIP_LABEL):
+        if kind in (QEvent.Type.Polish, QEvent.Type.ParentChange):  # ParentChange: a label put
+            # in a layout, which may be sized (sizeHint) before it is ever shown or polished
+            if isinstance(obj, QLabel) and not obj.property(RICH) and not _is_tip_label(obj):
                 obj.setTextFormat(Qt.TextFormat.PlainText)
+            elif isinstance(obj, QWizard) and not obj.property(RICH):  # its header labels
+                obj.setTitleFormat(Qt.TextFormat.PlainText)
+                obj.setSubTitleFormat(Qt.TextFormat.PlainText)
         elif kind == QEvent.Type.ToolTip and isinstance(obj, QWidget):
             text = _widget_tip(obj, event.pos())
             if text is not None and QtText.mightBeRichText(text):
@@ -110,6 +112,11 @@ class PlainTextGuard(QObject):
                 event.accept()
                 return True
         return False
+
+
+def _is_tip_label(label: QLabel) -> bool:
+    """QToolTip's own label: what it shows was decided at the ToolTip event (plain_tooltip)."""
+    return label.metaObject().className() == "QTipLabel"
 
 
 def _widget_tip(w: QWidget, pos) -> str | None:

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from stallscope.core import __version__
 from stallscope.gui import theme
+from stallscope.gui.widgets import plain_label, rich_label
 
 TORCH_PROBE = (
     "import torch, sys; cuda = torch.version.cuda or getattr(torch.version, 'hip', None); "
@@ -123,8 +124,8 @@ class AboutDialog(QDialog):
         logo.setPixmap(theme.app_icon().pixmap(QSize(56, 56)))
         header.addWidget(logo, 0, Qt.AlignmentFlag.AlignTop)
         words = QVBoxLayout()
-        title = QLabel(f"<b style='font-size:18px'>stallscope {__version__}</b>")
-        blurb = QLabel(
+        title = rich_label("<b style='font-size:18px'>stallscope {}</b>", __version__)
+        blurb = rich_label(
             "Why is my GPU waiting, and what do I change?<br>"
             "A profiler for PyTorch training input pipelines.<br>MIT licence."
         )
@@ -139,7 +140,7 @@ class AboutDialog(QDialog):
         form.setVerticalSpacing(4)
         for name in ("stallscope", "torch", "Qt", "PySide6", "pyqtgraph", "numpy", "Python",
                      "Platform"):
-            value = QLabel(self.versions[name])
+            value = plain_label(self.versions[name])  # what an interpreter printed
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.labels[name] = value
             form.addRow(f"{name}:", value)

@@ -9,6 +9,8 @@ Standalone: `python -m stallscope.gui.views.memory TRACE`.
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -82,7 +84,8 @@ class MemoryPlot(pg.PlotItem):
             alloc = np.asarray(m.allocated, dtype=np.float64) / self.scale
             reserved = np.asarray(m.reserved, dtype=np.float64) / self.scale
             self._series[dev] = (x, alloc, reserved)
-            suffix = f" GPU {dev}" if len(series) > 1 else ""
+            # legend labels are HTML (pyqtgraph's LabelItem): the device id escaped
+            suffix = f" GPU {html.escape(str(dev))}" if len(series) > 1 else ""
             a_item = self._line(x, alloc, ALLOCATED_COLOR, style, f"allocated{suffix}")
             r_item = None
             if np.isfinite(reserved).any():

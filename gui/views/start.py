@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import __version__
 from stallscope.core.recent import RecentItem, RecentStore
 from stallscope.gui import theme
+from stallscope.gui.widgets import plain_label
 
 # (key, title, hint, icon, signal attribute)
 ACTIONS = (
@@ -325,7 +326,8 @@ class RecentRow(QWidget):
         words.setSpacing(2)
         top = QHBoxLayout()
         top.setSpacing(8)
-        self.name_label = QLabel(item.name)
+        # a file name can look like HTML (`<img src=...>` reads that file): plain text only
+        self.name_label = plain_label(item.name)
         self.name_label.setObjectName("RecentName")
         top.addWidget(self.name_label, 1)
         self.when_label = QLabel(ago(item.opened, now))
@@ -339,10 +341,10 @@ class RecentRow(QWidget):
             text, name = item.headline, "RecentHeadline"
         else:
             text, name = "Not analysed yet", "RecentHeadlineNone"
-        self.headline_label = QLabel(text)
+        self.headline_label = plain_label(text)
         self.headline_label.setObjectName(name)
         words.addWidget(self.headline_label)
-        self.path_label = QLabel(_short_path(str(Path(item.path).parent)))
+        self.path_label = plain_label(_short_path(str(Path(item.path).parent)))
         self.path_label.setObjectName("RecentPath")
         words.addWidget(self.path_label)
         layout.addLayout(words, 1)
