@@ -228,7 +228,7 @@ def _os_message(dst: Path, needed: int, exc: BaseException) -> str:
     free = _free_bytes(dst)
     text = " ".join(str(exc).split())
     if "No space" in text or "ENOSPC" in text or (free is not None and free < 4 * MiB):
-        return f"{dst}: disk full, {needed / MiB:,.0f} MiB needed, {(free or 0) / MiB:,.0f} free"
+        return f"{dst}: disk full, {_mib(needed)} MiB needed, {_mib(free or 0)} free"
     if isinstance(exc, PermissionError) or "Permission denied" in text or "Read-only" in text:
         return f"{dst}: cannot write there ({text})"
     return f"{dst}: writing failed ({text})"
@@ -247,9 +247,11 @@ def _free_bytes(dst: Path) -> int | None:
 def _check_space(dst: Path, needed: int) -> None:
     free = _free_bytes(dst)
     if free is not None and needed > free:
-        raise StallscopeError(
-            f"{dst}: disk full, {needed / MiB:,.0f} MiB needed, {free / MiB:,.0f} free"
-        )
+        raise StallscopeError(f"{dst}: disk full, {_mib(needed)} MiB needed, {_mib(free)} free")
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:,.1f}" if n < 100 * MiB else f"{n / MiB:,.0f}"
 
 
 def _pump(writer, pool, source, chunk: int, limits, cancel) -> Job[None]:

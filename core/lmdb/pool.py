@@ -44,9 +44,12 @@ class WorkerDied(StallscopeError):
     """A decoding process ended while it was decoding a sample."""
 
 
-class _Done:
-    def __init__(self, value) -> None:
-        self.value = value
+class _Local:
+    """A task for workers=0: decoded when it is taken, so everything before it is written
+    (and can be committed) before this process decodes it."""
+
+    def __init__(self, task) -> None:
+        self.task = task
 
 
 @dataclass
@@ -99,7 +102,7 @@ class DecodePool:
 
     def submit(self, task):
         if self._local is not None:
-            return _Done(("inline", self._local.records(task)))
+            return _Local(task)
         slot = self._free.popleft() if self._free else -1
         seq = self._seq
         self._seq += 1
@@ -109,8 +112,8 @@ class DecodePool:
     def take(self, pending, timeout: float | None = None):
         """The result of a submitted task; its slot is free again once the writer is done,
         which is before the next submit (the writer runs in this thread)."""
-        if isinstance(pending, _Done):
-            return pending.value
+        if isinstance(pending, _Local):
+            return ("inline", self._local.records(pending.task))
         seq, slot, task = pending
         answer = self._wait_for(seq, task, timeout)
         if slot >= 0:
@@ -160,7 +163,7 @@ class DecodePool:
         so no worker still writes into a slot that is handed out again."""
         while inflight:
             pending = inflight.popleft()
-            if isinstance(pending, _Done):
+            if isinstance(pending, _Local):
                 continue
             with contextlib.suppress(Exception):
                 self.take(pending, timeout=60)

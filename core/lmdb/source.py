@@ -50,7 +50,8 @@ def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
             img.load()
             return image_to_chw(preprocess_image(img, pre))
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a skipped sample
-        raise SampleError(one_line(exc).replace(f"'{path}'", "").replace(path, "")) from exc
+        text = one_line(exc).replace(repr(path), "").replace(f"'{path}'", "").replace(path, "")
+        raise SampleError(text.rstrip()) from exc
 
 
 def one_line(exc: BaseException) -> str:
