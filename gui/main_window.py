@@ -51,6 +51,7 @@ from stallscope.gui.controllers.ranks_tabs import RanksTabs
 from stallscope.gui.controllers.run_tabs import RunTabs
 from stallscope.gui.dialogs.about import AboutDialog
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
+from stallscope.gui.lanes import device_sort_key
 from stallscope.gui.views.analysis import AnalysisView
 from stallscope.gui.views.compare import CompareView
 from stallscope.gui.views.start import StartScreen
@@ -303,8 +304,9 @@ class MainWindow(QMainWindow):
         lo, hi = report.window
         parts = [Path(report.trace.path).name, f"window {units.duration(hi - lo)}"]
         if report.devices:
-            parts += [f"GPU {dev} {units.pct(stats.utilization, 0)} busy"
-                      for dev, stats in sorted(report.devices.items())[:4]]
+            shown = sorted(report.devices, key=device_sort_key)[:4]
+            parts += [f"{report.trace.device_label(dev)} "
+                      f"{units.pct(report.devices[dev].utilization, 0)} busy" for dev in shown]
         else:
             parts.append("no GPU")
         if self._comparing and self.compare_document is not None:

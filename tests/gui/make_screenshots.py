@@ -7,6 +7,7 @@ For each size in SIZES (1024x700, 1400x900, 2560x1440):
   hta_nccl_<size>.png            DDP on an A100 (NCCL, backward on the autograd threads)
   hta_sampled_ranks_<size>.png   two ranks of one job (hta_sampled_rank-0/1) in one folder
   hta_cpu_only_<size>.png        a trace without GPU activity: step time and threads
+  hta_mtia_<size>.png            an MTIA inference trace: the accelerator named by its kind
   compare_nw0_nw4_<size>.png     num_workers 0 -> 4: deltas and both summaries
 and at 1400x900 only: hta_df_index_resolver_1400x900.png (V100, backward and queued work) and
 ranks_tab_synth16_1400x900.png (the Ranks tab on a generated 16-rank job, rank 11 slow).
@@ -57,6 +58,7 @@ def main(argv: list[str]) -> int:
         "hta_nccl": (fixture("hta_nccl_parser_config_nccl_data"), None),
         "hta_sampled_ranks": (ranks, None),
         "hta_cpu_only": (fixture("hta_cpu_only"), None),
+        "hta_mtia": (fixture("hta_mtia_inference_rank_0"), None),
         "compare_nw0_nw4": (fixture("kineto_nw0"), fixture("kineto_nw4_worker0.1623212756351")),
     }
     subjects["hta_df_index_resolver"] = (fixture("hta_df_index_resolver"), None)
