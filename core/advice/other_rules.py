@@ -16,7 +16,8 @@ PAGEABLE_SHARE = 0.005  # pageable host-to-device copies worth 0.5% of the windo
 FIXES = {
     "pageable_h2d": (
         "Copy from pinned memory: DataLoader(pin_memory=True) and "
-        "batch.to(device, non_blocking=True)."),
+        "batch.to(device, non_blocking=True). Try it without editing the script: "
+        "stallscope-cli run --set pin_memory=true -- script.py."),
     "allocator_churn": (
         "Stop the caching allocator from giving memory back: set "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, keep shapes fixed (pad or bucket "

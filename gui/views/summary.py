@@ -13,6 +13,7 @@ Standalone: `python -m stallscope.gui.views.summary TRACE [--screenshot OUT.png]
 
 from __future__ import annotations
 
+import html
 import math
 
 from PySide6.QtCore import Qt, Signal
@@ -54,10 +55,17 @@ CPU_NOTE = ("No GPU activity in this trace: the figures are the main thread's st
             "the other threads busy during the steps.")
 
 
+WINDOW_PHRASES = {"startup": "start-up", "graph_capture": "a graph capture",
+                  "one_step": "a single step"}
+
+
 def ceiling_text(report, dev: str | None) -> str:
     """"Ceiling: up to 1.51x faster if the GPU never waited for data" (the largest of `dev`);
     a cause that is the whole step has no finite ceiling and is said as such; nothing below
-    0.5%."""
+    0.5%; none quoted for a window that is not steady training (start-up, one step)."""
+    kind = getattr(report, "window_kind", "steady")
+    if kind != "steady":
+        return f"Ceilings not quoted: this window is {WINDOW_PHRASES.get(kind, kind)}."
     ceilings = [c for c in getattr(report, "ceilings", []) if c.device == dev]
     best = max(ceilings, key=lambda c: c.speedup, default=None)
     if best is None or best.speedup <= 1.005:
@@ -84,7 +92,9 @@ CARD_ACTIONS = {
                                      "source"),
     ),
 }
-CARD_LINKS = {"dataloader_bound": {"LMDB wizard": "lmdb"}}
+CARD_ACTIONS["pageable_h2d"] = CARD_ACTIONS["dataloader_bound"][:1]  # pin_memory is a --set
+CARD_ACTIONS["dataset_line"] = CARD_ACTIONS["dataloader_bound"][1:]   # the LMDB wizard
+CARD_LINKS = {"dataloader_bound": {"LMDB wizard": "lmdb"}, "dataset_line": {"LMDB wizard": "lmdb"}}
 
 
 class SummaryPanel(QScrollArea):
@@ -192,7 +202,11 @@ class SummaryPanel(QScrollArea):
         heads = [h.title for h in getattr(report, "headlines", [])]
         self.note.setStyleSheet(f"color: {error_text() if heads else warning_colors()['fg']};"
                                 " font-weight: 600;")
-        self.note.setText(" · ".join(heads) if gpu else CPU_NOTE)
+        self.note.setText(" · ".join(heads) if gpu else " · ".join([*heads, CPU_NOTE]))
+        # rich text on purpose (Qt guesses otherwise): the trace's names escaped
+        self.note.setToolTip("".join(
+            f"<p>{html.escape(f'{h.title}: {h.evidence} {h.fix}'.strip())}</p>"
+            for h in getattr(report, "headlines", [])))
         self.note.setVisible(bool(heads) or not gpu)
         self._fill_utilization(report)
         self._fill_causes(report)
@@ -342,6 +356,7 @@ class SummaryPanel(QScrollArea):
             acts = self.actions
             card = AdviceCard(advice.title, advice.evidence, advice.fix, self.colors,
                               accent=accent, minor=getattr(advice, "minor", False),
+                              culprits=[c.text for c in getattr(advice, "culprits", [])],
                               actions=CARD_ACTIONS.get(advice.id, ()) if acts else (),
                               links=CARD_LINKS.get(advice.id) if acts else None)
             card.sig_clicked.connect(lambda i=i: self.sig_advice_activated.emit(i))

@@ -188,7 +188,8 @@ class AdviceCard(QFrame):
 
     def __init__(self, title: str, evidence: str, fix: str, colors: dict,
                  clickable: bool = True, accent: str | None = None, minor: bool = False,
-                 actions: tuple = (), links: dict | None = None) -> None:
+                 actions: tuple = (), links: dict | None = None,
+                 culprits: list[str] | None = None) -> None:
         super().__init__()
         self.setObjectName("AdviceCard")
         border = accent if (clickable and accent) else colors["track_border"]
@@ -207,7 +208,14 @@ class AdviceCard(QFrame):
             fix_html = fix_html.replace(html.escape(phrase, quote=False),
                                         f'<a href="{key}">{html.escape(phrase)}</a>', 1)
         self.fix = QLabel(f"<b>Fix:</b> {fix_html}") if fix else None
-        for label in (self.title, self.evidence, self.fix):
+        # what covers the idle time: names from the trace, shown as plain text
+        self.culprits = QLabel("\n".join(f"• {c}" for c in culprits)) if culprits else None
+        if self.culprits is not None:
+            self.culprits.setTextFormat(Qt.TextFormat.PlainText)
+            self.culprits.setStyleSheet(f"color: {colors['dim']}; font-size: 11px;")
+            self.culprits.setToolTip("The events that cover most of this idle time: count, "
+                                     "time, and the line of your code that called them")
+        for label in (self.title, self.evidence, self.culprits, self.fix):
             if label is not None:
                 label.setWordWrap(True)
                 shrinkable(label)
@@ -228,7 +236,8 @@ class AdviceCard(QFrame):
                 self.buttons[key] = button
             row.addStretch(1)
             box.addLayout(row)
-        self.text = "\n".join([title, evidence] + ([f"Fix: {fix}"] if fix else []))
+        self.text = "\n".join([title, evidence, *(culprits or [])]
+                              + ([f"Fix: {fix}"] if fix else []))
         self.clickable = clickable
         if clickable:
             self.setCursor(Qt.CursorShape.PointingHandCursor)

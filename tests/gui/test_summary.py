@@ -104,6 +104,29 @@ def test_ceiling_line_names_the_largest_ceiling(qtbot):
     assert clicked == [("try_it", 0), ("lmdb", 0)]
     cpu = analyze(load(fixture_path("hta_cpu_only")))
     panel.set_report(cpu)
-    assert panel.ceiling.text() == "The whole step time is Python between ops."
+    # one step (issue 22): no ceiling quoted; gloo's collectives lead, not Python
+    assert panel.ceiling.text() == "Ceilings not quoted: this window is a single step."
     assert not panel.ceiling.isHidden()
-    assert all(not c.buttons for c in panel.advice_cards)  # python_overhead: no actions
+    assert [a.id for a in cpu.advice][:1] == ["collective_wait"]
+    assert all(not c.buttons for c in panel.advice_cards)  # no DataLoader card: no actions
+
+
+def test_cards_list_their_culprits_as_plain_text(qtbot):
+    """The card names the events behind its idle time (issue 22), as plain text; the start-up
+    window's message leads the note."""
+    from PySide6.QtCore import Qt
+
+    panel = SummaryPanel(actions=True)
+    qtbot.addWidget(panel)
+    report = analyze(load(fixture_path("kineto_nw0")))
+    panel.set_report(report)
+    card = panel.advice_cards[0]
+    assert card.culprits.textFormat() == Qt.TextFormat.PlainText
+    assert card.culprits.text().startswith(
+        "• enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ ×6, 352.40 ms")
+    pageable = panel.advice_cards[[a.id for a in report.advice].index("pageable_h2d")]
+    assert set(pageable.buttons) == {"try_it"} and "aten::to" in pageable.culprits.text()
+    amd = analyze(load(fixture_path("hta_amd_trace")))
+    panel.set_report(amd)
+    assert panel.note.text().startswith("This window is start-up, not steady training · ")
+    assert panel.ceiling.text() == "Ceilings not quoted: this window is start-up."
