@@ -60,18 +60,31 @@ class FixLoop(QObject):
         doc = self.window.document
         return str(doc.path) if doc is not None else None
 
+    def recorded(self) -> ScriptInfo | None:
+        """What the session of the trace being viewed says was run (run.json), or None."""
+        doc = self.window.document
+        return script_of(self.trace_path()) or (script_of(doc.path) if doc is not None else None)
+
     def script_info(self, ask: bool = True) -> ScriptInfo | None:
         """The script behind the trace being viewed: its session's, else the one given for it
         before, else (ask=True) one chosen now with a file dialog."""
         trace = self.trace_path()
-        doc = self.window.document
-        info = script_of(trace) or (script_of(doc.path) if doc is not None else None)
+        info = self.recorded()
         if info is not None and Path(info.script).is_file():
             return info
-        if trace in self._chosen:
-            return ScriptInfo(self._chosen[trace])
-        if not ask:
-            return None
+        path = self._chosen.get(trace) if trace else None
+        if path is None:
+            if not ask:
+                return None
+            path = self._ask_script(trace, info)
+            if not path:
+                return None
+        if info is not None:  # the session's arguments and Dataset still apply to the script
+            return ScriptInfo(path, info.args, info.cwd, info.python, info.session,
+                              info.datasets, info.files)
+        return ScriptInfo(path)
+
+    def _ask_script(self, trace: str | None, info: ScriptInfo | None) -> str:
         where = (f" (its session names {info.script}, which is not here)"
                  if info is not None else "")
         start = str(Path(info.script).parent) if info is not None else ""
@@ -81,13 +94,9 @@ class FixLoop(QObject):
             f"Which script recorded this trace?{where}", 8000)
         path, _ = QFileDialog.getOpenFileName(self.window, "The training script to tune",
                                               start, SCRIPT_FILTER)
-        if not path:
-            return None
-        if trace:
+        if path and trace:
             self._chosen[trace] = path
-        if info is not None:  # the session's arguments still apply to the moved script
-            return ScriptInfo(path, info.args, "", info.python, info.session, info.datasets)
-        return ScriptInfo(path)
+        return path
 
     # ------------------------------------------------------------------ actions
 
@@ -110,8 +119,11 @@ class FixLoop(QObject):
             old.raise_()
             old.activateWindow()
             return old
-        plan = choose_run(self.window, info.script, info.args, info.python, info.cwd,
-                          button="Open the tune dialog")
+        recorded = None if script else self.recorded()
+        plan = choose_run(self.window, info.script, info.args,
+                          recorded.python if recorded else "", recorded.cwd if recorded else "",
+                          button="Open the tune dialog",
+                          recorded_script=recorded.script if recorded else "")
         if plan is None:
             return None
         if old is not None:

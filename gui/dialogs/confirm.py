@@ -140,7 +140,7 @@ class RunPlanDialog(ConfirmDialog):
 
     def __init__(self, script: str, args: list[str], recorded_python: str = "",
                  recorded_cwd: str = "", button: str = "Continue",
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, recorded_script: str = "") -> None:
         text = (f"This runs {Path(script).name} with your own Python interpreter, in a folder "
                 "you choose. Check the command below.")
         facts = [("Script", script), ("Arguments", shlex.join(args) or "(none)")]
@@ -149,6 +149,8 @@ class RunPlanDialog(ConfirmDialog):
                      "and folder; they are not used.")
             facts += [("Session's Python", recorded_python or "-"),
                       ("Session's folder", recorded_cwd or "-")]
+        if recorded_script and recorded_script != script:
+            facts.append(("Session's script", f"{recorded_script} (not used: not here)"))
         super().__init__("What will run", text, facts=facts, button=button, parent=parent)
         self.plan = RunPlan(sys.executable, str(Path(script).parent), script, list(args))
         self.python_edit = self._chooser("Your Python", self.plan.python, self._choose_python)
@@ -194,8 +196,11 @@ class RunPlanDialog(ConfirmDialog):
 
 
 def choose_run(parent: QWidget | None, script: str, args: list[str], recorded_python: str = "",
-               recorded_cwd: str = "", button: str = "Continue") -> RunPlan | None:
-    """The interpreter and folder to run `script` with, chosen by the user; None on Cancel."""
-    dialog = RunPlanDialog(script, args, recorded_python, recorded_cwd, button, parent)
+               recorded_cwd: str = "", button: str = "Continue",
+               recorded_script: str = "") -> RunPlan | None:
+    """The interpreter and folder to run `script` with, chosen by the user; None on Cancel.
+    recorded_*: what the session says ran (shown, not used)."""
+    dialog = RunPlanDialog(script, args, recorded_python, recorded_cwd, button, parent,
+                           recorded_script)
     plan = dialog.plan
     return plan if _ask(dialog) else None

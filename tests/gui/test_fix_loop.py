@@ -262,3 +262,91 @@ def test_no_script_no_source_and_the_compare_panels_have_no_buttons(qtbot, windo
         window.open_compare(str(fixture_path("kineto_nw4_worker0.1623212756351")))
     for panel in (window.compare.before, window.compare.after):
         assert all(not card.buttons for card in panel.advice_cards)
+
+
+# ------------------------------------------------------------------ a session from elsewhere
+
+MARKER_PY = '''import os
+from pathlib import Path
+
+Path(__file__).with_name("imported-by").write_text(str(os.getpid()))
+
+
+class Flowers:
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return i
+'''
+
+
+@pytest.fixture
+def received(tmp_path, project):
+    """A session from another machine: its interpreter, folder and script are not here; the
+    Dataset's file is, and it leaves a mark when imported."""
+    (project / "data.py").write_text(MARKER_PY)
+    return make_session(tmp_path / "received", fixture_path("kineto_nw0"),
+                        Path("/their/home/train.py"), python="/their/venv/bin/python",
+                        cwd="/their/home", args=["--data", "/their/data"],
+                        dataloaders=[{"site": "train.py:5", "file": str(project / "data.py"),
+                                      "line": 5, "dataset": "Flowers"}])
+
+
+def test_a_received_session_runs_nothing_of_its_own_without_confirmation(
+        qtbot, window, received, project, monkeypatch):
+    asked: list[str] = []
+    answers: list[bool] = []
+
+    def answer(dialog):
+        asked.append(dialog.shown_text())
+        return answers.pop(0)
+
+    monkeypatch.setattr(confirm, "answer", answer)
+    monkeypatch.setattr(QFileDialog, "getOpenFileName",
+                        lambda *a, **k: (str(project / "train.py"), ""))
+    monkeypatch.setattr(TuneDialog, "start", lambda self: pytest.fail("no tune in this test"))
+    with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
+        window.open_path(str(received))
+
+    # Try it: the script is missing here, the user picks their own; the confirmation shows the
+    # session's interpreter and folder as text, and they are not used
+    answers.append(False)
+    assert window.fix_loop.try_it() is None and window.fix_loop.tune_dialog is None
+    assert "/their/venv/bin/python" in asked[-1] and "/their/home" in asked[-1]
+    assert "--data /their/data" in asked[-1] and str(project / "train.py") in asked[-1]
+    answers.append(True)
+    dialog = window.fix_loop.try_it()
+    qtbot.addWidget(dialog)
+    assert dialog.python == sys.executable and dialog.cwd == str(project)
+    assert dialog.script == str((project / "train.py").resolve())
+    assert dialog.args == ["--data", "/their/data"]
+    dialog.close()
+
+    # Convert to LMDB: nothing is imported until the button naming the file is pressed; then
+    # it is imported in a child process, never in the app
+    marker = project / "imported-by"
+    answers.append(False)
+    wizard = window.fix_loop.open_lmdb()
+    assert "Import data.py" in asked[-1] and str(project / "data.py") in asked[-1]
+    assert wizard.source_page.spec_edit.text() == "" and not marker.exists()
+    wizard.close()
+    answers.append(True)
+    with qtbot.waitSignal(window.fix_loop.sig_probe_finished, timeout=120_000) as probed:
+        assert window.fix_loop.open_lmdb() is None
+    facts = probed.args[0]
+    assert facts.ok and facts.kind == "Flowers" and facts.length == 4
+    assert int(marker.read_text()) != os.getpid()
+    assert window.fix_loop.wizard.source_page.spec_edit.text() == f"{project / 'data.py'}:Flowers"
+    window.fix_loop.wizard.close()
+
+
+def test_install_line_profiler_shows_the_interpreter_and_asks(qtbot, window, monkeypatch):
+    asked: list[str] = []
+    monkeypatch.setattr(confirm, "answer", lambda d: asked.append(d.shown_text()) or False)
+    window.heatmaps.show_line_profiler_missing("/their/venv/bin/python")
+    banner = window.heatmaps.view.missing
+    banner.button.click()
+    assert asked and "/their/venv/bin/python -m pip install line_profiler" in asked[0]
+    assert window.heatmaps.stats.process is None  # nothing ran
+    assert banner.button.isEnabled() and banner.button.text() == "Install line_profiler"
