@@ -1,21 +1,13 @@
-"""The whole run as text: `stallscope-cli analyze SESSION` prints it after the trace's report.
+"""The whole run as text: `stallscope-cli analyze SESSION` prints it after the trace's report
+(cli.main escapes control characters in whatever reaches the terminal).
 
     sys.stdout.write(render_run(analyze_run(record)))
 """
 
 from __future__ import annotations
 
-import re
-
 from stallscope.core.session.stalls import RunReport, s_text
 from stallscope.core.units import duration, pct, plural, size
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def safe(text: str) -> str:
-    """A string from a session for the terminal: control characters escaped."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def render_run(run: RunReport) -> str:
@@ -36,8 +28,8 @@ def render_run(run: RunReport) -> str:
         lines.append("No stall over the whole run (epoch starts, saves, validation, time "
                      "between steps, slow-down each under 1% of wall time).")
     for i, s in enumerate(run.stalls, 1):
-        lines.append(f"{i}. {safe(s.title)}")
-        lines.append(f"   {safe(s.evidence)}")
+        lines.append(f"{i}. {s.title}")
+        lines.append(f"   {s.evidence}")
         lines.append(f"   costs {s_text(s.cost_s)} ({pct(s.share)} of the run)"
                      + (f"; the fix saves {s_text(s.saving_s)}" if s.saving_s > 0 else ""))
     return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,141 @@
+"""A trace annotated for Perfetto / chrome://tracing: the original events, untouched, plus
+stallscope's own tracks in one extra process: per device an "idle: <cause>" slice for each idle
+piece (adjacent pieces of one cause merged), the steps, and the advice cards as instant events.
+
+    write_perfetto(report, out_path)    # report: core/analysis.analyze(load(path))
+
+The original file is copied as a byte stream (gzip inflated on the fly) and stallscope's events
+are spliced in right after `"traceEvents": [`, so memory stays bounded by the added events and
+the time is one pass over the file. The added events use a category the loader files away
+(Cat.OTHER), on their own pid, inside the trace's window, and are never named like steps: the
+exported file opens in stallscope with the same figures.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from stallscope.core.causes import CAUSES, label
+from stallscope.core.errors import StallscopeError
+from stallscope.core.report import Report
+
+PID = 2_000_000_000   # stallscope's tracks: one process no profiler uses
+CAT = ""              # a category the loader knows and leaves out of the analysis
+STEPS_TID, CARDS_TID = 1, 2
+CHUNK = 1 << 20
+_ARRAY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def merged_idle(codes: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Idle pieces with adjacent pieces of one cause joined: (spans (K, 2), codes (K,))."""
+    if len(spans) == 0:
+        return spans.reshape(0, 2), codes
+    new = np.r_[True, (codes[1:] != codes[:-1]) | (spans[1:, 0] != spans[:-1, 1])]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(spans) - 1]
+    return np.column_stack([spans[first, 0], spans[last, 1]]), codes[first]
+
+
+def stallscope_events(report: Report) -> list[dict]:
+    """stallscope's tracks as Chrome trace events (a few per idle gap; no per-op events)."""
+    out: list[dict] = [_meta("process_name", 0, "stallscope"),
+                       _meta("process_sort_index", 0, None, sort_index=-1),
+                       _meta("thread_name", STEPS_TID, "steps"),
+                       _meta("thread_name", CARDS_TID, "advice")]
+    for i, (dev, stats) in enumerate(report.devices.items()):
+        tid = 10 + i
+        out.append(_meta("thread_name", tid, f"GPU {dev} idle by cause"))
+        spans, codes = merged_idle(stats.cause_codes, stats.cause_spans)
+        for (lo, hi), code in zip(spans.tolist(), codes.tolist(), strict=True):
+            cause = CAUSES[code]
+            out.append({"ph": "X", "cat": CAT, "name": f"idle: {label(cause)}", "pid": PID,
+                        "tid": tid, "ts": lo, "dur": hi - lo,
+                        "args": {"cause": cause, "device": dev}})
+    for step in report.steps:
+        out.append({"ph": "X", "cat": CAT, "name": f"step {step.name.rpartition('#')[2]}",
+                    "pid": PID, "tid": STEPS_TID, "ts": step.start_us, "dur": step.dur_us,
+                    "args": {"step": step.name, "data_loading_us": step.data_loading_us}})
+    lo = report.window[0]
+    for a in report.advice:
+        at = a.focus[0] if a.focus else lo
+        out.append({"ph": "i", "s": "t", "cat": CAT, "name": a.title, "pid": PID,
+                    "tid": CARDS_TID, "ts": at,
+                    "args": {"id": a.id, "evidence": a.evidence, "fix": a.fix,
+                             "saving_us": a.saving_us, "device": a.device}})
+    return out
+
+
+def _meta(name: str, tid: int, value, **args) -> dict:
+    return {"ph": "M", "name": name, "pid": PID, "tid": tid,
+            "args": {"name": value, **args} if value is not None else args}
+
+
+def _open_source(path: Path):
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gz else open(path, "rb")  # noqa: SIM115 - closed by caller
+
+
+def _open_out(path: Path):
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    f = gzip.open(tmp, "wb", compresslevel=6) if path.name.endswith(".gz") else open(tmp, "wb")
+    return tmp, f
+
+
+def write_perfetto(report: Report, out: str | os.PathLike) -> int:
+    """The annotated trace at `out` (gzip'd when it ends in .gz); returns the events added."""
+    src_path, out = Path(report.trace.path), Path(out)
+    if out.resolve() == src_path.resolve():
+        raise StallscopeError(f"{out}: the export would overwrite the trace it reads")
+    added = stallscope_events(report)
+    payload = ",".join(json.dumps(e, separators=(",", ":"), allow_nan=False)
+                       for e in added).encode()
+    try:
+        tmp, dst = _open_out(out)
+    except OSError as exc:
+        raise StallscopeError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    try:
+        with _open_source(src_path) as src, dst:
+            _splice(src, dst, payload, src_path)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise StallscopeError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return len(added)
+
+
+def _splice(src, dst, payload: bytes, name: Path) -> None:
+    """Copy src to dst with `payload` (comma-joined events) first in its event array."""
+    head = b""
+    while True:  # find the array's opening bracket (a bare array: the file's first '[')
+        chunk = src.read(CHUNK)
+        head += chunk
+        m = _ARRAY.search(head)
+        stripped = head.lstrip()
+        if m is None and stripped[:1] == b"[":
+            at = len(head) - len(stripped) + 1
+            break
+        if m is not None:
+            at = m.end()
+            break
+        if not chunk:
+            raise StallscopeError(f"{name}: no traceEvents array to add to")
+    rest = head[at:]
+    while not rest.strip() and (more := src.read(CHUNK)):
+        rest += more
+    empty = rest.lstrip()[:1] == b"]"
+    dst.write(head[:at])
+    dst.write(payload)
+    if payload and not empty:
+        dst.write(b",")
+    dst.write(rest)
+    while chunk := src.read(CHUNK):
+        dst.write(chunk)

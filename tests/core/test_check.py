@@ -1,0 +1,123 @@
+"""`stallscope-cli check`: a CI guard over real runs: exit 0/1 with one line per failed
+condition, JUnit XML, a baseline, `check -- script.py` running it first, and bad input (exit 2,
+one line)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from fixture_traces import fixture_path
+from runner_helpers import run, write_script
+
+from stallscope.core import cli
+from stallscope.core.capture.options import sessions_root
+
+# Each batch takes 8 x 5 ms in the main process; a step computes 60 ms (a sleep). Without
+# workers ~40% of the time waits on data; two workers load the next batches meanwhile.
+SCRIPT = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 192
+    def __getitem__(self, i):
+        time.sleep(0.005)
+        return torch.randn(8), torch.randn(1)
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in DataLoader(Slow(), batch_size=8, num_workers=0):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.06)
+"""
+
+
+def check(capsys, *argv) -> tuple[int, list[str], list[str]]:
+    rc = cli.main(["check", *map(str, argv)])
+    out = capsys.readouterr()
+    return rc, out.out.splitlines(), out.err.splitlines()
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory):
+    """(slow, tuned): the script run to its end, without and with two workers."""
+    out = []
+    for name, options in (("slow", ()), ("tuned", ("--set", "num_workers=2"))):
+        folder = tmp_path_factory.mktemp(name)
+        script = write_script(folder, SCRIPT)
+        proc, session = run(folder, script, "--no-stop-after-window", *options)
+        assert proc.returncode == 0, proc.stderr
+        out.append(session)
+    return out
+
+
+def test_check_fails_the_slow_run_and_passes_the_tuned(sessions, capsys, tmp_path):
+    slow, tuned = sessions
+    rc, out, _ = check(capsys, slow, "--max-data-wait", "10%", "--max-step-ms", "5000")
+    assert rc == 1 and len(out) == 1
+    assert out[0].startswith("FAIL data wait ") and out[0].endswith("> 10.0% (--max-data-wait)")
+    wait = float(out[0].split()[3].rstrip("%"))
+    assert 25 < wait < 70
+    junit = tmp_path / "check.xml"
+    rc, out, _ = check(capsys, tuned, "--max-data-wait", "10%", "--junit", junit)
+    assert rc == 0 and len(out) == 1 and out[0].startswith("ok: 1 condition holds for ")
+    suite = ET.parse(junit).getroot()
+    assert suite.get("tests") == "1" and suite.get("failures") == "0"
+    rc, out, _ = check(capsys, slow, "--max-data-wait", "10%", "--max-step-ms", "1",
+                       "--junit", junit)
+    assert rc == 1 and len(out) == 2 and out[1].startswith("FAIL median step ")
+    suite = ET.parse(junit).getroot()
+    failures = [c.find("failure").get("message") for c in suite if c.find("failure") is not None]
+    assert suite.get("failures") == "2" and failures == [line[5:] for line in out]
+
+
+def test_check_against_a_baseline(sessions, capsys):
+    slow, tuned = sessions
+    rc, out, _ = check(capsys, slow, "--baseline", tuned, "--max-slowdown", "5%")
+    assert rc == 1 and len(out) == 1 and "(--max-slowdown)" in out[0]
+    assert f"in {tuned}" in out[0]
+    rc, out, _ = check(capsys, tuned, "--baseline", slow, "--max-slowdown", "5%")
+    assert rc == 0 and out[0].startswith("ok: 1 condition holds")
+
+
+def test_check_runs_a_script_first(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    script = write_script(tmp_path, SCRIPT, name="train.py")
+    rc, out, err = check(capsys, "--max-data-wait", "10%", "--", script)
+    assert rc == 1 and len(out) == 1 and out[0].startswith("FAIL data wait ")
+    rc, out, _ = check(capsys, "--max-data-wait", "10%", "--set", "num_workers=2", "--", script)
+    assert rc == 0, out
+    made = sorted((tmp_path / "data" / "stallscope" / "sessions").iterdir())
+    assert len(made) == 2 and all(p.name.startswith("train-") for p in made)
+    assert sessions_root() == tmp_path / "data" / "stallscope" / "sessions"
+
+
+def test_bad_input_is_one_line_exit_2(sessions, capsys, tmp_path):
+    slow, _ = sessions
+    cpu_trace = fixture_path("hta_cpu_only")
+    cases = [
+        ((tmp_path / "nope", "--max-step-ms", "3"), "no such file or folder"),
+        ((slow,), "nothing to check"),
+        ((slow, "--max-data-wait", "lots"), "--max-data-wait lots: expected a percentage"),
+        ((slow, "--max-step-ms", "-1"), "must be > 0"),
+        ((slow, "--max-slowdown", "5%"), "--max-slowdown needs --baseline"),
+        ((cpu_trace, "--min-utilization", "60%"), "no GPU activity"),
+        ((slow, "extra", "--max-step-ms", "3"), "check takes one PATH"),
+    ]
+    for argv, message in cases:
+        rc, out, err = check(capsys, *argv)
+        assert rc == 2 and out == [] and len(err) == 1, (argv, err)
+        assert message in err[0], (argv, err)
+
+
+def test_check_a_trace_file(capsys):
+    trace = fixture_path("kineto_nw0")
+    rc, out, _ = check(capsys, trace, "--min-utilization", "99%")
+    assert rc == 1 and out[0].startswith("FAIL GPU utilization ")
+    rc, out, _ = check(capsys, trace, "--min-utilization", "1%", "--max-data-wait", "100%")
+    assert rc == 0 and out[0].startswith("ok: 2 conditions hold")
