@@ -27,6 +27,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))  # synth.py: the generated many-rank job
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "traces"
 SIZES = ((1024, 700), (1400, 900), (2560, 1440))
 
