@@ -249,6 +249,27 @@ def chunk_span(chunk, k: int) -> tuple[int, int, int]:
     return base + start, base + end, crc
 
 
+def chunk_problem(chunk) -> str:
+    """What is wrong with a chunk's own bytes, outside its records ('' when nothing): the
+    reserved field and the padding are zero, the ends rise and the last one closes the chunk,
+    so a changed byte anywhere in a chunk is caught (records: by their crc32)."""
+    try:
+        n = chunk_count(chunk)
+    except FormatError as exc:
+        return str(exc)
+    reserved = _CHUNK_HEAD.unpack_from(chunk, 0)[2]
+    base = _CHUNK_HEAD.size + 8 * n
+    pad = _pad(base)
+    ends = np.frombuffer(chunk, "<u4", n, _CHUNK_HEAD.size).astype(np.int64)
+    if reserved:
+        return "chunk header's reserved field is not zero"
+    if any(bytes(chunk[base : base + pad])):
+        return "chunk header's padding is not zero"
+    if n and (np.any(np.diff(ends) < 0) or ends[0] < 0 or base + pad + ends[-1] != len(chunk)):
+        return "chunk's record offsets do not add up to its size"
+    return ""
+
+
 def chunk_records(chunk) -> list[tuple[memoryview, int]]:
     """Every (record, stored crc32) of a chunk."""
     return [chunk_slot(chunk, k) for k in range(chunk_count(chunk))]

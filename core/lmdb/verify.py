@@ -51,6 +51,7 @@ class VerifyResult:
     records_checked: int = 0  # records whose crc32 was checked (all of them)
     damaged: list[str] = field(default_factory=list)  # records failing their checksum/format
     checksums: bool = True  # False for format-1 LMDBs (no checksums stored)
+    samples: list[int] = field(default_factory=list)  # the random samples compared
 
     @property
     def ok(self) -> bool:
@@ -129,14 +130,22 @@ def _check_records(ds: LMDBDataset, result: VerifyResult, cancel) -> Job[None]:
             result.damaged.append(f"samples {first}..{first + want - 1}: chunk {c} is missing")
             continue
         try:
-            records = fmt.chunk_records(value)
+            n = fmt.chunk_count(value)
         except fmt.FormatError as exc:
             result.damaged.append(f"samples {first}..{first + want - 1}: chunk {c}: {exc}")
             continue
-        if len(records) != want:
-            result.damaged.append(f"chunk {c} holds {len(records)} samples, not {want}")
-        for k, (record, crc) in enumerate(records):
+        if n != want:
+            result.damaged.append(f"chunk {c} holds {n} samples, not {want}")
+        problem = fmt.chunk_problem(value)
+        if problem:
+            result.damaged.append(f"samples {first}..{first + n - 1}: chunk {c}: {problem}")
+        for k in range(n):
             result.records_checked += 1
+            try:
+                record, crc = fmt.chunk_slot(value, k)
+            except fmt.FormatError as exc:
+                result.damaged.append(f"sample {first + k}: {exc}")
+                continue
             if zlib.crc32(record) != crc:
                 result.damaged.append(f"sample {first + k}: crc32 mismatch (bytes changed)")
                 continue
@@ -196,6 +205,7 @@ def _verify_source(ds: LMDBDataset, n: int, result: VerifyResult, cancel) -> Job
     torch = _torch()
     rng = np.random.default_rng(result.seed)
     picks = np.sort(rng.choice(len(ds), min(n, len(ds)), replace=False))
+    result.samples = picks.tolist()
     as_stored = Preprocess(rgb=False, floats="float32")
     for done, k in enumerate(picks.tolist()):
         try:
