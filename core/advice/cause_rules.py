@@ -145,12 +145,12 @@ def python_overhead(ctx: Context) -> Advice | None:
                       f"({pct(us / total if total else 0)})" for n, us in named)
     extra = f" Where: {parts}." if parts else ""
     wait = ctx.report.collective_wait
-    if wait is not None and wait.device == dev and wait.us > 0:
+    if ctx.collectives_fire and wait.device == dev:
         extra += (f" Collectives on other threads covered {duration(wait.us)} more of the "
                   "main thread's unrecorded time: that part is communication (its own card).")
     frames = bool((ctx.report.trace.cat == Cat.PYTHON_FUNCTION).any())
     card = _card(ctx, "python", lambda c: fixes.python_fix(ctx, c, frames), extra)
-    if card is not None and wait is not None and wait.device == dev:
+    if card is not None and ctx.collectives_fire and wait.device == dev:
         card.culprits = [c for c in card.culprits if c.kind != "collective"]
     return card
 

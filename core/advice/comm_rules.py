@@ -4,7 +4,7 @@ threads), carded with the collectives' names and shares instead of as Python."""
 
 from __future__ import annotations
 
-from stallscope.core.advice.registry import CAUSE_SHARE, Context, rule
+from stallscope.core.advice.registry import Context, rule
 from stallscope.core.report import Advice, Culprit
 from stallscope.core.units import duration, pct
 
@@ -18,14 +18,9 @@ FIX_CPU = ("The step waits on gloo's collectives: all-reduce fewer, larger bucke
 
 @rule("collective_wait")
 def collective_wait(ctx: Context) -> Advice | None:
+    if not ctx.collectives_fire:
+        return None
     wait = ctx.report.collective_wait
-    if wait is None or ctx.base_us <= 0:
-        return None
-    # carded like a cause: 5% of the base, or most of the python time of a GPU whose largest
-    # idle cause python is
-    carded = ctx.forced.get("python") == wait.device and wait.us >= 0.5 * wait.python_us
-    if wait.us < CAUSE_SHARE * ctx.base_us and not carded:
-        return None
     names = ", ".join(f"{n} {duration(us)} ({pct(us / wait.us)})"
                       for n, us in list(wait.by_name.items())[:3])
     threads = ", ".join(f"tid {tid}" for _pid, tid in wait.threads[:4])

@@ -99,20 +99,20 @@ def sync_fix(ctx: Context, culprits: list[Culprit]) -> str:
     if top is None:
         return generic
     issued = _issuer(top.detail)
-    where = f" (at {top.frame})" if top.frame else ""
+    where = f" at {top.frame}" if top.frame else ""
     if issued.startswith(READBACK_OPS):
-        head = (f"{issued} reads a GPU value back to Python every step{where} (.item(), a "
+        head = (f"{issued}{where} reads a GPU value back to Python every step (.item(), a "
                 "tensor in an `if`, a Python number from a loss): keep running sums on the "
                 "GPU and read them every N steps.")
     elif issued.startswith(COPY_OPS) and "DtoH" in top.detail:
-        head = (f"{issued} copies a GPU tensor to the host and waits for it{where} (.cpu(), "
+        head = (f"{issued}{where} copies a GPU tensor to the host and waits for it (.cpu(), "
                 ".numpy(), .tolist()): keep it on the GPU, or copy with non_blocking=True into "
                 "a pinned buffer and read it a step later.")
     elif issued.startswith(COPY_OPS) and "HtoD" in top.detail:
-        head = (f"{issued} copies host memory to the GPU and waits{where}: use pinned memory "
+        head = (f"{issued}{where} copies host memory to the GPU and waits: use pinned memory "
                 "(DataLoader(pin_memory=True)) and .to(device, non_blocking=True).")
     elif not issued and "Device" in top.name:
-        head = (f"{top.name} is called directly{where}: torch.cuda.synchronize() in the loop "
+        head = (f"{top.name}{where} is called directly: torch.cuda.synchronize() in the loop "
                 "(often timing code) stops the CPU until the GPU is done: remove it, or call "
                 "it every N steps.")
     elif "Event" in top.name:

@@ -74,11 +74,21 @@ class Context:
         else:
             dev = self.report.card_device(cause)
             us = self.report.devices[dev].idle_by_cause.get(cause, 0.0)
-        if cause == "python":  # collectives on other threads are communication, not Python
-            wait = self.report.collective_wait
-            if wait is not None and wait.device == dev:
-                us = max(us - wait.us, 0.0)
+        wait = self.report.collective_wait
+        if cause == "python" and self.collectives_fire and wait.device == dev:
+            us = max(us - wait.us, 0.0)  # communication, not Python
         return dev, us
+
+    @property
+    def collectives_fire(self) -> bool:
+        """Whether collectives on other threads get their own card (then they leave the python
+        card): at 5% of the base like a cause, or as most of the python time of a GPU whose
+        largest idle cause python is."""
+        wait = self.report.collective_wait
+        if wait is None or self.base_us <= 0 or wait.us <= 0:
+            return False
+        carded = self.forced.get("python") == wait.device and wait.us >= 0.5 * wait.python_us
+        return wait.us >= CAUSE_SHARE * self.base_us or carded
 
     def fires(self, cause: str) -> tuple[str | None, float] | None:
         """(device, µs) when `cause` holds >= 5% of the base or must be carded, else None."""

@@ -22,7 +22,9 @@ def is_collective_name(name: str) -> bool:
 FRAME_RE = re.compile(r"^(?P<file>[^<][^()]*)\((?P<line>\d+)\): (?P<func>.+)$")
 # Installed code: a package directory, a Python's own library, or torch itself (Kineto writes
 # paths under sys.path relative to it, so torch's frames read "torch/...").
-INSTALLED_RE = re.compile(r"(site-packages|dist-packages)/|/lib/python\d+(\.\d+)?/|^torch/")
+# ... and code torch.compile generated (inductor's cache: /tmp/torchinductor_<user>/...).
+INSTALLED_RE = re.compile(r"(site-packages|dist-packages)/|/lib/python\d+(\.\d+)?/|^torch/"
+                          r"|torchinductor_")
 
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))

@@ -89,11 +89,14 @@ def _graph_capture(trace: Trace, r: Roles, width: float) -> WindowFinding | None
 
 
 def _startup(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
-    found = [f for f in (_long_call(trace, r, width), _first_op(trace, r, width),
+    call = _long_call(trace, r, width)
+    found = [f for f in (call, _first_op(trace, r, width, call[2] if call else None),
                          _compile(trace, r, width)) if f is not None]
     if not found:
         return None
-    culprit, sentence = found[0]  # a single call names it best, then the op, then compiling
+    # a single call names it best, then the op, then compiling; a second finding adds a sentence
+    sentence = " ".join(f[1] if k == 0 else "Also: " + f[1][0].lower() + f[1][1:]
+                        for k, f in enumerate(found[:2]))
     steps = trace.step_indices()
     first = trace.names[trace.name[steps[0]]] if len(steps) else ""
     m = STEP_NUMBER.search(first)
@@ -120,19 +123,25 @@ def _long_call(trace: Trace, r: Roles, width: float):
     return (Culprit(name, "runtime", 1, us, detail=inside and f"inside {inside}"),
             f"One {name} call takes {duration(us)}, {pct(us / width)} of the "
             f"{duration(width)} window{where}: first use of the GPU (context creation, lazy "
-            f"module loading, first allocations), paid once per process.")
+            f"module loading, first allocations), paid once per process.", int(i))
 
 
-def _first_op(trace: Trace, r: Roles, width: float):
+def _first_op(trace: Trace, r: Roles, width: float, call: int | None = None):
     """The first op of a kind taking a large share of the window while its later ones are
-    far shorter (cuDNN/MIOpen autotuning, first-use kernels, allocations)."""
+    far shorter (cuDNN/MIOpen autotuning, first-use kernels, allocations); not one around the
+    long runtime call already named (`call`)."""
     clipped = _clipped(trace, r)
     ops = np.flatnonzero((trace.cat == Cat.CPU_OP) & (clipped >= STARTUP_SHARE * width))
     best = None
+    blocking = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8)) & trace.mask_names(
+        lambda n: BLOCKING_RE.search(n) is not None)
     for i in ops[np.argsort(-clipped[ops])][:32]:  # a few nested levels at most
         same = np.flatnonzero((trace.name == trace.name[i]) & (trace.cat == Cat.CPU_OP))
         later = same[trace.start[same] > trace.start[i]]
-        if same[0] != i or len(later) == 0:
+        if same[0] != i or len(later) == 0 or _blocked(trace, blocking, i) > 0.5:
+            continue  # not the first of its kind, or waiting on the GPU (a sync, not warm-up)
+        if call is not None and trace.track[i] == trace.track[call] \
+                and trace.start[i] <= trace.start[call] and trace.end[i] >= trace.end[call]:
             continue
         typical = float(np.median(trace.dur[later]))
         if trace.dur[i] >= FIRST_RATIO * max(typical, 1e-3):
@@ -147,7 +156,7 @@ def _first_op(trace: Trace, r: Roles, width: float):
             f"The first {name} takes {duration(us)}, {pct(us / width)} of the "
             f"{duration(width)} window; the {plural(n_later, 'later one')} take "
             f"{duration(typical)} (median): first-use warm-up (cuDNN/MIOpen autotuning, "
-            "kernel loading, allocations).")
+            "kernel loading, allocations).", int(i))
 
 
 def _compile(trace: Trace, r: Roles, width: float):
@@ -158,7 +167,8 @@ def _compile(trace: Trace, r: Roles, width: float):
         return None
     return (Culprit("torch.compile", "frame", int(frames.sum()), us),
             f"Compilation (torch._dynamo / inductor / triton frames) takes {duration(us)}, "
-            f"{pct(us / width)} of the {duration(width)} window: compiled once, then reused.")
+            f"{pct(us / width)} of the {duration(width)} window: compiled once, then reused.",
+            None)
 
 
 def _one_step(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
@@ -180,6 +190,15 @@ def _one_step(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
                          f"The {duration(width)} window holds one step ({what}): a one-off "
                          "cost (start-up, compilation, a first allocation) cannot be told "
                          "from a steady one.", FIXES["one_step"], first=not late)
+
+
+def _blocked(trace: Trace, blocking: np.ndarray, i: int) -> float:
+    """The share of event i that blocking calls on its thread cover."""
+    inside = blocking & (trace.track == trace.track[i]) & (trace.start >= trace.start[i]) \
+        & (trace.start < trace.end[i])
+    spans = iv.union(iv.clip(iv.as_intervals(trace.start[inside], trace.end[inside]),
+                             trace.start[i], trace.end[i]))
+    return iv.length(spans) / trace.dur[i] if trace.dur[i] > 0 else 0.0
 
 
 def _clipped(trace: Trace, r: Roles) -> np.ndarray:

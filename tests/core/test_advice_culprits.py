@@ -73,8 +73,8 @@ def test_sync_names_the_call_the_op_and_the_users_line(tmp_path):
     assert top.covered_us == pytest.approx(10 * (0.3 * STEP - LAUNCH_US - 14), rel=1e-6)
     assert top.detail == "issued by aten::item; copies Memcpy DtoH (Device -> Pageable)"
     assert top.frame == "train.py(57): train_step"  # not torch's own frame inside it
-    assert card.fix.startswith("aten::item reads a GPU value back to Python every step "
-                               "(at train.py(57): train_step)")
+    assert card.fix.startswith("aten::item at train.py(57): train_step reads a GPU value back "
+                               "to Python every step")
     text = render(report)
     assert "culprit: cudaStreamSynchronize ×10" in text and "at train.py(57)" in text
 
@@ -279,3 +279,29 @@ def test_main_thread_frame_is_the_main_threads(tmp_path):
         b.gpu(t0 + g, STEP - g, t0 + g - LAUNCH_US)
     card = _report(b.save(tmp_path / "other.json")).advice[0]
     assert card.culprits[0].frame == ""
+
+
+def test_a_long_first_copy_that_waits_is_a_sync_not_start_up(tmp_path):
+    """An inference window where one aten::copy_ (a 256-byte DtoH hipMemcpyWithStream) waits
+    97% of the time: a sync with its op and line, not warm-up."""
+    b = Synth()
+    t0 = 1_000_000.0
+    b.x("server.py(276): populate", "python_function", t0, 470_000.0)
+    b.x("aten::copy_", "cpu_op", t0 + 10, 463_100.0)
+    b.corr += 1
+    b.x("hipMemcpyWithStream", "cuda_runtime", t0 + 20, 463_000.0, correlation=b.corr)
+    b.x("Memcpy DtoH (Device -> Host)", "gpu_memcpy", t0 + 462_990, 2.0, pid=0, tid=7,
+        device=0, stream=7, correlation=b.corr)
+    for k in range(6):
+        b.x("aten::copy_", "cpu_op", t0 + 464_000 + 1000 * k, 9.0)
+        b.gpu(t0 + 464_020 + 1000 * k, 500.0, t0 + 464_005 + 1000 * k)
+    report = _report(b.save(tmp_path / "decode.json"))
+    assert report.window_kind == "steady" and report.runtime == "hip"
+    card = report.advice[0]
+    assert card.id == "sync_stalls"
+    top = card.culprits[0]
+    assert top.name == "hipMemcpyWithStream" and top.frame == "server.py(276): populate"
+    assert top.detail == "issued by aten::copy_; copies Memcpy DtoH (Device -> Host)"
+    assert card.fix.startswith("aten::copy_ at server.py(276): populate copies a GPU tensor "
+                               "to the host and waits for it")
+    assert "hipDeviceSynchronize / hipStreamSynchronize / hipMemcpy" in card.evidence
