@@ -193,7 +193,18 @@ def run_demo_headless(window, size: tuple[int, int] = DEFAULT_SIZE) -> int:
     print(f"stallscope: no display: running the demo headless into {session}", flush=True)
     cmd = [sys.executable, "-m", "stallscope.core.cli", "run", "--session", str(session),
            "--no-analyze", "--cwd", str(DEMO_SCRIPT.parent), "--", str(DEMO_SCRIPT)]
-    if subprocess.run(cmd).returncode != 0:
+    runner = subprocess.Popen(cmd)
+    try:
+        rc = runner.wait()
+    except KeyboardInterrupt:  # the runner got the Ctrl-C too: let it write its last record
+        try:
+            runner.wait(timeout=30)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            runner.kill()
+            runner.wait()
+        print(f"stallscope: interrupted (the demo's session: {session})", file=sys.stderr)
+        return INTERRUPTED
+    if rc != 0:
         return _fail(f"the demo run failed (its session: {session})")
     out = session / "stallscope-demo.png"
     rc = screenshot(window, str(session), None, str(out), size)

@@ -150,3 +150,38 @@ def test_a_size_the_window_cannot_take_is_refused_in_one_line(tmp_path, real_tra
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"stallscope: error: {message}"), done.stderr
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_the_headless_demo_ends_it_cleanly(tmp_path):
+    """Ctrl-C reaches the whole process group (as a terminal sends it) once the demo's runner
+    has recorded a step: the runner writes its last record, the app exits 130 in one line."""
+    import json
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), STALLSCOPE_CONFIG_DIR=str(tmp_path / "cfg"))
+    env.pop("QT_QPA_PLATFORM", None)
+    child = subprocess.Popen([sys.executable, "-m", "stallscope.gui.app", "--demo"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        line = child.stdout.readline()
+        assert "running the demo headless into" in line, line
+        session = Path(line.split("headless into", 1)[1].strip())
+        events = session / "events.jsonl"
+        deadline = time.monotonic() + 240
+        while not events.is_file() or b'"step"' not in events.read_bytes():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        os.killpg(child.pid, signal.SIGINT)
+        _, err = child.communicate(timeout=90)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert child.returncode == app_module.INTERRUPTED, err[-2000:]
+    assert "Traceback" not in err and f"stallscope: interrupted (the demo's session: {session})" \
+        in err
+    last = json.loads(events.read_text().splitlines()[-1])
+    assert last["event"] == "finished"
