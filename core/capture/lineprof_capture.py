@@ -24,6 +24,7 @@ from a flush thread a few times a second. finish() merges the parts.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -167,26 +168,47 @@ def _dataset_chain(dataset) -> list[tuple[object, list[object]]]:
     return out
 
 
-def _auto_classes(dataset) -> tuple[list[tuple[type, list[type]]], list[str]]:
-    """Classes whose __getitem__ to profile, each with the profiled classes it wraps."""
+def _method_of(ds) -> str:
+    """What the DataLoader calls for each sample: an IterableDataset's __iter__ (a generator,
+    profiled line by line through every resumption), else __getitem__."""
+    from torch.utils.data import IterableDataset
+
+    return "__iter__" if isinstance(ds, IterableDataset) else "__getitem__"
+
+
+def _module_label(klass: type) -> str:
+    mod = getattr(klass, "__module__", "") or ""
+    if mod in ("__main__", "__mp_main__"):
+        return "__main__ (the class is defined in the script itself)"
+    return mod
+
+
+def _auto_classes(dataset) -> tuple[list[tuple[type, str, list[type]]], list[str]]:
+    """(class, method, the profiled classes it wraps) to profile: __getitem__, or __iter__ of
+    an IterableDataset."""
     chain = _dataset_chain(dataset)
     warnings: list[str] = []
     defining: dict[int, type] = {}
+    methods: dict[int, str] = {}
     for ds, _ in chain:
-        klass = _defining_class(type(ds), "__getitem__")
-        # torch's abstract Dataset.__getitem__ only raises (an IterableDataset inherits it)
-        if klass is not None and not _is_abstract_getitem(klass):
+        attr = _method_of(ds)
+        klass = _defining_class(type(ds), attr)
+        # torch's abstract Dataset.__getitem__ only raises; IterableDataset.__iter__ is torch's
+        if klass is not None and not _is_abstract_getitem(klass) and not (
+                attr == "__iter__" and _is_torch_class(klass)):
             defining[id(ds)] = klass
+            methods[id(ds)] = attr
     user = [ds for ds, _ in chain if id(ds) in defining and not _is_torch_class(defining[id(ds)])]
     if not user:
         # Nothing of the user's: profile the innermost dataset that has a __getitem__
         # (TensorDataset and the like), so the user still sees where the time goes.
         user = [ds for ds, inner in chain if id(ds) in defining and not inner][-1:]
     if not user:
-        name = type(dataset).__name__
+        klass = type(dataset)
         warnings.append(
-            f"{name} has no __getitem__ (an IterableDataset?): nothing to line-profile; "
-            "pass --lineprof module:Class.method to profile a method of your choice")
+            f"{klass.__name__} has no __getitem__ nor __iter__ of its own: nothing to "
+            f"line-profile; pass --lineprof module:Class.method to profile a method of your "
+            f"choice (module {_module_label(klass)})")
         return [], warnings
     picked = {id(ds) for ds in user}
     result = []
@@ -195,7 +217,7 @@ def _auto_classes(dataset) -> tuple[list[tuple[type, list[type]]], list[str]]:
             continue
         below = {id(x) for x, _ in _dataset_chain(ds)} - {id(ds)}
         wraps = [defining[i] for i in below if i in picked]
-        result.append((defining[id(ds)], wraps))
+        result.append((defining[id(ds)], methods[id(ds)], wraps))
     return result, warnings
 
 
@@ -269,6 +291,11 @@ def _resolve_explicit(target: str) -> tuple[tuple | None, str | None]:
         mods = [sys.modules[n] for n in names if n in sys.modules]
         label = f"module {where}"
     if not mods:
+        main = sys.modules.get("__main__")
+        if where != "__main__" and main is not None and _walk_qualname(main, qual) is not None:
+            return None, (f"{label} was not imported by the script, but the script itself "
+                          f"defines {qual}: a class of the script is in module __main__, so "
+                          f"use --lineprof __main__:{qual}")
         return None, f"{label} was not imported by the script, so {qual} was not found"
     for mod in mods:
         found = _walk_qualname(mod, qual)
@@ -312,6 +339,9 @@ def _callees(func: types.FunctionType, klass: type | None) -> list[tuple[object,
 
 
 def _make_wrapper(key: tuple[str, str], func: types.FunctionType):
+    if inspect.isgeneratorfunction(func):
+        return _make_generator_wrapper(key, func)
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         st = _STATE
@@ -322,6 +352,32 @@ def _make_wrapper(key: tuple[str, str], func: types.FunctionType):
             return func(*args, **kwargs)
         finally:
             prof.disable_by_count()
+
+    setattr(wrapper, _MARK, key)
+    return wrapper
+
+
+def _make_generator_wrapper(key: tuple[str, str], func: types.FunctionType):
+    """A generator function (an IterableDataset's __iter__): the profiler is on while the body
+    runs, each time it is resumed (line_profiler's own generator wrapping does the same);
+    `samples` counts the items it yields."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        st = _STATE
+        gen = func(*args, **kwargs)
+        sent = None
+        while True:
+            prof = st.profiler
+            prof.enable_by_count()
+            try:
+                item = gen.send(sent)
+            except StopIteration:
+                return
+            finally:
+                prof.disable_by_count()
+            st.calls[key] = st.calls.get(key, 0) + 1
+            sent = yield item
 
     setattr(wrapper, _MARK, key)
     return wrapper
@@ -556,7 +612,6 @@ class Capture:
         # The session folder or its lineprof/ folder: either way the files land in lineprof/.
         self.lineprof_dir = (self.out_dir if os.path.basename(self.out_dir) == "lineprof"
                              else os.path.join(self.out_dir, "lineprof"))
-        self.parts_dir = os.path.join(self.lineprof_dir, PARTS_DIR)
         self.emit = emit
         self.enabled = True
         self.warnings: list[str] = []
@@ -566,6 +621,20 @@ class Capture:
         self._explicit_why: str | None = None
         self._main_pid = os.getpid()
         self._finished: tuple[str | None] | None = None
+        self._rank: int | None = None
+
+    @property
+    def rank_part(self) -> str:
+        """'.rank<N>' in a job of several ranks (torchrun, or ranks the script launched: a
+        launching script becomes rank 0 only once it launches, and Lightning's teardown
+        removes WORLD_SIZE again, so the first rank seen is kept), else ''."""
+        if self._rank is None:
+            self._rank = _rank_from_env(os.environ)
+        return "" if self._rank is None else f".rank{self._rank}"
+
+    @property
+    def parts_dir(self) -> str:
+        return os.path.join(self.lineprof_dir, PARTS_DIR + self.rank_part)
 
     # -- messages
     def warn(self, message: str) -> None:
@@ -587,6 +656,7 @@ class Capture:
             self.warn(f"line profiling skipped for a DataLoader: {type(exc).__name__}: {exc}")
 
     def _on_dataloader(self, loader) -> None:
+        _ = self.rank_part  # a DataLoader iterated: the ranks are launched by now
         if not any(ref() is loader for ref in self._loaders):
             self._loaders.append(weakref.ref(loader))
         if self.target == "auto":
@@ -603,21 +673,21 @@ class Capture:
         for w in warnings:
             self.warn(w)
         made: dict[type, _Target] = {}
-        for klass, _wraps in classes:
+        for klass, attr, _wraps in classes:
             if id(klass) in self._seen_classes:
                 continue
             self._seen_classes.add(id(klass))
-            raw = klass.__dict__["__getitem__"]
-            target = _install_with_callees(klass, "__getitem__", raw, self.depth, _STATE,
-                                           self.warn)
+            raw = klass.__dict__[attr]
+            target = _install_with_callees(klass, attr, raw, self.depth, _STATE, self.warn)
             if target is not None:
                 made[klass] = target
             if "__getitems__" in klass.__dict__:  # torch fetches whole batches through it
                 _install_with_callees(klass, "__getitems__", klass.__dict__["__getitems__"],
                                       self.depth, _STATE, self.warn)
-        for klass, wraps in classes:
+        methods = {klass: attr for klass, attr, _ in classes}
+        for klass, _attr, wraps in classes:
             if klass in made:
-                made[klass].wraps = [f"{k.__qualname__}.__getitem__" for k in wraps]
+                made[klass].wraps = [f"{k.__qualname__}.{methods[k]}" for k in wraps]
 
     def _install_explicit(self) -> None:
         if self._explicit_done:
@@ -625,7 +695,8 @@ class Capture:
         found, why = _resolve_explicit(self.target)
         if found is None:
             # The script's own module is gone once it has ended: keep what was seen while it ran.
-            if self._explicit_why is None or "was not imported" not in why:
+            if (self._explicit_why is None or "was not imported" not in why
+                    or "__main__" in why):
                 self._explicit_why = why
             return
         self._explicit_done = True
@@ -757,10 +828,13 @@ class Capture:
             "target": self.target,
             "created": time.time(),
         }
-        path = os.path.join(self.lineprof_dir, f"{_safe_name(qual)}.json")
+        stem = _safe_name(qual) + self.rank_part  # ranks never share a file
+        if self.rank_part:
+            profile["rank"] = int(self.rank_part[len(".rank"):])
+        path = os.path.join(self.lineprof_dir, f"{stem}.json")
         n = 2
         while os.path.exists(path) and _json_key(path) != (entry["file"], qual):
-            path = os.path.join(self.lineprof_dir, f"{_safe_name(qual)}-{n}.json")
+            path = os.path.join(self.lineprof_dir, f"{stem}-{n}.json")
             n += 1
         _write_json(path, profile)
         return path
@@ -833,6 +907,20 @@ def _block_end(src: list[str], first: int) -> int:
     except Exception:  # noqa: BLE001 - tokenizer errors on odd source: show profiled lines only
         return first
     return first + len(block) - 1
+
+
+def _rank_from_env(env) -> int | None:
+    """This process's rank in a job of more than one (RANK, or LOCAL_RANK on one node)."""
+    try:
+        if int(env.get("WORLD_SIZE", "1")) <= 1:
+            return None
+        if "RANK" in env:
+            return int(env["RANK"])
+        if env.get("NODE_RANK", "0") == "0" and "LOCAL_RANK" in env:
+            return int(env["LOCAL_RANK"])
+    except ValueError:
+        return None
+    return None
 
 
 def _safe_name(qualname: str) -> str:

@@ -178,7 +178,7 @@ def test_lightning_closure_is_not_the_optimizer(tmp_path):
 def test_lightning_ddp_launcher_profiles_every_rank(tmp_path):
     need("lightning")
     proc, session, own = run_framework(tmp_path, "lightning_fit.py", "--no-stop-after-window",
-                                       args=["--devices", "2"])
+                                       "--lineprof", "auto", args=["--devices", "2"])
     assert sorted(o["rank"] for o in own) == [0] * 6 + [1] * 6  # 48 items / 4 / 2 ranks
     traces = sorted(p.name for p in (session / "traces").iterdir())
     assert [t.split(".")[0] for t in traces] == ["lightning_fit_rank0", "lightning_fit_rank1"]
@@ -195,3 +195,7 @@ def test_lightning_ddp_launcher_profiles_every_rank(tmp_path):
     for rank in (0, 1):
         log = (session / f"stdout.rank{rank}.log").read_text()
         assert f"rank={rank} global_step=6" in log and not GLUED.search(log)
+    # line stats: one file per rank, each with its own rank's 24 samples
+    stats = {p.name: json.loads(p.read_text()) for p in (session / "lineprof").glob("*.json")}
+    assert sorted(stats) == ["Sleepy.__getitem__.rank0.json", "Sleepy.__getitem__.rank1.json"]
+    assert [stats[f"Sleepy.__getitem__.rank{r}.json"]["samples"] for r in (0, 1)] == [24, 24]

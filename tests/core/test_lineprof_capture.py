@@ -419,7 +419,8 @@ def test_missing_line_profiler_gives_the_install_command(tmp_path):
     assert event["install"] in event["message"]
 
 
-def test_iterable_dataset_has_nothing_to_profile_and_says_so():
+def test_iterable_dataset_profiles_its_iter_and_says_when_there_is_nothing():
+    """(Changed by issue 19: an IterableDataset's __iter__ is now what auto profiles.)"""
     import torch
     import torch.utils.data as tud
 
@@ -430,8 +431,59 @@ def test_iterable_dataset_has_nothing_to_profile_and_says_so():
             yield from range(3)
 
     classes, warnings = lineprof_capture._auto_classes(Stream())
-    assert classes == []  # not torch's abstract Dataset.__getitem__
-    assert len(warnings) == 1 and "Stream has no __getitem__" in warnings[0]
+    assert classes == [(Stream, "__iter__", [])] and warnings == []
+    # torch's own abstract methods are nothing to profile, and the message says where to look
+    classes, warnings = lineprof_capture._auto_classes(tud.ChainDataset([]))
+    assert classes == [] and "has no __getitem__ nor __iter__ of its own" in warnings[0]
     # a map-style dataset of torch's own still gets profiled
     classes, warnings = lineprof_capture._auto_classes(tud.TensorDataset(torch.zeros(2)))
-    assert [k.__name__ for k, _ in classes] == ["TensorDataset"] and warnings == []
+    assert [(k.__name__, m) for k, m, _ in classes] == [("TensorDataset", "__getitem__")]
+    assert warnings == []
+
+
+ITERABLE = '''
+import time, torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (info.id, info.num_workers) if info else (0, 1)
+        for i in range(start, 24, step):
+            time.sleep(0.002)
+            yield torch.full((4,), float(i))
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x in DataLoader(Stream(), batch_size=4, num_workers=int(__import__("sys").argv[1])):
+    model(x).sum().backward()
+    opt.step()
+'''
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_iterable_dataset_generator_body_is_profiled_under_the_runner(tmp_path, workers):
+    """--lineprof auto finds the IterableDataset's __iter__ and profiles its generator body
+    through every resumption (not only the call that creates the generator)."""
+    from runner_helpers import run, write_script
+
+    script = write_script(tmp_path, ITERABLE)
+    proc, session = run(tmp_path, script, "--lineprof", "auto", "--no-stop-after-window",
+                        args=[str(workers)])
+    assert proc.returncode == 0, proc.stderr
+    (profile,) = lineprof.load_session(session)
+    assert profile.qualname == "Stream.__iter__" and profile.samples == 24
+    sleep = next(ln for ln in profile.lines if "time.sleep" in ln.source)
+    assert sleep.hits == 24 and sleep.total_s >= 24 * 0.002 * 0.9
+    assert profile.total_s >= sleep.total_s
+
+
+def test_explicit_target_in_the_script_names_main(tmp_path):
+    from runner_helpers import run, write_script
+
+    script = write_script(tmp_path, ITERABLE, name="train.py")
+    proc, session = run(tmp_path, script, "--lineprof", "train:Stream.__iter__",
+                        "--no-stop-after-window", args=["0"])
+    assert proc.returncode == 0, proc.stderr
+    assert "use --lineprof __main__:Stream.__iter__" in proc.stderr
+    assert "a class of the script is in module __main__" in proc.stderr
