@@ -220,7 +220,8 @@ def _pairs(cfg: TuneConfig, result: TuneResult, launch: Launch, folder: Path, de
         for which in order:
             index = len(result.trials) + 1
             name = f"{trial_name(index, which.changes)}-pair{len(result.pairs) + 1}"
-            trial = Trial(index, name, dict(which.settings), dict(which.changes))
+            trial = Trial(index, name, dict(which.settings), dict(which.changes),
+                          profiled=True)  # the claim's sessions: a trace for the compare view
             running.append(trial)
             run_trial(launch, trial, folder, deadline, limit, cancel)
             finish(trial)

@@ -8,8 +8,10 @@ adopted when every pair shows a gain of at least `min_gain` (the interval [lowes
 lies above 1 + min_gain); it is "within noise" when no pair does or when `MAX_PAIRS` pairs
 still straddle the threshold; the script's settings are kept then.
 
-The claim is the pair with the median ratio (the lower middle one for an even count), so
-the two sessions tune.json names give that very ratio in `compare` and the compare view.
+The claim is the repeated pair with the median ratio (the lower middle one for an even
+count), so the two sessions tune.json names give that very ratio in `compare` and the compare
+view. The first pair (the search's own trials, run apart in time and without a trace) counts
+for the decision and the interval, not for the claim, when repeats exist.
 """
 
 from __future__ import annotations
@@ -40,11 +42,12 @@ def median_index(ratios: list[float]) -> int:
     return order[(len(order) - 1) // 2]
 
 
-def interval_text(ratios: list[float]) -> str:
-    """'2.90x, 2.70-3.10x over 3 pairs' (the claim, then the lowest and highest pair)."""
+def interval_text(ratios: list[float], claim: float | None = None) -> str:
+    """'2.90x, 2.70-3.10x over 3 pairs' (the claim, default the median pair's, then the lowest
+    and highest pair)."""
     if not ratios:
         return "not measured"
-    claim = ratios[median_index(ratios)]
+    claim = ratios[median_index(ratios)] if claim is None else claim
     if len(ratios) == 1:
         return f"{claim:.2f}x over 1 pair (not repeated)"
     return f"{claim:.2f}x, {min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} pairs"

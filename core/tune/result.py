@@ -60,11 +60,13 @@ class TuneResult:
 
     @property
     def claim_pair(self) -> tuple[Trial, Trial] | None:
-        """(as written, leader) of the pair whose ratio is the claim (the median pair)."""
+        """(as written, leader) of the pair whose ratio is the claim: the median of the
+        repeated pairs (back to back, with traces), or the search's pair alone."""
         ratios = self.ratios
         if not ratios:
             return None
-        b, lead = self.pairs[noise.median_index(ratios)]
+        first = 1 if len(ratios) > 1 else 0
+        b, lead = self.pairs[first + noise.median_index(ratios[first:])]
         return self.trial(b), self.trial(lead)
 
     @property
@@ -81,7 +83,7 @@ class TuneResult:
     @property
     def interval(self) -> str:
         """'2.90x, 2.70-3.10x over 3 pairs' ('' before any pair)."""
-        return noise.interval_text(self.ratios) if self.pairs else ""
+        return noise.interval_text(self.ratios, self.speedup) if self.pairs else ""
 
     @property
     def sessions(self) -> tuple[str | None, str | None]:

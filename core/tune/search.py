@@ -4,13 +4,13 @@
    value. A rung counts as better when its steady step time beats the best so far by at least
    `min_gain`; the climb stops after two rungs in a row that are not better, when steps hardly
    wait for data any more (< `DONE_SHARE` of step time), at a failed trial, or at the top.
-2. Past the cores when the workers wait: at the top rung, still the best, steps still waiting
-   for data (>= `LARGE_WAIT`) and its workers on a CPU less than half their wall time
-   (core/tune/cpu.py: they sleep on I/O, so more of them than cores still help), the ladder
-   goes on doubling up to `most` workers (memory bounds it too: core/tune/job.py skips a
-   trial that would not fit); each such rung costs a trial of many workers, so one that is
-   not better ends the climb. Workers on a CPU: the climb stops at the cores. `climb` says
-   which case it was.
+2. Past the cores when the workers wait: at the top rung (within the patience), its steps
+   still waiting for data (>= `LARGE_WAIT`) and its workers on a CPU less than half their
+   wall time (core/tune/cpu.py: they sleep on I/O, so more of them than cores still help),
+   the ladder goes on doubling up to `most` workers (memory bounds it too: core/tune/job.py
+   skips a trial that would not fit); each such rung costs a trial of many workers, so one
+   that is not better ends the climb. Workers on a CPU: the climb stops at the cores.
+   `climb` says which case it was.
 3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
    up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
    without one), persistent_workers, then a deeper prefetch_factor; each kept only when it
@@ -208,7 +208,7 @@ class Search:
                 self._rungs = []
             elif best_share is not None and best_share < DONE_SHARE:
                 self._rungs = []
-            elif not self._rungs and better:
+            elif not self._rungs:
                 self._beyond_cores(outcome)
         elif self.stage == "around" and self._around:
             self._around.pop(0)

@@ -1,10 +1,13 @@
 """One tune trial: the script under the runner with `--set`s, watched while it runs (memory,
 budget, cancel, Ctrl-C, its workers' CPU time), then measured from its session folder.
 
-A trial profiles a short window at its start (the trace the compare view opens) and runs on
-past it (`--no-stop-after-window`). The tune follows its step events and stops it once the
-steady window (core/session/steady.py: after the queued batches drained, >= 20 steps over
->= 2 s) is measured on unprofiled steps, or the script ends by itself. Under torchrun
+A trial runs the script without recording (the profiler's window is set past any step: its
+start-up alone took 2-8 s on a loaded 2-core machine); only a trial that must leave a trace
+for the compare view (`Trial.profiled`: the noise check's repeats, see core/tune/job.py)
+records a short window at its start, and runs on past it (`--no-stop-after-window`). The tune
+follows its step events and stops it once the steady window (core/session/steady.py: after
+the queued batches drained, >= 20 steps over >= 2 s) is measured on unprofiled steps, or the
+script ends by itself. Under torchrun
 (`nproc_per_node` > 1) every rank must reach it, and the slowest rank is the trial's figure.
 """
 
@@ -27,6 +30,7 @@ from stallscope.core.capture.overrides import DEFAULTS, KEYS, format_value
 from stallscope.core.errors import Cancelled
 from stallscope.core.jobs import CancelFlag
 from stallscope.core.session.reader import EventFollower, Steps, open_session, write_finished
+from stallscope.core.session.steady import slowest
 from stallscope.core.tune.cpu import WorkerCpu, tree
 from stallscope.core.tune.memory import GUARD, TreeMemory
 
@@ -35,6 +39,7 @@ POLL_S = 0.1
 SAMPLE_S = 0.25
 STOP_GRACE_S = 5.0
 FOLLOW_S = 0.25
+UNPROFILED = {"wait": 10**9, "warmup": 0, "active": 1, "repeat": 1}  # never records
 OK, CRASHED, OUT_OF_MEMORY, OVER_BUDGET = "ok", "crashed", "out of memory", "over budget"
 SKIPPED, INTERRUPTED, NO_STEPS = "skipped", "interrupted", "no steps"
 MEASURED = "measured"          # the steady window was measured: the tune stopped the script
@@ -64,6 +69,7 @@ class Trial:
     steady_reached: bool = False     # False: the script ended before steady state
     rank: int | None = None          # under torchrun: the slowest rank, whose figures these are
     worker_cpu: float | None = None  # workers' CPU time / their wall time in the window
+    profiled: bool = False           # records a short window at its start (a trace)
     peak_rss: int | None = None      # the process tree's resident memory, peak
     peak_private: int | None = None  # its private memory, peak
     main_private: int | None = None
@@ -95,7 +101,7 @@ class Launch:
     args: list[str]
     cwd: Path
     python: str
-    schedule: dict
+    schedule: dict                   # the profiled trials' window
     env: dict = field(default_factory=dict)
     site: str | None = None  # "file:line" of the tuned DataLoader (None: every DataLoader)
     nproc_per_node: int = 1  # > 1: every trial under torchrun, this many ranks
@@ -104,11 +110,11 @@ class Launch:
         scope = f"{self.site}:" if self.site else ""
         return [f"{scope}{k}={format_value(v)}" for k, v in changes.items() if v is not None]
 
-    def command(self, session: Path, changes: dict) -> list[str]:
+    def command(self, session: Path, changes: dict, profiled: bool = False) -> list[str]:
         options = {"sets": self.sets(changes), "profile_memory": False,
                    "stop_after_window": False, "nproc_per_node": self.nproc_per_node}
-        argv = runner_options.build_argv(session, str(self.script), self.args, self.schedule,
-                                         options)
+        argv = runner_options.build_argv(session, str(self.script), self.args,
+                                         self.schedule if profiled else UNPROFILED, options)
         return [self.python, str(RUNNER), *argv]
 
 
@@ -130,7 +136,8 @@ def run_trial(launch: Launch, trial: Trial, tune_dir: Path, deadline: float, lim
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out:
         try:
-            proc = subprocess.Popen(launch.command(session, trial.changes), cwd=launch.cwd,
+            proc = subprocess.Popen(launch.command(session, trial.changes, trial.profiled),
+                                    cwd=launch.cwd,
                                     env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
@@ -287,14 +294,19 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
         else:
             trial.message = (end.reason if end is not None else "") or _last_line(tail)
         return
-    found = s.steady()
+    windows = s.steady_by_rank()
+    found = slowest(windows)
     if found is None:
         trial.status, trial.message = NO_STEPS, end.warning or "no steps were measured"
         return
     rank, w = found
+    # under torchrun the slowest rank's step paces all (they wait for it in the all-reduce);
+    # the data wait that holds them back is the rank that waits most for its data
+    waits = max((x for x in windows.values() if x is not None),
+                key=lambda x: x.data_wait_share)
     trial.status = OK
-    trial.step_ms, trial.data_wait_ms = w.step_ms, w.data_wait_ms
-    trial.data_wait_share = w.data_wait_share
+    trial.step_ms, trial.data_wait_ms = w.step_ms, waits.data_wait_ms
+    trial.data_wait_share = waits.data_wait_share
     trial.steady_steps, trial.steady_s, trial.steady_reached = w.steps, w.seconds, w.reached
     trial.rank = rank if len(s.ranks) > 1 else None
     trial.message = w.note

@@ -361,6 +361,9 @@ class TuneDialog(QDialog):
             return None
         if not (base.session and best.session):
             return None
+        if not all(any((Path(s) / "traces").glob("*.pt.trace.json*"))
+                   for s in (base.session, best.session)):
+            return None  # search trials record no trace: nothing for the compare view
         return base.session, best.session
 
     def _compare(self) -> None:

@@ -214,6 +214,11 @@ def test_a_verdict_prints_its_interval_and_names_the_median_pair(tmp_path):
                                   "(trials 7 and 6)")
     data = result.to_json()
     assert (data["baseline_session"], data["best_session"]) == ("s7", "s6")
+    # the claim is the median of the repeated (back-to-back, traced) pairs; the interval
+    # covers the search's own pair too
+    apart = paired(tmp_path, [3.1, 2.5, 2.7], noise.ADOPT)
+    assert apart.speedup == pytest.approx(2.5) and apart.sessions == ("s5", "s4")
+    assert apart.interval == "2.50x, 2.50-3.10x over 3 pairs"
     assert data["interval"] == "2.70x, 2.50-2.90x over 3 pairs" and data["decision"] == "adopt"
     from stallscope.core.tune import load_result
 
@@ -223,7 +228,7 @@ def test_a_verdict_prints_its_interval_and_names_the_median_pair(tmp_path):
 def test_a_leader_within_noise_keeps_the_script_settings(tmp_path):
     result = paired(tmp_path, [1.12, 0.97, 1.04], noise.NOISE)
     lines = verdict(result)
-    assert lines[0] == ("within noise: num_workers=2 measured 1.04x, 0.97-1.12x over 3 pairs "
+    assert lines[0] == ("within noise: num_workers=2 measured 0.97x, 0.97-1.12x over 3 pairs "
                         "against the script as written; keep the script's settings "
                         "(num_workers=0, pin_memory=false, persistent_workers=false)")
     assert result.change == "" and not any(line.startswith("change:") for line in lines)

@@ -100,7 +100,8 @@ def test_crash_in_trial_3_is_reported_and_the_search_keeps_the_rest(tmp_path):
         assert base.step_ms > 95 and base.data_wait_ms > 55
         assert one.step_ms < 0.75 * base.step_ms and one.data_wait_ms < 0.5 * base.data_wait_ms
         assert base.steady_reached and base.steady_steps >= 20
-    assert result.best == 2 and result.speedup == min(result.ratios)  # the lower of two
+    assert result.best == 2 and result.speedup == result.ratios[1]  # the repeated pair
+    assert result.sessions == (result.trials[4].session, result.trials[3].session)
     assert result.site == f"train.py:{LOADER_LINE}"
     assert result.change == f"train.py:{LOADER_LINE}: DataLoader(..., num_workers=0) -> " \
                             "num_workers=1"
