@@ -52,7 +52,10 @@ RICH_TIP = "stallscope_rich_tip"  # a widget whose tooltip set_rich_tooltip buil
 
 
 def rich(template: str, *values, **named) -> str:
-    """`template` (trusted HTML, `{}` fields) with every value escaped as plain text."""
+    """`template` (trusted HTML, `{}` fields) with every value escaped as plain text. Without
+    values the template is taken as it is (HTML whose untrusted parts were escaped already)."""
+    if not values and not named:
+        return template
     esc = [html.escape(str(v)) for v in values]
     return template.format(*esc, **{k: html.escape(str(v)) for k, v in named.items()})
 

@@ -67,6 +67,7 @@ class ConfirmDialog(QDialog):
         self.buttons = QDialogButtonBox()
         self.ok = self.buttons.addButton(button, QDialogButtonBox.ButtonRole.AcceptRole)
         self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self.ok.setAutoDefault(False)  # Enter does not run what the user has not read
         self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setDefault(True)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)

@@ -37,7 +37,7 @@ from stallscope.core.recent import RecentStore
 from stallscope.gui.dialogs import confirm
 from stallscope.gui.widgets import RICH, install_plain_text_guard
 
-RAW_TAGS = ("<img", "<a href", "<h1")
+RAW_TAGS = ("<img", "<a href=\"x.example\"", "<h1")  # the hostile markup, not our own links
 
 _WATCH = """
 import os, sys, time
