@@ -215,8 +215,8 @@ def measure(
             if cold:
                 files = before_ds.files(range(min(len(before_ds), 2 * MAX_SAMPLES)))
                 _drop_cache(dst, files if ds is before_ds else [])
-                rate = yield from _rate(loader, name, 1, max_samples, 1e9, step, phases,
-                                        cancel, not stackable)  # fmt: skip
+                rate = yield from _rate(loader, name, 1, max_samples, 2 * seconds, step,
+                                        phases, cancel, not stackable)  # fmt: skip
                 if rate.samples:  # else one batch is all there is: nothing to time cold
                     rates[name, True] = rate
                 step += 1
@@ -288,8 +288,8 @@ def _shutdown(loader) -> None:
 
 
 def _rate(loader, name, epochs, max_samples, seconds, step, phases, cancel, listed):
-    """One timed pass: `epochs` epochs at most (1: a cold pass reads each sample once),
-    stopping at max_samples or `seconds` after the first batch."""
+    """One timed pass: `epochs` epochs at most (1: a cold pass reads each sample at most
+    once), stopping at max_samples or `seconds` after the first batch."""
     samples = nbytes = 0
     t0 = None
     for _epoch in range(epochs):
@@ -300,7 +300,7 @@ def _rate(loader, name, epochs, max_samples, seconds, step, phases, cancel, list
             samples += len(batch) if listed else _batch_len(batch)
             nbytes += sum(t.numel() * t.element_size() for t in _tensors(batch))
             elapsed = time.perf_counter() - t0
-            frac = max(samples / max_samples, elapsed / seconds if seconds < 1e8 else 0)
+            frac = max(samples / max_samples, elapsed / seconds)
             yield int(1000 * (step + min(frac, 1.0))), 1000 * phases
             if cancel is not None:
                 cancel.check()

@@ -1,23 +1,34 @@
-"""Benchmark: LMDB conversion and reading against the straightforward ways (run by hand).
+"""Benchmark: LMDB conversion, size and reads for tiny images and super-resolution pairs,
+against the seed's naive LMDB loop and a PIL ImageFolder (run by hand; figures in the report).
 
-    .venv/bin/python tests/bench/bench_lmdb.py            # 10,000 JPEGs of 256x256
-    .venv/bin/python tests/bench/bench_lmdb.py --n 1000   # quick run
+    .venv/bin/python tests/bench/bench_lmdb.py                 # 100k 16x16 PNGs + 400 SR pairs
+    .venv/bin/python tests/bench/bench_lmdb.py --million       # 1M 16x16 PNGs (disk: ~6 GB)
+    .venv/bin/python tests/bench/bench_lmdb.py --n 20000 --sr 0 --seconds 2   # quick
 
-(a) conversion images/s: stallscope's converter (process pool + one writer) against a
-    straightforward single-process loop (PIL decode, txn.put, commit every 1000). Goal >= 1.7x.
-(b) reader samples/s: LMDBDataset against a PIL-decode ImageFolder-style Dataset, both plain
-    indexing and in a DataLoader with the same num_workers. Goal >= 10x.
-    reader MB/s against a plain in-memory copy of the same bytes. Goal >= 0.5x.
+For each set:
+(a) conversion: time and bytes per sample, stallscope's converter against the seed's naive loop
+    (000_*.txt: PIL -> CHW uint8 bytes, txn.put(relpath, bytes), commit every 1000).
+(b) reads, shuffled, in a plain DataLoader loop (the clock starts at the first batch), at
+    num_workers 0 and 2, page cache cold then warm:
+      PIL ImageFolder (decode per sample, default collate), the seed's LMDB reader (one get +
+      frombuffer per sample, default collate), LMDBDataset through the documented snippet
+      (batch_size 512, default collate: __getitems__), and through the batch_sampler path.
+    Goals (16x16): on disk <= 1.15x the pixel bytes; LMDBDataset via the snippet cold >= 8x and
+    warm >= 10x the PIL ImageFolder.
+    Cold: posix_fadvise(POSIX_FADV_DONTNEED) on every file read (the source files, data.mdb),
+    no root needed (--drop-caches: `echo 3 > /proc/sys/vm/drop_caches` instead, root only).
+(c) the reader's readahead default: LMDBDataset cold with readahead on and off.
+(d) stallscope's own --measure next to the plain loop (they should agree within noise).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -28,41 +39,113 @@ from PIL import Image
 from stallscope.core.jobs import run_job
 from stallscope.core.lmdb.convert import convert
 from stallscope.core.lmdb.dataset import LMDBDataset
+from stallscope.core.lmdb.measure import measure
+
+BATCH = 512
 
 
-def make_jpegs(root: Path, n: int, size: int = 256, classes: int = 10) -> list[Path]:
-    """Smooth random images (compress like photos, unlike pure noise), quality 90."""
+# ----------------------------------------------------------------------------- data
+
+
+def make_tiny(root: Path, n: int, side: int = 16, classes: int = 1000) -> None:
+    """n smooth-ish random PNGs of side x side in `classes` class folders."""
     rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
-    files = []
     for c in range(classes):
-        (root / f"class{c:02d}").mkdir(parents=True, exist_ok=True)
+        (root / f"c{c:04d}").mkdir(parents=True, exist_ok=True)
+    base = rng.integers(0, 256, (64, side, side, 3), dtype=np.uint8)
+    for i in range(n):
+        img = base[i % 64] ^ np.uint8(i % 251)
+        Image.fromarray(img).save(root / f"c{i % classes:04d}" / f"{i:07d}.png", compress_level=1)
+
+
+SR_FACTORY = textwrap.dedent(
+    """
+    from pathlib import Path
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    ROOT = Path(__file__).parent / "hr"
+
+    class Pairs:
+        # a typical SR Dataset: PNG decode, a 4x downscale, ToTensor()-style floats
+        def __init__(self):
+            self.files = sorted(ROOT.glob("*.png"))
+
+        def __len__(self):
+            return len(self.files)
+
+        def __getitem__(self, i):
+            hr = Image.open(self.files[i]).convert("RGB")
+            lr = hr.resize((hr.width // 4, hr.height // 4), Image.BICUBIC)
+            to_tensor = lambda im: torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1)
+            return to_tensor(lr).float().div(255), to_tensor(hr).float().div(255)
+
+    def make():
+        return Pairs()
+    """
+)
+
+
+def make_sr(folder: Path, n: int, side: int) -> str:
+    rng = np.random.default_rng(1)
+    (folder / "hr").mkdir(parents=True)
+    yy, xx = np.mgrid[0:side, 0:side].astype(np.float32) / side
     for i in range(n):
         f = rng.uniform(1, 8, 3)
-        p = rng.uniform(0, 6.28, 3)
-        chans = [np.sin(f[k] * (xx + yy * (k + 1)) * 3.14 + p[k]) for k in range(3)]
-        img = (np.stack(chans, -1) * 110 + 128 + rng.normal(0, 12, (size, size, 3))).clip(0, 255)
-        path = root / f"class{i % classes:02d}" / f"{i:06d}.jpg"
-        Image.fromarray(img.astype(np.uint8)).save(path, quality=90)
-        files.append(path)
-    return files
+        chans = [np.sin(f[k] * (xx + yy * (k + 1)) * 3.14) for k in range(3)]
+        img = (np.stack(chans, -1) * 110 + 128 + rng.normal(0, 8, (side, side, 3))).clip(0, 255)
+        Image.fromarray(img.astype(np.uint8)).save(folder / "hr" / f"{i:04d}.png")
+    (folder / "pairs.py").write_text(SR_FACTORY)
+    return f"{folder / 'pairs.py'}:make"
 
 
-def baseline_convert(root: Path, dst: Path) -> int:
-    """The straightforward loop: one process, PIL decode, txn.put, commit every 1000."""
+# ----------------------------------------------------------------------------- pipelines
+
+
+def seed_convert(root: Path, dst: Path) -> int:
+    """The seed's loop: one process, PIL -> CHW uint8 bytes, txn.put(relpath), commit/1000."""
     classes = sorted(d.name for d in root.iterdir() if d.is_dir())
     files = [(p, c) for c, name in enumerate(classes) for p in sorted((root / name).iterdir())]
     env = lmdb.open(str(dst), map_size=1 << 40)
     txn = env.begin(write=True)
     for i, (path, label) in enumerate(files):
         arr = np.asarray(Image.open(path).convert("RGB")).transpose(2, 0, 1)
-        txn.put(b"%010d" % i, label.to_bytes(8, "little") + arr.tobytes())
+        key = os.path.relpath(path, root).encode()
+        txn.put(key, label.to_bytes(8, "little") + arr.tobytes())
         if (i + 1) % 1000 == 0:
             txn.commit()
             txn = env.begin(write=True)
     txn.commit()
     env.close()
     return len(files)
+
+
+class SeedReader:
+    """The seed's reader: env opened in each worker, one get + frombuffer per sample."""
+
+    def __init__(self, root: Path, dst: Path, shape: tuple[int, ...]) -> None:
+        classes = sorted(d.name for d in root.iterdir() if d.is_dir())
+        self.keys = [f"{c}/{p.name}".encode()
+                     for c in classes for p in sorted((root / c).iterdir())]  # fmt: skip
+        self.dst, self.shape, self.env = str(dst), shape, None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i):
+        import torch
+
+        if self.env is None:
+            self.env = lmdb.open(self.dst, readonly=True, lock=False, readahead=False)
+        with self.env.begin() as txn:
+            raw = txn.get(self.keys[i])
+        label = int.from_bytes(raw[:8], "little")
+        return torch.frombuffer(bytearray(raw[8:]), dtype=torch.uint8).view(self.shape), label
+
+    def __getstate__(self):
+        return dict(self.__dict__, env=None)
 
 
 class PILFolder:
@@ -80,137 +163,196 @@ class PILFolder:
 
         path, label = self.items[i]
         with Image.open(path) as img:
-            img = img.convert("RGB")
-            t = torch.as_tensor(np.array(img, copy=True)).view(img.size[1], img.size[0], 3)
-        return t.permute(2, 0, 1), label
+            arr = np.asarray(img.convert("RGB"))
+        return torch.from_numpy(arr.copy()).permute(2, 0, 1), label
+
+    def files(self) -> list[str]:
+        return [str(p) for p, _c in self.items]
 
 
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+# ----------------------------------------------------------------------------- timing
 
 
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - t0
-
-
-def index_rate(ds, order, budget_s: float) -> tuple[float, float]:
-    """(samples/s, MB/s of the image tensors) indexing ds in the given order."""
-    n = nbytes = 0
-    t0 = time.perf_counter()
-    for i in order:
-        image, _label = ds[int(i)]
-        nbytes += image.numel()
-        n += 1
-        if n % 64 == 0 and time.perf_counter() - t0 > budget_s:
-            break
-    dt = time.perf_counter() - t0
-    return n / dt, nbytes / dt / 1e6
-
-
-def loader_rate(ds, num_workers: int, budget_s: float, batch_size: int = 64) -> float:
-    import torch
-    from torch.utils.data import DataLoader
-
-    loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                        generator=torch.Generator().manual_seed(0))  # fmt: skip
-    n, t0 = 0, None
-    for images, _labels in loader:
-        if t0 is None:  # leave worker start-up out, for both
-            t0 = time.perf_counter()
+def drop_cache(paths, use_proc: bool) -> None:
+    if use_proc:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
             continue
-        n += len(images)
-        if time.perf_counter() - t0 > budget_s:
-            break
-    return n / (time.perf_counter() - t0)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
 
 
-def bytes_copy_rate(records: list[bytes], order, budget_s: float) -> float:
-    """MB/s of copying each sample's bytes out of an in-memory list (one memcpy each)."""
-    nbytes = 0
+def loader_for(kind: str, ds, workers: int):
+    import torch
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    g = torch.Generator().manual_seed(0)
+    if kind == "batch_sampler":
+        sampler = BatchSampler(RandomSampler(ds, generator=g), BATCH, drop_last=False)
+        return DataLoader(ds, sampler=sampler, batch_size=None, num_workers=workers,
+                          persistent_workers=workers > 0)  # fmt: skip
+    return DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers, generator=g,
+                      persistent_workers=workers > 0)  # fmt: skip
+
+
+def timed_pass(loader, max_samples: int, seconds: float) -> float:
+    """samples/s of a plain loop over the loader, the clock started at the first batch."""
+    n, t0 = 0, None
+    while True:
+        for batch in loader:
+            first = batch[0] if isinstance(batch, list | tuple) else batch
+            if t0 is None:
+                t0 = time.perf_counter()
+                continue
+            n += len(first)
+            if n >= max_samples or time.perf_counter() - t0 >= seconds:
+                return n / (time.perf_counter() - t0)
+        if t0 is None:
+            return 0.0
+
+
+def cold_then_warm(loader, files, args) -> tuple[float, float]:
+    drop_cache(files, args.drop_caches)
+    cold = timed_pass(loader, args.cold_samples, 1e9)
+    warm = timed_pass(loader, 10**9, args.seconds)
+    it = getattr(loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
+    return cold, warm
+
+
+def show(name: str, cold: float, warm: float, ref: tuple[float, float] | None) -> None:
+    vs = f"   = {cold / ref[0]:5.1f}x / {warm / ref[1]:5.1f}x" if ref else ""
+    print(f"    {name:<44} cold {cold:9,.0f}/s  warm {warm:9,.0f}/s{vs}")
+
+
+# ----------------------------------------------------------------------------- sets
+
+
+def bench_tiny(tmp: Path, args) -> None:
+    import torch
+
+    n = 1_000_000 if args.million else args.n
+    src = tmp / "tiny"
     t0 = time.perf_counter()
-    for k, i in enumerate(order):
-        copy = bytearray(records[int(i) % len(records)])
-        nbytes += len(copy)
-        if k % 64 == 63 and time.perf_counter() - t0 > budget_s:
-            break
-    return nbytes / (time.perf_counter() - t0) / 1e6
+    make_tiny(src, n)
+    print(f"\n== {n:,} 16x16 PNGs in 1000 classes (made in {time.perf_counter() - t0:.0f} s)")
+    pixel = 3 * 16 * 16
+
+    t0 = time.perf_counter()
+    seed_convert(src, tmp / "seed.lmdb")
+    t_seed = time.perf_counter() - t0
+    seed_bytes = os.path.getsize(tmp / "seed.lmdb" / "data.mdb")
+    t0 = time.perf_counter()
+    result = run_job(convert(src, tmp / "ours.lmdb", workers=args.workers))
+    t_ours = time.perf_counter() - t0
+    print("  (a) conversion")
+    print(f"    seed's naive loop : {t_seed:7.1f} s, {seed_bytes / n:7.0f} B/sample "
+          f"({seed_bytes / n / pixel:.2f}x the {pixel} pixel bytes)")  # fmt: skip
+    print(f"    stallscope        : {t_ours:7.1f} s, {result.bytes_on_disk / n:7.0f} B/sample "
+          f"({result.bytes_on_disk / n / pixel:.3f}x; goal <= 1.15x), "
+          f"{t_seed / t_ours:.2f}x the seed's speed")  # fmt: skip
+
+    torch.set_num_threads(1)
+    files = PILFolder(src).files()
+    data = [str(tmp / "ours.lmdb" / "data.mdb")]
+    seed_data = [str(tmp / "seed.lmdb" / "data.mdb")]
+    print(f"  (b) reads (shuffled, batch {BATCH}; cold = first {args.cold_samples:,} samples "
+          "after the cache drop)")  # fmt: skip
+    for workers in (0, 2):
+        print(f"   num_workers={workers}")
+        ref = cold_then_warm(loader_for("default", PILFolder(src), workers), files, args)
+        show("PIL ImageFolder", *ref, None)
+        seed = SeedReader(src, tmp / "seed.lmdb", (3, 16, 16))
+        show("seed's LMDB reader", *cold_then_warm(loader_for("default", seed, workers),
+                                                  seed_data, args), ref)  # fmt: skip
+        ours = cold_then_warm(loader_for("default", LMDBDataset(tmp / "ours.lmdb"), workers),
+                              data, args)  # fmt: skip
+        show("LMDBDataset, documented snippet", *ours, ref)
+        print(f"      goals: cold >= 8x ({ours[0] / ref[0]:.1f}x), warm >= 10x "
+              f"({ours[1] / ref[1]:.1f}x)")  # fmt: skip
+        show("LMDBDataset, batch_sampler path", *cold_then_warm(
+            loader_for("batch_sampler", LMDBDataset(tmp / "ours.lmdb"), workers), data, args),
+            ref)  # fmt: skip
+    print("  (c) readahead (num_workers=0, documented snippet)")
+    for ra in (True, False):
+        ds = LMDBDataset(tmp / "ours.lmdb", readahead=ra)
+        show(f"readahead={ra}", *cold_then_warm(loader_for("default", ds, 0), data, args), None)
+    print("  (d) stallscope's --measure (its choice of num_workers) next to the loop above")
+    t = run_job(measure(tmp / "ours.lmdb", seconds=args.seconds, max_samples=args.cold_samples))
+    print(f"    measure: num_workers={t.num_workers} batch={t.batch_size}: LMDB cold "
+          f"{t.after_cold.samples_per_s:,.0f}/s warm {t.after.samples_per_s:,.0f}/s; original "
+          f"warm {t.before.samples_per_s:,.0f}/s: {t.verdict()}")  # fmt: skip
+    for path in ("seed.lmdb", "ours.lmdb"):
+        shutil.rmtree(tmp / path)
+    shutil.rmtree(src)
+
+
+def bench_sr(tmp: Path, args) -> None:
+    import torch
+
+    folder = tmp / "sr"
+    spec = make_sr(folder, args.sr, args.sr_size)
+    side = args.sr_size
+    pixel = 3 * side * side + 3 * (side // 4) ** 2
+    print(f"\n== {args.sr} SR pairs: HR {side}x{side} PNG, LR 4x smaller, ToTensor() floats")
+    t0 = time.perf_counter()
+    result = run_job(convert(spec, tmp / "sr.lmdb", workers=args.workers))
+    dt = time.perf_counter() - t0
+    per = result.bytes_on_disk / result.count
+    print(f"  (a) conversion: {dt:.1f} s, {per:,.0f} B per pair = {per / pixel:.3f}x the uint8 "
+          f"pixels (float32 would be {4 * pixel:,} B: {4 * pixel / per:.1f}x more); fields: "
+          + "; ".join(f["dtype"] + " from " + str(f["from"]) for f in result.fields))
+    sys.path.insert(0, str(folder))
+    import pairs  # noqa: E402 - the factory, as the training script would use it
+
+    files = [str(p) for p in sorted((folder / "hr").glob("*.png"))]
+    data = [str(tmp / "sr.lmdb" / "data.mdb")]
+    torch.set_num_threads(1)
+    global BATCH
+    saved, BATCH = BATCH, 16
+    print("  (b) reads (batch 16)")
+    for workers in (0, 2):
+        print(f"   num_workers={workers}")
+        ref = cold_then_warm(loader_for("default", pairs.make(), workers), files, args)
+        show("decode per sample (the factory)", *ref, None)
+        show("LMDBDataset (uint8; .float().div_(255) on GPU)", *cold_then_warm(
+            loader_for("default", LMDBDataset(tmp / "sr.lmdb"), workers), data, args), ref)
+        show("LMDBDataset(floats=True)", *cold_then_warm(
+            loader_for("default", LMDBDataset(tmp / "sr.lmdb", floats=True), workers), data,
+            args), ref)  # fmt: skip
+    BATCH = saved
+    shutil.rmtree(folder)
+    shutil.rmtree(tmp / "sr.lmdb")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=10_000, help="number of 256x256 JPEGs")
+    ap.add_argument("--n", type=int, default=100_000, help="tiny 16x16 PNGs (0: skip)")
+    ap.add_argument("--million", action="store_true", help="1,000,000 tiny PNGs")
+    ap.add_argument("--sr", type=int, default=400, help="SR pairs (0: skip)")
+    ap.add_argument("--sr-size", type=int, default=256, help="HR side of the SR pairs")
     ap.add_argument("--workers", type=int, default=None, help="converter workers (default: all)")
-    ap.add_argument("--num-workers", type=int, default=0, help="DataLoader num_workers")
-    ap.add_argument("--seconds", type=float, default=4.0, help="time budget per read figure")
-    ap.add_argument("--keep", action="store_true", help="keep the temp folder")
+    ap.add_argument("--seconds", type=float, default=4.0, help="time budget per warm figure")
+    ap.add_argument("--cold-samples", type=int, default=20_000, help="samples per cold figure")
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="cold via /proc/sys/vm/drop_caches (root) instead of posix_fadvise")
+    ap.add_argument("--dir", default=None, help="where to put the data (default: a temp dir)")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="stallscope-bench-lmdb-"))
+    tmp = Path(tempfile.mkdtemp(prefix="stallscope-bench-lmdb-", dir=args.dir))
     try:
-        print(f"cores: {os.cpu_count()}, images: {args.n} JPEG 256x256, tmp: {tmp}")
-        _, dt = timed(make_jpegs, tmp / "src", args.n)
-        print(f"generated JPEGs in {dt:.1f} s")
-
-        print("\n(a) conversion")
-        c0 = time.process_time()
-        n, t_base = timed(baseline_convert, tmp / "src", tmp / "base.lmdb")
-        base, base_cpu = n / t_base, (time.process_time() - c0) / n * 1e3
-        print(f"  straightforward loop (1 process)  : {base:8.0f} images/s ({t_base:.1f} s), "
-              f"CPU {base_cpu:.2f} ms/image")  # fmt: skip
-        figures = {}
-        for workers in (0, args.workers):
-            name = "workers=0" if workers == 0 else f"workers={workers or os.cpu_count()}"
-            dst = tmp / f"ours{workers}.lmdb"
-            c0, k0 = time.process_time(), _children_cpu()
-            result, dt = timed(run_job, convert(tmp / "src", dst, workers=workers))
-            main_ms = (time.process_time() - c0) / result.count * 1e3
-            kids_ms = (_children_cpu() - k0) / result.count * 1e3
-            figures[workers] = result.count / dt
-            print(f"  stallscope {name:<23}: {figures[workers]:8.0f} images/s ({dt:.1f} s)"
-                  f"  = {figures[workers] / base:.2f}x, CPU ms/image: writer {main_ms:.2f}"
-                  f" + decoders {kids_ms:.2f}")  # fmt: skip
-            if workers == 0:
-                shutil.rmtree(dst)
-        cores = os.cpu_count() or 1
-        ideal = 1e3 / max((main_ms + kids_ms) / cores, main_ms, kids_ms / max(workers or cores, 1))
-        print(f"  CPU-bound ceiling on {cores} idle cores: {ideal:.0f} images/s "
-              f"= {ideal / (1e3 / base_cpu):.2f}x the baseline's CPU-bound rate "
-              f"(load average now {os.getloadavg()[0]:.1f})")  # fmt: skip
-        print(f"  speed-up vs straightforward: {figures[args.workers] / base:.2f}x (goal >= 1.7x)")
-        shutil.rmtree(tmp / "base.lmdb")
-
-        import torch
-
-        torch.set_num_threads(1)  # as in DataLoader workers; 2 intra-op threads thrash 2 cores
-        print("\n(b) reading (page cache warm, shuffled order, torch threads=1)")
-        dst = tmp / f"ours{args.workers}.lmdb"
-        ds, pil = LMDBDataset(dst), PILFolder(tmp / "src")
-        order = np.random.default_rng(1).permutation(len(ds))
-        index_rate(ds, order, 30.0)  # warm-up: map every page once in this process
-        pil_rate, _ = index_rate(pil, order, args.seconds)
-        lmdb_rate, lmdb_mb = index_rate(ds, order, args.seconds)
-        print(f"  PIL-decode ImageFolder Dataset  : {pil_rate:9.0f} samples/s")
-        print(f"  LMDBDataset                     : {lmdb_rate:9.0f} samples/s"
-              f"  = {lmdb_rate / pil_rate:.1f}x (goal >= 10x)")  # fmt: skip
-        pil_dl = loader_rate(pil, args.num_workers, args.seconds)
-        lmdb_dl = loader_rate(ds, args.num_workers, args.seconds)
-        print(f"  in DataLoader(batch 64, num_workers={args.num_workers}): PIL {pil_dl:.0f}/s, "
-              f"LMDB {lmdb_dl:.0f}/s = {lmdb_dl / pil_dl:.1f}x")  # fmt: skip
-        sample = 3 * 256 * 256
-        records = [bytes(ds.arrays(int(i))[1][0]) for i in order[: min(len(ds), 2000)]]
-        assert all(len(r) == sample for r in records)
-        copy_mb = bytes_copy_rate(records, order, args.seconds)
-        print(f"  LMDBDataset MB/s                : {lmdb_mb:9.0f} MB/s")
-        print(f"  in-memory bytes copy MB/s       : {copy_mb:9.0f} MB/s"
-              f"  -> reader at {lmdb_mb / copy_mb:.2f}x (goal >= 0.5x)")  # fmt: skip
-        ds.close()
+        print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, tmp: {tmp}")
+        if args.n or args.million:
+            bench_tiny(tmp, args)
+        if args.sr:
+            bench_sr(tmp, args)
     finally:
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

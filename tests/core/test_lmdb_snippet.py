@@ -146,3 +146,48 @@ def test_cli_convert_prints_the_reader_snippet(tmp_path, capsys, as_json):
         snippet = out.split("use it in your training script:\n\n")[1]
     assert f"dataset = LMDBDataset({str(dst)!r})" in snippet
     assert "for images, labels in loader:" in snippet
+
+
+def test_varied_sizes_are_surveyed_warned_about_and_the_snippet_still_runs(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    root = tmp_path / "varied"
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        for i in range(6):
+            h, w = (20, 30) if i % 3 else (16, 12)
+            Image.fromarray(rng.integers(0, 256, (h, w, 3), np.uint8)).save(root / cls / f"{i}.png")
+    info = inspect_source(str(root), n_preview=1)
+    assert info.varied and info.shapes == [("3x20x30", 8), ("3x16x12", 4)]
+    assert info.suggestion == "--resize 20 --crop 20"
+    assert "warning: image has 2 sizes in 12 sampled" in info.shape_line()
+    dst = tmp_path / "v.lmdb"
+    assert cli.main(["convert", str(root), str(dst), "--workers", "0", "--verify", "0",
+                     "--snippet"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "warning: image has 2 sizes in 12 sampled (most common 3x20x30: 8)" in out
+    assert "convert with --resize 20 --crop 20, or read with collate_fn=list" in out
+    snippet = out.split("use it in your training script:\n\n")[1]
+    assert "collate_fn=list" in snippet and "for batch in loader:" in snippet
+    scope: dict = {"device": "cpu"}
+    exec(compile(snippet.replace("pin_memory=True", "pin_memory=False"), "<snippet>", "exec"),
+         scope)  # fmt: skip: the whole snippet runs: no "stack expects equal size"
+    batch = next(iter(scope["loader"]))
+    assert isinstance(batch, list) and len(batch) == min(12, scope["loader"].batch_size)
+    # resized and cropped as suggested: one shape, a stacked batch, the plain snippet
+    assert cli.main(["convert", str(root), str(tmp_path / "s.lmdb"), "--workers", "0",
+                     "--resize", "20", "--crop", "20", "--verify", "0", "--snippet"]) == 0
+    out = capsys.readouterr().out
+    assert "image: 3x20x20 in all 12 sampled" in out and "collate_fn" not in out
+    snippet = out.split("use it in your training script:\n\n")[1]
+    scope = {"device": "cpu"}
+    exec(compile(snippet.replace("pin_memory=True", "pin_memory=False"), "<s>", "exec"), scope)
+    assert scope["images"].dtype.is_floating_point and scope["images"].shape[1:] == (3, 20, 20)
+
+
+def test_speed_is_worded_by_its_direction():
+    from stallscope.core.lmdb.measure import Rate, Throughput, speed_words
+
+    assert speed_words(15.8) == "15.8x faster" and speed_words(0.4) == "2.5x slower"
+    assert speed_words(1.01) == "about the same speed"
+    slow = Throughput(Rate("a", 100, 1.0, 0), Rate("b", 40, 1.0, 0), 0, 32)
+    assert slow.verdict() == "2.5x slower"
