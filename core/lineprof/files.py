@@ -31,10 +31,21 @@ def find_profiles(path: str | os.PathLike) -> list[Path]:
 
 
 def load_session(path: str | os.PathLike) -> list[Profile]:
-    """Every profile of a session, the dataset's __getitem__ (root) first, heaviest first."""
+    """Every profile of a session, the dataset's __getitem__ (root) first, heaviest first.
+    A file that cannot be read is named in the first profile's warnings; when none can be
+    read, the first one's error is raised."""
     folder = Path(path)
-    profiles = [load(p, inside=folder) for p in find_profiles(folder)]
+    profiles, errors = [], []
+    for p in find_profiles(folder):
+        try:
+            profiles.append(load(p, inside=folder))
+        except LineprofError as exc:
+            errors.append(exc)
+    if errors and not profiles:
+        raise errors[0]
     profiles.sort(key=lambda p: (not p.root, -p.total_s))
+    if errors:
+        profiles[0].warnings.extend(f"not read: {e}" for e in errors)
     return profiles
 
 

@@ -56,7 +56,7 @@ from stallscope.gui.views.heatmap_table import (
     seconds,
     text_on,
 )
-from stallscope.gui.widgets import plain_label, rich_label, set_rich
+from stallscope.gui.widgets import install_plain_text_guard, plain_label, rich_label, set_rich
 
 TOP_N = 8
 
@@ -423,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m stallscope.gui.views.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]")
         return 0 if argv else 2
     app = QApplication.instance() or QApplication([sys.argv[0]])
+    install_plain_text_guard(app)
     profiles = open_profiles(argv[0])
     if profiles is None:
         return 2

@@ -108,3 +108,15 @@ def test_line_stats_never_reach_the_terminal_raw(tmp_path):
         assert raw not in out and raw not in err
     assert "Ds\\x1b]0;pwned\\x07\\x1b[2J\\u202egnp.exe" in out
     assert "a = load(i)  \\x1b[8mhidden\\x1b[0m" in out
+
+
+def test_a_session_keeps_its_readable_line_stats_and_names_the_others(tmp_path):
+    session, folder = _session(tmp_path)
+    _good(tmp_path, folder)
+    os.mkfifo(folder / "fifo.json")
+    (folder / "zero.json").symlink_to("/dev/zero")
+    profiles = lineprof.load_session(session)
+    assert [p.qualname for p in profiles] == ["Ds.__getitem__"]
+    assert profiles[0].warnings == [
+        f"not read: {folder / 'fifo.json'}: is a FIFO, not a regular file",
+        f"not read: {folder / 'zero.json'}: points outside its folder (/dev/zero), not read"]

@@ -16,6 +16,7 @@ import html
 import json
 import subprocess
 import sys
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -373,3 +374,29 @@ def test_tooltips_that_look_like_html_are_shown_as_text(qtbot, fifo):
     QToolTip.hideText()
     _settle(qtbot)
     assert fifo.opened == 0
+
+
+def test_stallscope_opens_a_session_with_hostile_line_stats_without_freezing(tmp_path):
+    """`stallscope SESSION` (the app, offscreen, screenshot mode): line stats that are a FIFO,
+    a link to /dev/zero and a `file` field naming /dev/zero neither block nor fill memory."""
+    session = tmp_path / "session"
+    (session / "traces").mkdir(parents=True)
+    _trace(session / "traces" / "train.pt.trace.json", "aten::mm")
+    (session / "run.json").write_text(json.dumps({"script": "train.py"}))
+    folder = session / "lineprof"
+    lines = [lineprof.Line(2, 8, 0.5, "        x = load(i)")]
+    lineprof.save(lineprof.Profile("__getitem__", "Ds.__getitem__", "/dev/zero", 1, lines,
+                                   samples=8), folder / "Ds.__getitem__.json")
+    os.mkfifo(folder / "fifo.json")
+    (folder / "zero.json").symlink_to("/dev/zero")
+    out = tmp_path / "shot.png"
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "stallscope.gui.app", "--screenshot", str(out),
+                           str(session)], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size > 0 and time.monotonic() - t < 120
+    # what the app reads for the heatmap: the readable profile, the others named
+    _, profiles = lineprof.read_stats(session)
+    assert profiles[0].match.warning.startswith("/dev/zero: source file is a character device")
+    assert len(profiles[0].warnings) == 2
