@@ -35,27 +35,40 @@ TINY_KERNEL_US = 10.0    # a kernel this short costs less than its launch
 
 # ----------------------------------------------------------------------------- nesting
 
+class Nest:
+    """One thread's events as nesting levels, built once (one sort): the innermost or outermost
+    of them around any number of points, a searchsorted per level."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, ids: np.ndarray | None = None):
+        order = np.lexsort((-ends, starts))  # by start, outer first
+        self.s, self.e = starts[order], ends[order]
+        self.ids = (np.arange(len(starts)) if ids is None else ids)[order]
+        depth = np.arange(len(order)) - np.searchsorted(np.sort(self.e), self.s, side="right")
+        depth = np.clip(depth, 0, MAX_LEVELS - 1)
+        by = np.argsort(depth, kind="stable")  # each level stays sorted by start
+        self.levels = [lv for lv in np.split(by, np.cumsum(np.bincount(depth))[:-1]) if len(lv)]
+
+    def at(self, points: np.ndarray, innermost: bool = True) -> np.ndarray:
+        """The id of the innermost (outermost) event covering each point, -1 where none."""
+        out = np.full(len(points), -1, dtype=np.int64)
+        for at in (reversed(self.levels) if innermost else self.levels):
+            free = np.flatnonzero(out < 0)
+            if len(free) == 0:
+                break
+            j = np.searchsorted(self.s[at], points[free], side="right") - 1
+            jj = np.maximum(j, 0)
+            hit = (j >= 0) & (points[free] < self.e[at][jj])
+            out[free[hit]] = self.ids[at[jj[hit]]]
+        return out
+
+
 def owner_at(starts: np.ndarray, ends: np.ndarray, points: np.ndarray,
              innermost: bool = True) -> np.ndarray:
     """For each point, the index (into starts) of the innermost (or outermost) interval
     [start, end) covering it, else -1. Intervals are taken as nested (one thread's events)."""
-    out = np.full(len(points), -1, dtype=np.int64)
     if len(starts) == 0 or len(points) == 0:
-        return out
-    order = np.lexsort((-ends, starts))  # by start, outer first
-    s, e = starts[order], ends[order]
-    depth = np.arange(len(s)) - np.searchsorted(np.sort(e), s, side="right")
-    depth = np.clip(depth, 0, MAX_LEVELS - 1)
-    top = int(depth.max())
-    for level in (range(top, -1, -1) if innermost else range(top + 1)):
-        at = np.flatnonzero(depth == level)
-        if len(at) == 0:
-            continue
-        j = np.searchsorted(s[at], points, side="right") - 1
-        jj = np.maximum(j, 0)
-        hit = (out < 0) & (j >= 0) & (points < e[at][jj])
-        out[hit] = order[at[jj[hit]]]
-    return out
+        return np.full(len(points), -1, dtype=np.int64)
+    return Nest(starts, ends).at(points, innermost)
 
 
 def pieces(spans: np.ndarray, events: np.ndarray, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -71,18 +84,38 @@ def pieces(spans: np.ndarray, events: np.ndarray, trace: Trace) -> tuple[np.ndar
 
 
 def attribute(trace: Trace, a: np.ndarray, b: np.ndarray, groups: list[np.ndarray],
-              innermost: bool = True) -> np.ndarray:
+              innermost: bool = True, nests: dict | None = None) -> np.ndarray:
     """Owner event of each piece [a, b): the first group (one thread's events each) with an
-    event covering the piece's midpoint; -1 where none does."""
+    event covering the piece's midpoint; -1 where none does. `nests` keeps each group's
+    levels for the next call on the same group."""
     mid = (a + b) / 2
     owner = np.full(len(a), -1, dtype=np.int64)
+    nests = {} if nests is None else nests
     for events in groups:
         free = np.flatnonzero(owner < 0)
         if len(events) == 0 or len(free) == 0:
             continue
-        k = owner_at(trace.start[events], trace.end[events], mid[free], innermost)
-        owner[free[k >= 0]] = events[k[k >= 0]]
+        owner[free] = nest_of(trace, events, nests).at(mid[free], innermost)
     return owner
+
+
+def touching(trace: Trace, events: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """The events that overlap the disjoint, sorted `spans` (only they can own a piece)."""
+    if len(events) == 0 or len(spans) == 0:
+        return events[:0]
+    k = np.searchsorted(spans[:, 1], trace.start[events], side="right")
+    ok = k < len(spans)
+    ok[ok] = spans[k[ok], 0] < trace.end[events[ok]]
+    return events[ok]
+
+
+def nest_of(trace: Trace, events: np.ndarray, nests: dict) -> Nest:
+    """The Nest of an array of event indexes, kept in `nests` by its contents."""
+    key = hash(events.tobytes())
+    nest = nests.get(key)
+    if nest is None or len(nest.ids) != len(events):
+        nest = nests[key] = Nest(trace.start[events], trace.end[events], events)
+    return nest
 
 
 def per_track(trace: Trace, mask: np.ndarray, tracks) -> list[np.ndarray]:
@@ -99,6 +132,7 @@ class Frames:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
+        self.nests: dict = {}
         frames = (trace.cat == Cat.PYTHON_FUNCTION) & (trace.dur > 0)
         self.any = np.flatnonzero(frames & trace.mask_names(is_frame_name))
         self.tiers = [np.flatnonzero(frames & trace.mask_names(lambda n, k=k: frame_tier(n) == k))
@@ -121,8 +155,8 @@ class Frames:
                 free = on[out[on] < 0]
                 if len(frames) == 0 or len(free) == 0:
                     continue
-                k = owner_at(t.start[frames], t.end[frames], points[free])
-                out[free[k >= 0]] = t.name[frames[k[k >= 0]]]
+                k = nest_of(t, frames, self.nests).at(points[free])
+                out[free[k >= 0]] = t.name[k[k >= 0]]
         return out
 
 
@@ -184,6 +218,8 @@ class Culprits:
     def __init__(self, trace: Trace, r: Roles) -> None:
         self.trace, self.r = trace, r
         self.frames = Frames(trace)
+        self.nests = self.frames.nests  # one cache of nesting levels for every lookup
+        self.launched = np.flatnonzero(r.launch >= 0)  # GPU ops with a matched launch
         self.main = r.main if r.main is not None else -1
         self.on_main = trace.track == self.main
         self.cpu_op_only = trace.cat == Cat.CPU_OP
@@ -198,13 +234,18 @@ class Culprits:
 
     def _simple(self, spans, groups, innermost=True, frames=True) -> list[tuple[Culprit,
                                                                              np.ndarray]]:
+        groups = [touching(self.trace, g, spans) for g in groups]
         if not any(len(g) for g in groups):
             return []
         a, b = pieces(spans, np.concatenate(groups), self.trace)
-        owner = attribute(self.trace, a, b, groups, innermost)
+        owner = attribute(self.trace, a, b, groups, innermost, self.nests)
         found = summarize(self.trace, a, b, owner, self.frames if frames else None)
         self._last = (a, b, owner)
         return found
+
+    def _ops_on(self, track: int, mask: np.ndarray) -> np.ndarray:
+        t = self.trace
+        return np.flatnonzero(mask & (t.track == track) & (t.dur > 0))
 
     def _helpers(self, stats: DeviceStats | None) -> list[int]:
         return [t for t in (stats.launch_tracks if stats else []) if t != self.main]
@@ -258,7 +299,7 @@ class Culprits:
         if not found:
             return []
         a, b, outer = self._last
-        inner = attribute(t, a, b, groups, innermost=True)
+        inner = attribute(t, a, b, groups, innermost=True, nests=self.nests)
         for culprit, mask in found:
             parts = []
             deepest = _best(t, np.where(inner[mask] >= 0, t.name[np.maximum(inner[mask], 0)],
@@ -321,9 +362,9 @@ class Culprits:
         ok = np.flatnonzero(events >= 0)
         for track in np.unique(t.track[events[ok]]):
             on = ok[t.track[events[ok]] == track]
-            ops = np.flatnonzero(self.r.cpu_op & (t.track == track) & (t.dur > 0))
-            k = owner_at(t.start[ops], t.end[ops], t.start[events[on]], innermost=False)
-            out[on[k >= 0]] = ops[k[k >= 0]]
+            k = nest_of(t, self._ops_on(track, self.r.cpu_op), self.nests).at(
+                t.start[events[on]], innermost=False)
+            out[on[k >= 0]] = k[k >= 0]
         return out
 
     def gpu_ops(self, spans: np.ndarray, ops: np.ndarray) -> list[Culprit]:
@@ -367,9 +408,9 @@ class Culprits:
         out = np.full(len(calls), -1, dtype=np.int64)
         for track in np.unique(t.track[calls]):
             on = np.flatnonzero(t.track[calls] == track)
-            ops = np.flatnonzero(self.cpu_op_only & (t.track == track) & (t.dur > 0))
-            k = owner_at(t.start[ops], t.end[ops], t.start[calls[on]], innermost=False)
-            out[on[k >= 0]] = ops[k[k >= 0]]
+            k = nest_of(t, self._ops_on(track, self.cpu_op_only), self.nests).at(
+                t.start[calls[on]], innermost=False)
+            out[on[k >= 0]] = k[k >= 0]
         return out
 
     def _enclosing_op(self, calls: np.ndarray) -> str:
@@ -384,7 +425,7 @@ class Culprits:
         t, r = self.trace, self.r
         ops = self._enclosing(calls)
         around = np.concatenate([ops[ops >= 0], calls[ops < 0]])
-        gpu = np.flatnonzero((r.launch >= 0) & (t.cat == Cat.GPU_MEMCPY))
+        gpu = self.launched[t.cat[self.launched] == Cat.GPU_MEMCPY]
         if len(gpu) == 0 or len(around) == 0:
             return ""
         launch = r.launch[gpu]
@@ -399,7 +440,7 @@ class Culprits:
     def _kernels_in(self, ops: np.ndarray) -> np.ndarray:
         """Durations of the GPU ops launched from inside the events `ops` (one thread's)."""
         t, r = self.trace, self.r
-        gpu = np.flatnonzero(r.launch >= 0)
+        gpu = self.launched
         if len(gpu) == 0 or len(ops) == 0:
             return np.zeros(0)
         launch = r.launch[gpu]
