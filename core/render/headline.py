@@ -12,11 +12,22 @@ from stallscope.core.units import duration, plural
 pct = partial(units.pct, digits=0)
 
 
+WINDOW_TAGS = {"startup": "start-up window", "graph_capture": "graph-capture window",
+               "one_step": "one step"}
+
+
 def headline(report: Any) -> str:
-    """One line that sums up a Report, e.g. "GPU idle 44%, mostly data loading".
+    """One line that sums up a Report, e.g. "GPU idle 44%, mostly data loading", and what kind
+    of window it is when not steady training ("... (start-up window)").
 
     With several GPUs it speaks of the one that idles most; with none, of the CPU steps.
     """
+    line = _headline(report)
+    tag = WINDOW_TAGS.get(getattr(report, "window_kind", "steady"))
+    return f"{line} ({tag})" if tag else line
+
+
+def _headline(report: Any) -> str:
     devices = getattr(report, "devices", None) or {}
     window = _window_us(report)
     if not devices:

@@ -60,3 +60,12 @@ def test_markdown_export(real_trace, tmp_path):
     assert "| ProfilerStep#5 | 176.08 ms | 68.69 ms | 26.32 ms | 89.38 ms | data loading |" in md
     path = save_report(report, tmp_path / "r.md")
     assert path.read_text(encoding="utf-8") == md
+
+
+def test_headline_says_a_start_up_window(real_trace):
+    from stallscope.core.render.headline import headline
+
+    amd = analyze(load(real_trace("hta_amd_trace")))
+    assert headline(amd) == "GPU idle 98%, mostly backward on the autograd threads (start-up " \
+                            "window)"
+    assert not headline(analyze(load(real_trace("kineto_nw0")))).endswith(")")
