@@ -177,9 +177,12 @@ def launch_fix(ctx: Context, culprits: list[Culprit], who: str) -> str:
         return general
     copy = ctx.rt("cudaMemcpyAsync")
     if copy in top.detail and top.name in COPY_OPS and ctx.gpu:
-        return (f"{top.name} spends the CPU in {copy}: copies from pageable memory block the "
-                "host; use pinned memory (DataLoader(pin_memory=True)) and .to(device, "
-                "non_blocking=True). " + general)
+        pageable = any(c.name.startswith("Memcpy HtoD (Pageable") for c in
+                       ctx.culprits("pageable_h2d"))
+        why = ("copies from pageable memory block the host" if pageable else
+               "the host waits for its copies")
+        return (f"{top.name} spends the CPU in {copy}: {why}; use pinned memory "
+                "(DataLoader(pin_memory=True)) and .to(device, non_blocking=True). " + general)
     m = re.search(r"launches ([\d,]+) tiny GPU ops?, median ([^;]+)", top.detail)
     if m:
         return (f"{top.name} launches {m.group(1)} tiny kernels (median {m.group(2)}): each "
