@@ -65,6 +65,7 @@ class _Loader:
     def __init__(self, index: int, site: str) -> None:
         self.index, self.site = index, site
         self.epochs = 0
+        self.end_ms = 0.0  # its last epoch's end: StopIteration, workers shut down
 
 
 class _Pending:
@@ -74,6 +75,7 @@ class _Pending:
         self.fetches: dict[int, list[float]] = {}  # loader -> [first start, last end, count]
         self.iters: dict[int, float] = {}           # loader -> start of its new iterator
         self.epoch_ms: dict[int, float] = {}        # loader -> iterator start to first batch
+        self.end_ms: dict[int, float] = {}          # loader -> its epoch's end (StopIteration)
         self.last: int | None = None                # the loader of the latest batch
         self.save_s = 0.0
 
@@ -141,9 +143,14 @@ class RunRecord:
         self.pending.iters[self._loader(iterator).index] = start
 
     def fetched(self, iterator, start: float, end: float, got: bool) -> None:
-        if os.getpid() != self.pid or not got:  # StopIteration ends an epoch: no batch
+        if os.getpid() != self.pid:
             return
         loader = self._loader(iterator)
+        if not got:  # StopIteration ends an epoch (and shuts non-persistent workers down)
+            ms = (end - start) * 1e3
+            loader.end_ms = ms
+            self.pending.end_ms[loader.index] = self.pending.end_ms.get(loader.index, 0.0) + ms
+            return
         f = self.pending.fetches.get(loader.index)
         if f is None:
             self.pending.fetches[loader.index] = [start, end, 1]
@@ -161,9 +168,11 @@ class RunRecord:
         self.emit("epoch", loader=loader.index, site=loader.site, epoch=loader.epochs,
                   n=self.steps, at=round(began - self.t0, 6),
                   first_batch_ms=round(first_ms, 3), fetch_ms=round((end - start) * 1e3, 3),
+                  previous_end_ms=round(loader.end_ms, 3),
                   workers=workers if isinstance(workers, int) else 0,
                   persistent_workers=bool(getattr(dataloader, "persistent_workers", False)))
         loader.epochs += 1
+        loader.end_ms = 0.0
 
     def saved(self, start: float, end: float, target) -> None:
         if os.getpid() != self.pid:
@@ -209,8 +218,10 @@ class RunRecord:
             others = [f[0] for i, f in p.fetches.items() if i != own and f[0] < begin]
             if others:
                 other_ms = min(gap_ms, max(0.0, (begin - min(others)) * 1e3))
-            if own in p.epoch_ms:
-                epoch_ms = p.epoch_ms[own]
+            if own in p.epoch_ms:  # the pause at the epoch boundary: the old epoch's end too
+                ended = min(p.end_ms.get(own, 0.0), gap_ms)
+                epoch_ms = p.epoch_ms[own] + ended
+                gap_ms -= ended
                 flags |= EPOCH_START
         phase = fields.get("phase")
         flags |= PROFILED if phase == "active" else WARMUP if phase == "warmup" else 0

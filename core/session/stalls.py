@@ -100,7 +100,9 @@ def _epoch_starts(rec: Record, wall_ms: float, med: float) -> Stall | None:
     epochs = _main_epochs(rec)
     if len(epochs) < 2:
         return None
-    first = np.array([float(e.get("first_batch_ms") or 0.0) for e in epochs])
+    # the pause: the last epoch's end (workers shut down) and this one's first batch
+    first = np.array([float(e.get("first_batch_ms") or 0.0) + float(e.get("previous_end_ms") or 0)
+                      for e in epochs])
     later = first[1:]
     typical = float(np.nanmedian(rec.steps["data_wait_ms"])) if len(rec.steps) else 0.0
     pause = float(np.mean(later))

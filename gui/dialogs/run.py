@@ -51,6 +51,22 @@ from stallscope.gui.run_request import (  # noqa: F401 - re-exported for callers
     settings_key,
 )
 
+WINDOW_CHOICES = (("One window (the schedule above)", None),
+                  ("Every N steps", "profile_every"), ("At steps", "profile_at"),
+                  ("At each epoch's start", "profile_epochs"))
+
+
+def windows_of(options: dict) -> tuple[str | None, str]:
+    """The window choice and its text from a request's options."""
+    if options.get("profile_epochs"):
+        return "profile_epochs", ""
+    if int(options.get("profile_every") or 0) > 0:
+        return "profile_every", str(int(options["profile_every"]))
+    if options.get("profile_at"):
+        at = options["profile_at"]
+        return "profile_at", at if isinstance(at, str) else ",".join(str(n) for n in at)
+    return None, ""
+
 
 class RunDialog(QDialog):
     sig_request_ready = Signal(object)
@@ -150,6 +166,20 @@ class RunDialog(QDialog):
         more.addStretch(1)
         form.addRow("", self._row(more))
 
+        windows = QHBoxLayout()
+        self.windows_combo = QComboBox()
+        for text, key in WINDOW_CHOICES:
+            self.windows_combo.addItem(text, key)
+        self.windows_combo.setToolTip(
+            "Repeated profiling windows, each its own trace (warmup and active above); the "
+            "run goes on to its end and its whole-run record shows where each window fell")
+        self.windows_edit = QLineEdit()
+        self.windows_edit.setPlaceholderText("N steps, or 100,5000,…")
+        self.windows_combo.currentIndexChanged.connect(self._windows_changed)
+        windows.addWidget(self.windows_combo)
+        windows.addWidget(self.windows_edit, 1)
+        form.addRow("Windows", self._row(windows))
+
         self.sets_edit = QLineEdit(placeholderText="num_workers=4 pin_memory=true   (changes "
                                                    "every DataLoader, without editing the script)")
         self.sets_edit.setToolTip("DataLoader settings for this run: num_workers, pin_memory, "
@@ -158,8 +188,10 @@ class RunDialog(QDialog):
                                   "FILE:LINE:KEY=VALUE for the one built at that line.")
         form.addRow("DataLoader", self.sets_edit)
 
-        self.session_edit = QLineEdit(placeholderText="<working folder>/stallscope-sessions/"
-                                                      "<script>-<time>")
+        self.session_edit = QLineEdit(
+            placeholderText=f"{run_options.sessions_root()}/<script>-<time>")
+        self.session_edit.setToolTip("Empty: a new folder in your data folder (never the "
+                                     "script's folder nor the installed app)")
         form.addRow("Session folder", self._with_button(self.session_edit, "Browse…",
                                                         self._browse_session))
 
@@ -247,6 +279,15 @@ class RunDialog(QDialog):
         self.depth_spin.setValue(int(req.options.get("lineprof_depth", 0)))
         self.sets_edit.setText(" ".join(req.options.get("sets") or []))
         self.session_edit.setText(req.session)
+        key, text = windows_of(req.options)
+        self.windows_combo.setCurrentIndex(max(0, self.windows_combo.findData(key)))
+        self.windows_edit.setText(text)
+        self._windows_changed()
+
+    def _windows_changed(self, _index: int = 0) -> None:
+        key = self.windows_combo.currentData()
+        self.windows_edit.setEnabled(key in ("profile_every", "profile_at"))
+        self.checks["stop_after_window"].setEnabled(key is None)
 
     def set_request(self, req: RunRequest) -> None:
         self.script_edit.setText(req.script)
@@ -295,6 +336,7 @@ class RunDialog(QDialog):
             parse_sets(sets)
         except OverrideError as exc:
             raise ValueError(f"DataLoader: {exc}") from None
+        session = self.session_edit.text().strip()
         return RunRequest(
             script=str(Path(script).resolve()), args=args, cwd=cwd, python=python,
             env=parse_env(self.env_edit.toPlainText()),
@@ -302,9 +344,32 @@ class RunDialog(QDialog):
             options={**{k: b.isChecked() for k, b in self.checks.items()},
                      "nproc_per_node": self.nproc_spin.value(),
                      "lineprof": self.lineprof_combo.currentText().strip() or "off",
-                     "lineprof_depth": self.depth_spin.value(), "sets": sets},
-            session=self.session_edit.text().strip(),
+                     "lineprof_depth": self.depth_spin.value(), "sets": sets,
+                     **self._windows()},
+            session=session,
+            session_root="" if session else str(run_options.sessions_root()),
         )
+
+    def _windows(self) -> dict:
+        """The repeated-window options ({} for the one window of the schedule)."""
+        key = self.windows_combo.currentData()
+        text = self.windows_edit.text().strip()
+        if key == "profile_epochs":
+            return {"profile_epochs": True}
+        if key == "profile_every":
+            if not text.isdigit() or int(text) < 1:
+                raise ValueError(f"windows: every N steps needs a number of steps, not "
+                                 f"{text!r}")
+            return {"profile_every": int(text)}
+        if key == "profile_at":
+            try:
+                steps = run_options.parse_steps(text)
+            except ValueError as exc:
+                raise ValueError(f"windows: {exc}") from None
+            if not steps:
+                raise ValueError("windows: give the steps to profile at, e.g. 100,5000")
+            return {"profile_at": steps}
+        return {}
 
     # ------------------------------------------------------------------ interpreter check
     def _probe_python(self, _text: str = "") -> None:

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -47,14 +48,17 @@ from stallscope.core.session.events import (
     TraceReady,
 )
 from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
+from stallscope.core.session.record import load_record
 from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run_charts import RunCharts
 from stallscope.gui.views.run_console import RunConsole, note_color, stderr_color
+from stallscope.gui.views.run_whole import WholeRunPanel
 
 __all__ = ["RunView", "RunRequest", "demo_request"]
 
 POLL_MS = 200
+RECORD_EVERY = 15  # polls: the whole-run record is re-read every 3 s while the run goes on
 STOP_GRACE_MS = 5000
 MB = 1 << 20
 
@@ -65,6 +69,7 @@ class RunView(QWidget):
     sig_run_finished = Signal(int)
     sig_status_changed = Signal(str)
     sig_lineprof_missing = Signal(str)  # the run's python, which lacks line_profiler
+    sig_open_trace = Signal(str)        # a profiled window clicked in the whole-run chart
 
     def __init__(self, request: RunRequest | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -79,6 +84,7 @@ class RunView(QWidget):
         self._stopping = False
         self._tree: list = []
         self._pid = 0
+        self._polls = 0
         self._timer = QTimer(self, interval=POLL_MS)
         self._timer.timeout.connect(self.poll)
         self._kill_timer = QTimer(self, singleShot=True, interval=STOP_GRACE_MS)
@@ -126,11 +132,19 @@ class RunView(QWidget):
         head.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignTop)
 
         self.charts = RunCharts()
+        self.whole = WholeRunPanel()
+        self.whole.sig_trace_clicked.connect(self.sig_open_trace)
+        self.chart_tabs = QTabWidget()
+        self.chart_tabs.setDocumentMode(True)
+        self.chart_tabs.addTab(self.charts, "Steps")
+        self.chart_tabs.addTab(self.whole, "Whole run")
+        self.chart_tabs.setTabToolTip(1, "Every step of the run: step time, data wait, epoch "
+                                         "starts, profiled windows and the run's stalls")
 
         self.console = RunConsole()
 
         split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.charts)
+        split.addWidget(self.chart_tabs)
         split.addWidget(self.console)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
@@ -264,6 +278,7 @@ class RunView(QWidget):
         self._kill_timer.stop()
         if self._tree or self._stopping:
             self._kill_tree()  # no orphaned DataLoader workers
+        self.show_whole_run()
         self._end(code)
 
     def _close_session(self, code: int | None, reason: str) -> None:
@@ -313,6 +328,22 @@ class RunView(QWidget):
                 self._show_finished()
         if steps:
             self._redraw()
+        self._polls += 1
+        if self.is_running and self._polls % RECORD_EVERY == 0:
+            self.show_whole_run()
+
+    def show_whole_run(self) -> bool:
+        """Read the session's whole-run record (if it has one) into the Whole run tab."""
+        if self.session is None:
+            return False
+        try:
+            rec = load_record(open_session(self.session))
+        except StallscopeError:
+            return False
+        if rec is None or rec.n_steps == 0:
+            return False
+        self.whole.show_record(rec, self.session)
+        return True
 
     def _on_started(self, e: Started) -> None:
         device = ", ".join(e.devices) or "CPU only"
@@ -374,6 +405,8 @@ class RunView(QWidget):
         self.append_console(s.stdout())
         self.follower = EventFollower(s.path)
         self.poll()
+        if self.show_whole_run() and (self.whole.report.stalls or self.series.n > 500):
+            self.chart_tabs.setCurrentWidget(self.whole)
         if self.end is None:
             self._set_status("No finished record yet: the run may still be going on, or was "
                              "killed", note_color())

@@ -1,0 +1,167 @@
+"""The whole run: step time over every step (decimated to the plot's width, redrawn on zoom),
+data wait beneath, epoch starts marked, profiled windows shaded (a click opens that window's
+trace), and the run's stalls named with what they cost.
+
+    panel = WholeRunPanel()
+    panel.show_record(record, session_path)   # core/session/record.Record
+    panel.sig_trace_clicked.connect(open_trace)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+
+from stallscope.core.render.run_text import render_run
+from stallscope.core.session.record import Record
+from stallscope.core.session.stalls import RunReport, analyze_run, main_loader
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, MUTED_TEXT, qcolor
+from stallscope.gui.views.run_charts import StepAxis, swatch
+
+STEP_COLOR = BUSY_COLOR
+WAIT_COLOR = CAUSE_COLORS["data_loading"]
+EPOCH_COLOR = "#e8590c"
+MAX_POINTS = 4000  # never more points than this on a curve, whatever the run's length
+
+
+class WindowRegion(pg.LinearRegionItem):
+    """A profiled window; a click asks for its trace."""
+
+    def __init__(self, lo: float, hi: float, trace: str, on_click) -> None:
+        super().__init__((lo, hi), movable=False, brush=qcolor(STEP_COLOR, 45),
+                         pen=pg.mkPen(qcolor(STEP_COLOR, 120)))
+        self.trace, self._on_click = trace, on_click
+        self.setToolTip(f"profiled steps {int(lo + 0.5)}-{int(hi - 0.5)}: click to open "
+                        f"{Path(trace).name}")
+        self.setZValue(-10)
+
+    def mouseClickEvent(self, ev):  # noqa: N802 - pyqtgraph API
+        if ev.button() == Qt.MouseButton.LeftButton:
+            ev.accept()
+            self._on_click(self.trace)
+
+
+class WholeRunChart(pg.GraphicsLayoutWidget):
+    sig_trace_clicked = Signal(str)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.record: Record | None = None
+        self.session: Path | None = None
+        self.step_plot = self.addPlot(row=0, col=0, axisItems={"bottom": StepAxis("bottom")})
+        self.step_plot.setTitle(f"{swatch(STEP_COLOR)} step time (ms; the light band: the "
+                                f"slowest step of each point) &nbsp; {swatch(EPOCH_COLOR)} epoch "
+                                "start &nbsp; shaded: profiled (click to open)", size="9pt")
+        self.wait_plot = self.addPlot(row=1, col=0, axisItems={"bottom": StepAxis("bottom")})
+        self.wait_plot.setTitle(f"{swatch(WAIT_COLOR)} data wait (ms per step)", size="9pt")
+        self.wait_plot.setLabel("bottom", "step")
+        self.wait_plot.setXLink(self.step_plot)
+        for plot in (self.step_plot, self.wait_plot):
+            plot.showGrid(y=True, alpha=0.2)
+            plot.getAxis("left").enableAutoSIPrefix(False)
+            plot.setMouseEnabled(x=True, y=False)
+        self.ci.layout.setRowStretchFactor(0, 3)
+        self.ci.layout.setRowStretchFactor(1, 1)
+        self.max_curve = self.step_plot.plot([], [], pen=pg.mkPen(None),
+                                             fillLevel=0,
+                                             brush=pg.mkBrush(QColor(STEP_COLOR).lighter(175)))
+        self.mean_curve = self.step_plot.plot([], [], pen=pg.mkPen(STEP_COLOR, width=1.5))
+        self.wait_curve = self.wait_plot.plot([], [], pen=pg.mkPen(WAIT_COLOR, width=1.2),
+                                              fillLevel=0,
+                                              brush=pg.mkBrush(QColor(WAIT_COLOR).lighter(150)))
+        self.epoch_marks = pg.ScatterPlotItem(symbol="t", size=9, pen=pg.mkPen(None),
+                                              brush=pg.mkBrush(EPOCH_COLOR))
+        self.step_plot.addItem(self.epoch_marks)
+        self.regions: list[WindowRegion] = []
+        self.epochs = np.zeros(0)
+        self.step_plot.sigXRangeChanged.connect(self._redraw)
+
+    def show_record(self, record: Record, session: Path | None = None) -> None:
+        self.record, self.session = record, session
+        main = main_loader(record)
+        self.epochs = np.array([e.get("n", 0) for e in record.epochs if e.get("loader") == main],
+                               dtype=np.float64)
+        for r in self.regions:
+            self.step_plot.removeItem(r)
+        self.regions = [WindowRegion(w.first - 0.5, w.last + 0.5, self._trace_path(w.trace),
+                                     self.sig_trace_clicked.emit) for w in record.windows]
+        for r in self.regions:
+            self.step_plot.addItem(r)
+        self._redraw(None, None, full=True)
+        n = max(record.n_steps, 1)
+        self.step_plot.setXRange(-0.5, n - 0.5, padding=0.01)
+        self.step_plot.enableAutoRange(axis="y")
+        self.wait_plot.enableAutoRange(axis="y")
+
+    def _trace_path(self, trace: str) -> str:
+        p = Path(trace)
+        return str(p if p.is_absolute() or self.session is None else self.session / p)
+
+    def _redraw(self, _view=None, _range=None, full: bool = False) -> None:
+        rec = self.record
+        if rec is None:
+            return
+        lo, hi = (None, None) if full else self.step_plot.viewRange()[0]
+        width = max(100, int(self.step_plot.width()))
+        v = rec.overview(min(MAX_POINTS, width), lo, None if hi is None else hi + 1)
+        x = v["x"]
+        end = hi + 1 if hi is not None else rec.n_steps
+        edges = np.r_[x, max(end, x[-1] + 1) if len(x) else end] - 0.5  # point k spans its steps
+        self.max_curve.setData(edges, v["wall_max"], stepMode="center")
+        self.mean_curve.setData(edges, v["wall_mean"], stepMode="center")
+        self.wait_curve.setData(edges, v["wait_mean"], stepMode="center")
+        epochs = self.epochs
+        if len(epochs) and len(x):
+            idx = np.clip(np.searchsorted(x, epochs, side="right") - 1, 0, len(x) - 1)
+            self.epoch_marks.setData(epochs, v["wall_max"][idx])
+        else:
+            self.epoch_marks.setData([], [])
+
+
+class WholeRunPanel(QWidget):
+    """The chart above, the stalls (plain text) beneath."""
+
+    sig_trace_clicked = Signal(str)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.chart = WholeRunChart()
+        self.chart.sig_trace_clicked.connect(self.sig_trace_clicked)
+        self.stalls = QLabel("")
+        self.stalls.setTextFormat(Qt.TextFormat.PlainText)
+        self.stalls.setWordWrap(True)
+        self.stalls.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.stalls.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stalls.setContentsMargins(6, 4, 6, 4)
+        scroll = QScrollArea()
+        scroll.setWidget(self.stalls)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setMinimumHeight(90)
+        self.summary = QLabel("")
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)
+        self.summary.setWordWrap(True)
+        self.summary.setStyleSheet(f"color: {MUTED_TEXT};")
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.chart)
+        split.addWidget(scroll)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.summary)
+        layout.addWidget(split, 1)
+        self.report: RunReport | None = None
+
+    def show_record(self, record: Record, session: Path | None = None) -> RunReport:
+        self.report = analyze_run(record)
+        self.chart.show_record(record, session)
+        head, _, body = render_run(self.report).partition("\n\n")
+        self.summary.setText(" · ".join(" ".join(line.split()) for line in head.splitlines()))
+        self.stalls.setText(body.strip() or "No stall over the whole run.")
+        return self.report

@@ -1,0 +1,151 @@
+"""The run view's Whole run tab: a real session's epoch-start pauses drawn and named with their
+saving, a profiled window that opens its trace when clicked, and a long record drawn decimated
+and redrawn on zoom. Screenshots at 1024x700 and 1400x900 go to /tmp/stallscope-shots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QPointF, Qt
+
+from stallscope.core.capture import record as fmt
+from stallscope.core.capture.options import sessions_root
+from stallscope.core.capture.record import RunRecord
+from stallscope.core.session.record import read_record
+from stallscope.gui.dialogs.run import RunDialog
+from stallscope.gui.views.run import RunView
+from stallscope.gui.views.run_whole import MAX_POINTS, WholeRunPanel
+
+RUNNER = Path(fmt.__file__).resolve().with_name("runner.py")
+SHOTS = Path("/tmp/stallscope-shots")
+
+EPOCHS = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Data(Dataset):
+    def __len__(self):
+        return 32
+    def __getitem__(self, i):
+        return torch.randn(8), torch.randn(1)
+
+def slow_start(worker_id):
+    time.sleep(0.3)
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+train = DataLoader(Data(), batch_size=8, num_workers=2, worker_init_fn=slow_start)
+for epoch in range(5):
+    for x, y in train:
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def run_session(tmp_path: Path, *options: str) -> Path:
+    script = tmp_path / "epochs.py"
+    script.write_text(textwrap.dedent(EPOCHS))
+    session = tmp_path / "session"
+    proc = subprocess.run([sys.executable, str(RUNNER), "--session", str(session), *options,
+                           "--", str(script)], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return session
+
+
+def test_whole_run_tab_names_epoch_pauses_and_opens_a_window(qtbot, tmp_path):
+    session = run_session(tmp_path, "--profile-at", "6", "--active", "2")
+    view = RunView()
+    qtbot.addWidget(view)
+    view.resize(1024, 700)
+    view.show()
+    view.replay(session)
+    assert view.chart_tabs.currentWidget() is view.whole  # a run with stalls opens on it
+    text = view.whole.stalls.text()
+    assert "each epoch starts with a" in text
+    assert "while 2 workers start: persistent_workers=True saves" in text and "x 4 epochs" in text
+    assert view.whole.stalls.textFormat() == Qt.TextFormat.PlainText
+    chart = view.whole.chart
+    assert len(chart.epochs) == 5
+    marks = chart.epoch_marks.getData()
+    assert len(marks[0]) == 5 and min(marks[1]) > 250  # the marks sit on the pauses (ms)
+    x, y = chart.mean_curve.getData()
+    assert len(x) == 20 + 1  # every step, drawn as steps: one more edge than steps
+    assert sorted(y, reverse=True)[3] > 250  # the later epochs' first steps stand out
+    assert len(chart.regions) == 1
+    region = chart.regions[0]
+    assert region.getRegion() == (5.5, 7.5)
+    SHOTS.mkdir(exist_ok=True)
+    view.grab().save(str(SHOTS / "run_whole_1024x700.png"))
+    view.resize(1400, 900)
+    qtbot.wait(50)
+    view.grab().save(str(SHOTS / "run_whole_1400x900.png"))
+
+    # a click inside the shaded window asks for its trace
+    vb = chart.step_plot.getViewBox()
+    scene_pos = vb.mapViewToScene(QPointF(6.5, 1.0))
+    widget_pos = chart.mapFromScene(scene_pos)
+    with qtbot.waitSignal(view.sig_open_trace, timeout=3000) as got:
+        qtbot.mouseClick(chart.viewport(), Qt.MouseButton.LeftButton, pos=widget_pos)
+    assert Path(got.args[0]).is_file() and got.args[0].endswith(".pt.trace.json.gz")
+
+
+def test_a_long_record_is_drawn_decimated_and_redrawn_on_zoom(qtbot, tmp_path):
+    path = tmp_path / "record.bin"
+    rec = RunRecord(path)
+    n = 2 * fmt.RECENT_MAX + 5000
+    wall = 10 + 5 * np.sin(np.arange(n) / 3000.0)
+    wall[12_345] = 500.0
+    for i in range(n):
+        rec.step({"wall_ms": float(wall[i]), "data_wait_ms": 1.0, "batches": 1})
+    rec.close()
+    back = read_record(path)
+    panel = WholeRunPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1400, 700)
+    panel.show()
+    panel.show_record(back)
+    chart = panel.chart
+    x, _ = chart.max_curve.getData()
+    assert len(x) <= min(MAX_POINTS, chart.step_plot.width()) + 1
+    _, top = chart.max_curve.getData()
+    assert top.max() == 500.0  # the one slow step survives decimation (folded into a block)
+    chart.step_plot.setXRange(n - 200, n, padding=0)
+    qtbot.wait(20)
+    x, y = chart.mean_curve.getData()
+    assert x[0] >= n - 201 - 1 and len(x) > 150  # zoomed in: full resolution again
+    np.testing.assert_allclose(y[1:50], wall[int(x[1] + 0.5):int(x[1] + 0.5) + 49], rtol=1e-5)
+
+
+def test_run_dialog_windows_and_session_folder(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    dialog = RunDialog(script=str(script))
+    qtbot.addWidget(dialog)
+    assert str(sessions_root()) in dialog.session_edit.placeholderText()
+    req = dialog._collect()
+    assert req.session == "" and req.session_root == str(tmp_path / "data" / "stallscope" /
+                                                         "sessions")
+    assert req.new_session_dir().parent == tmp_path / "data" / "stallscope" / "sessions"
+    for index, text, want, argv in ((1, "500", {"profile_every": 500}, ["--profile-every", "500"]),
+                                    (2, "100, 5000", {"profile_at": [100, 5000]},
+                                     ["--profile-at", "100,5000"]),
+                                    (3, "", {"profile_epochs": True}, ["--profile-epochs"])):
+        dialog.windows_combo.setCurrentIndex(index)
+        dialog.windows_edit.setText(text)
+        req = dialog._collect()
+        assert {k: req.options[k] for k in want} == want
+        _, args = req.command(tmp_path / "s")
+        assert args[args.index(argv[0]):args.index(argv[0]) + len(argv)] == argv
+        assert not dialog.checks["stop_after_window"].isEnabled()
+    dialog.windows_combo.setCurrentIndex(1)
+    dialog.windows_edit.setText("soon")
+    dialog.accept()
+    assert "windows: every N steps needs a number" in dialog.error_label.text()
