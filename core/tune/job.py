@@ -34,7 +34,7 @@ from stallscope.core.session.reader import open_session
 from stallscope.core.tune import noise
 from stallscope.core.tune.memory import GUARD, memory_limit, over_limit_text
 from stallscope.core.tune.result import TuneResult
-from stallscope.core.tune.search import MIN_GAIN, Search, most_workers_default
+from stallscope.core.tune.search import MIN_GAIN, OBVIOUS_GAIN, Search, most_workers_default
 from stallscope.core.tune.trial import (
     OVER_BUDGET,
     SKIPPED,
@@ -120,6 +120,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             on_trial(trial, result)
 
     search: Search | None = None
+    duels = Runner(cfg, result, launch, folder, deadline, limit, cancel, running, finish)
     try:
         yield 0, 5
         base = Trial(1, trial_name(1, {}), {}, {})
@@ -165,10 +166,12 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
                 break
             running.append(trial)
             run_trial(launch, trial, folder, deadline, limit, cancel)
-            if search.record(settings, trial.step_ms if trial.ok else None,
-                             trial.data_wait_share, trial.worker_cpu):
-                result.best = trial.index
             finish(trial)
+            better = yield from _confirmed(duels, search, trial)
+            if search.record(settings, trial.step_ms if trial.ok else None,
+                             trial.data_wait_share, trial.worker_cpu, better):
+                result.best = trial.index
+                result.save()
             if trial.status == OVER_BUDGET:
                 result.stopped = "budget"
                 result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "
@@ -185,8 +188,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         if leader is not None and leader.index != base.index:
             result.leader = leader.index
             result.pairs = [(base.index, leader.index)]
-            yield from _pairs(cfg, result, launch, folder, deadline, limit, cancel, running,
-                              finish)
+            yield from _pairs(duels)
         return result
     except (KeyboardInterrupt, Cancelled, GeneratorExit) as exc:
         result.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
@@ -197,44 +199,91 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         result.save()
 
 
-def _pairs(cfg: TuneConfig, result: TuneResult, launch: Launch, folder: Path, deadline: float,
-           limit: int, cancel: CancelFlag | None, running: list, finish) -> Job[None]:
-    """The script as written and the leader again, in pairs that alternate which goes first,
-    until the gain is beyond the noise or not (core/tune/noise.py). Within noise: the script's
-    settings are kept (result.best = the baseline)."""
-    base, leader = result.baseline_trial, result.trial(result.leader)
-    while noise.decide(result.ratios, cfg.min_gain, cfg.max_pairs) == noise.MORE:
-        why_not = ""
-        if len(result.pairs) >= cfg.max_pairs:
+@dataclass
+class Runner:
+    """What running one more trial needs (the job's state, for the duels)."""
+
+    cfg: TuneConfig
+    result: TuneResult
+    launch: Launch
+    folder: Path
+    deadline: float
+    limit: int
+    cancel: CancelFlag | None
+    running: list
+    finish: Callable[[Trial], None]
+
+
+def _duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
+          tag: str, min_pairs: int = noise.MIN_PAIRS) -> Job[str]:
+    """`slow` (the settings to beat) and `fast` again, in pairs that alternate which goes
+    first, until the gain is beyond the noise or not (core/tune/noise.py). `pairs` starts with
+    (slow, fast) of the trials already run and gets each repeat; returns noise.ADOPT, NOISE,
+    or UNCONFIRMED (the budget, the trial limit or a failed repeat ended it first)."""
+    cfg, result = run.cfg, run.result
+    most = max(cfg.max_pairs, min_pairs)
+
+    def decision() -> str:
+        return noise.decide(result.pair_ratios(pairs), cfg.min_gain, most, min_pairs)
+
+    while decision() == noise.MORE:
+        if len(pairs) >= most:
             break
-        if deadline - time.monotonic() < 1.2 * ((base.wall_s or 0) + (leader.wall_s or 0)):
+        why_not = ""
+        if run.deadline - time.monotonic() < 1.2 * ((slow.wall_s or 0) + (fast.wall_s or 0)):
             why_not = f"the time budget ({cfg.budget_s:.0f} s) ran out"
         elif cfg.max_trials is not None and len(result.trials) + 2 > cfg.max_trials:
             why_not = f"the limit of {cfg.max_trials} trials left no room"
         if why_not:
-            result.notes.append(f"{why_not} before the leader ({leader.label}) was repeated: "
-                                "its gain is not confirmed, the script's settings stay")
-            break
-        order = (leader, base) if len(result.pairs) % 2 else (base, leader)
+            result.notes.append(f"{why_not} before {fast.label} was repeated against "
+                                f"{slow.label}: its gain is not confirmed")
+            return noise.UNCONFIRMED
+        order = (fast, slow) if len(pairs) % 2 else (slow, fast)
         pair = {}
         for which in order:
             index = len(result.trials) + 1
-            name = f"{trial_name(index, which.changes)}-pair{len(result.pairs) + 1}"
+            name = f"{trial_name(index, which.changes)}-{tag}{len(pairs) + 1}"
             trial = Trial(index, name, dict(which.settings), dict(which.changes),
-                          profiled=True)  # the claim's sessions: a trace for the compare view
-            running.append(trial)
-            run_trial(launch, trial, folder, deadline, limit, cancel)
-            finish(trial)
+                          profiled=profiled)
+            run.running.append(trial)
+            run_trial(run.launch, trial, run.folder, run.deadline, run.limit, run.cancel)
+            run.finish(trial)
             pair[which.index] = trial
-        b, lead = pair[base.index], pair[leader.index]
-        if not (b.ok and lead.ok):
-            result.notes.append(f"a repeat of the pair failed ({b.status}, {lead.status}): the "
-                                "leader is not confirmed, the script's settings stay")
-            break
-        result.pairs.append((b.index, lead.index))
+        s, f = pair[slow.index], pair[fast.index]
+        if not (s.ok and f.ok):
+            result.notes.append(f"a repeat of {fast.label} against {slow.label} failed "
+                                f"({f.status}, {s.status}): its gain is not confirmed")
+            return noise.UNCONFIRMED
+        pairs.append((s.index, f.index))
         yield len(result.trials), len(result.trials) + 2
-    decision = noise.decide(result.ratios, cfg.min_gain, cfg.max_pairs)
-    result.decision = noise.UNCONFIRMED if decision == noise.MORE else decision
+    return noise.UNCONFIRMED if decision() == noise.MORE else decision()
+
+
+def _confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
+    """Whether a trial that beat the best by less than OBVIOUS_GAIN really did (a duel of
+    back-to-back pairs); None when it did not beat it or beat it by far (no duel needed)."""
+    best = run.result.best_trial
+    gain = search.gain(trial.step_ms if trial.ok else None)
+    if best is None or gain is None or not 1 + run.cfg.min_gain <= gain < 1 + OBVIOUS_GAIN:
+        return None
+    pairs = [(best.index, trial.index)]
+    decision = yield from _duel(run, best, trial, pairs, False, "check",
+                                noise.SMALL_GAIN_PAIRS)
+    run.result.notes.append(
+        f"{trial.label} against {best.label}: {noise.interval_text(run.result.pair_ratios(pairs))}"
+        + (": kept" if decision == noise.ADOPT else f": {decision}, not kept"))
+    return decision == noise.ADOPT
+
+
+def _pairs(run: Runner) -> Job[None]:
+    """The script as written against the leader, beyond the noise or not; within noise the
+    script's settings are kept (result.best = the baseline). The repeats record a window:
+    the claim's two sessions open in the compare view."""
+    result = run.result
+    base, leader = result.baseline_trial, result.trial(result.leader)
+    result.decision = yield from _duel(run, base, leader, result.pairs, True, "pair")
+    if result.decision == noise.UNCONFIRMED:
+        result.notes.append("the script's settings stay")
     result.best = result.leader if result.decision == noise.ADOPT else base.index
 
 

@@ -19,17 +19,19 @@ from __future__ import annotations
 ADOPT, NOISE, MORE = "adopt", "within noise", "more"
 UNCONFIRMED = "not confirmed"  # the budget or a failed repeat ended the pairs first
 MIN_PAIRS = 2
+SMALL_GAIN_PAIRS = 3  # a small gain during the search (core/tune/job.py) needs every pair of 3
 MAX_PAIRS = 3
 
 
-def decide(ratios: list[float], min_gain: float, max_pairs: int = MAX_PAIRS) -> str:
+def decide(ratios: list[float], min_gain: float, max_pairs: int = MAX_PAIRS,
+           min_pairs: int = MIN_PAIRS) -> str:
     """ADOPT, NOISE, or MORE (run another pair)."""
     if not ratios:
         return MORE
     lo, hi = min(ratios), max(ratios)
     if hi < 1 + min_gain:
-        return NOISE if len(ratios) >= MIN_PAIRS else MORE
-    if len(ratios) < MIN_PAIRS:
+        return NOISE if len(ratios) >= min(min_pairs, MIN_PAIRS) else MORE
+    if len(ratios) < min_pairs:
         return MORE
     if lo >= 1 + min_gain:
         return ADOPT

@@ -51,8 +51,12 @@ class TuneResult:
     @property
     def ratios(self) -> list[float]:
         """As-written step / leader step, per pair (the first pair is the search's trials)."""
+        return self.pair_ratios(self.pairs)
+
+    def pair_ratios(self, pairs: list) -> list[float]:
+        """Slower side's step / faster side's step for (slow trial, fast trial) pairs."""
         out = []
-        for b, lead in self.pairs:
+        for b, lead in pairs:
             tb, tl = self.trial(b), self.trial(lead)
             if tb is not None and tl is not None and tb.step_ms and tl.step_ms:
                 out.append(tb.step_ms / tl.step_ms)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from stallscope.core.tune.cpu import BUSY_SHARE
 
 MIN_GAIN = 0.05     # a trial counts as better when at least 5% faster than the best so far
+OBVIOUS_GAIN = 0.25  # a smaller gain is repeated against the best before it counts (job.py)
 DONE_SHARE = 0.05   # steps waiting for data less than this share: more workers cannot help
 LARGE_WAIT = 0.2    # steps waiting this share or more: worth going past the cores (I/O)
 PATIENCE = 2        # rungs in a row that are not better end the climb (past the cores: one)
@@ -181,13 +182,23 @@ class Search:
                                  "they need worker processes and none were better"))
 
     # -- what happened
+    def gain(self, step_ms: float | None) -> float | None:
+        """The best step time so far over this one (None when either is unknown)."""
+        if step_ms is None or self.best is None or not step_ms:
+            return None
+        return self.best.step_ms / step_ms
+
     def record(self, settings: dict, step_ms: float | None,
-               data_wait_share: float | None = None, worker_cpu: float | None = None) -> bool:
-        """Take a trial's outcome; returns whether it became the best."""
+               data_wait_share: float | None = None, worker_cpu: float | None = None,
+               better: bool | None = None) -> bool:
+        """Take a trial's outcome; returns whether it became the best. `better` overrides
+        the comparison with the best so far (a duel decided it, core/tune/job.py)."""
         outcome = Outcome(dict(settings), step_ms, data_wait_share, worker_cpu)
         self.history.append(outcome)
-        better = step_ms is not None and (
-            self.best is None or step_ms < self.best.step_ms * (1 - self.min_gain))
+        if better is None:
+            better = step_ms is not None and (
+                self.best is None or step_ms < self.best.step_ms * (1 - self.min_gain))
+        better = bool(better and step_ms is not None)
         if better:
             self.best = outcome
         if self.stage == "baseline":

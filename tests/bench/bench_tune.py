@@ -170,8 +170,11 @@ def plain_run(script: Path, args: list[str], settings: dict, tmp: Path) -> tuple
                                                   if k != "pin_memory" and v is not None}),
            "BENCH_OUT": str(out)}
     t = time.perf_counter()
-    subprocess.run([sys.executable, str(tmp / "plain.py"), str(script), *args], env=env,
-                   cwd=script.parent, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.run([sys.executable, str(tmp / "plain.py"), str(script), *args], env=env,
+                          cwd=script.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+    if proc.returncode:
+        raise SystemExit(f"plain run {label(settings)} failed:\n{proc.stderr[-2000:]}")
     wall = time.perf_counter() - t
     data = json.loads(out.read_text())
     stamps, end = data["stamps"], data["end"]
