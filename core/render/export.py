@@ -45,10 +45,11 @@ def report_to_markdown(report: Report, title: str | None = None) -> str:
     mem = [(d, m) for d, m in report.memory.items() if len(m.ts) or m.cuda_malloc_count]
     if mem:
         lines += ["## Memory", ""]
+        rt = "hip" if report.runtime == "hip" else "cuda"
         for dev, m in mem:
             lines.append(f"- GPU {dev}: peak allocated {mib(m.peak_allocated)}, peak reserved "
                          f"{mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
-                         f"cudaMalloc {m.cuda_malloc_count}x, cudaFree {m.cuda_free_count}x")
+                         f"{rt}Malloc {m.cuda_malloc_count}x, {rt}Free {m.cuda_free_count}x")
         lines.append("")
     lines += ["## Advice", ""]
     if not report.advice:

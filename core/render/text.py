@@ -120,13 +120,14 @@ def _steps(report: Report) -> list[str]:
 
 def _memory(report: Report) -> list[str]:
     lines = []
+    rt = "hip" if report.runtime == "hip" else "cuda"
     for dev, m in report.memory.items():
         if len(m.ts) == 0 and m.cuda_malloc_count == 0:
             continue
         lines.append(f"memory GPU {dev}: peak allocated {mib(m.peak_allocated)}, peak reserved "
                      f"{mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
-                     f"cudaMalloc {m.cuda_malloc_count}x ({ms(m.cuda_malloc_us)}), "
-                     f"cudaFree {m.cuda_free_count}x ({ms(m.cuda_free_us)})")
+                     f"{rt}Malloc {m.cuda_malloc_count}x ({ms(m.cuda_malloc_us)}), "
+                     f"{rt}Free {m.cuda_free_count}x ({ms(m.cuda_free_us)})")
     return lines + [""] if lines else []
 
 

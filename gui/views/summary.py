@@ -328,6 +328,7 @@ class SummaryPanel(QScrollArea):
         self.step_parts = parts
 
     def _fill_memory(self, report) -> None:
+        rt = "hip" if getattr(report, "runtime", "") == "hip" else "cuda"
         lines = []
         for dev, m in sorted(report.memory.items()):
             facts = []
@@ -338,7 +339,7 @@ class SummaryPanel(QScrollArea):
                 if m.reserved_drops:
                     facts.append(f"reserved shrank {units.plural(m.reserved_drops, 'time')}")
             if m.cuda_malloc_count or m.cuda_free_count:
-                facts.append(f"cudaMalloc {m.cuda_malloc_count}×, cudaFree "
+                facts.append(f"{rt}Malloc {m.cuda_malloc_count}×, {rt}Free "
                              f"{m.cuda_free_count}×")
             if facts:
                 lines.append(f"<b>GPU {dev}</b>: " + "; ".join(facts))

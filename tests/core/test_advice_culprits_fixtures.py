@@ -107,6 +107,7 @@ def test_rocm_reports_speak_hip(real_trace, prefix):
     assert report.runtime == "hip"
     text = "".join(a.title + a.evidence + a.fix for a in report.advice)
     text += "".join(h.title + h.evidence + h.fix for h in report.headlines)
+    text += render(report) + report_to_markdown(report)
     for name in CUDA_NAMES:
         assert name not in text, name
 
