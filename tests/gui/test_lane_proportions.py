@@ -88,7 +88,7 @@ def test_each_cause_paints_its_share_of_the_idle_time_at_overview(qtbot, reports
             stats.idle_us / (stats.idle_us + stats.busy_us), abs=0.02)
         for cause in CAUSES:
             truth = stats.idle_by_cause.get(cause, 0.0) / stats.idle_us
-            assert painted[cause] / total == pytest.approx(truth, abs=0.02), (
+            assert painted[cause] / total == pytest.approx(truth, abs=0.005), (
                 f"{name} {themed}: {cause} paints {painted[cause] / total:.1%} of the idle "
                 f"band, has {truth:.1%} of the idle time")
 
