@@ -92,8 +92,13 @@ class PlainTextGuard(QObject):
     """An application event filter: labels are plain text unless set_rich made them, tooltips
     that look like HTML are shown as text unless set_rich_tooltip made them."""
 
+    _WATCHED = frozenset({QEvent.Type.Polish, QEvent.Type.ParentChange, QEvent.Type.ToolTip,
+                          QEvent.Type.GraphicsSceneHelp})
+
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
         kind = event.type()
+        if kind not in self._WATCHED:  # every event of the app passes here: leave at once
+            return False
         if kind in (QEvent.Type.Polish, QEvent.Type.ParentChange):  # ParentChange: a label put
             # in a layout, which may be sized (sizeHint) before it is ever shown or polished
             if isinstance(obj, QLabel) and not obj.property(RICH) and not _is_tip_label(obj):
