@@ -58,6 +58,7 @@ class RunTabs(QObject):
         heatmaps = self.window.heatmaps
         view.sig_lineprof_ready.connect(heatmaps.show_run_line_stats)
         view.sig_lineprof_missing.connect(heatmaps.show_line_profiler_missing)
+        view.sig_open_trace.connect(self.window.open_path)  # a window clicked in Whole run
         view.sig_status_changed.connect(self.update_actions)
         view.sig_run_finished.connect(self.update_actions)
 
