@@ -375,7 +375,12 @@ class Culprits:
             return []
         found = self._simple(spans, [ops[t.track[ops] == k] for k in np.unique(t.track[ops])],
                              frames=False)
-        _a, _b, owner = self._last
+        return self._launched_from(found, self._last[2])
+
+    def _launched_from(self, found, owner: np.ndarray) -> list[Culprit]:
+        """GPU-op culprits told where they were launched: the op around their launches and the
+        user's frame there."""
+        t = self.trace
         for culprit, mask in found:
             events = np.unique(owner[mask])
             launches = self.r.launch[events]
@@ -398,7 +403,7 @@ class Culprits:
         k = np.searchsorted(t.start[dev_ops], spans[:, 1], side="left")
         ok = k < len(dev_ops)
         owner = np.where(ok, dev_ops[np.minimum(k, len(dev_ops) - 1)], -1)
-        return [c for c, _ in summarize(t, spans[:, 0], spans[:, 1], owner, None)]
+        return self._launched_from(summarize(t, spans[:, 0], spans[:, 1], owner, None), owner)
 
     # -- details
 
