@@ -346,3 +346,27 @@ def test_a_step_name_that_does_not_fit_keeps_its_number(qapp):
     assert fitted("ProfilerStep#10", metrics, full + 1) == "ProfilerStep#10"
     assert fitted("ProfilerStep#10", metrics, full - 5) == "#10"
     assert fitted("aten::conv2d_long_name", metrics, 30).endswith("…")
+
+
+def test_communication_alone_has_its_own_colour_and_hover(qtbot, tmp_path):
+    """In the two-GPU trace the all-reduce (500-800 µs) runs alone 580-700 and 780-800 µs: the
+    device lane paints that time in the communication colour and the hover says so."""
+    from stallscope.gui.colors import COMM_COLOR
+
+    p = tmp_path / "two_gpus.pt.trace.json.gz"
+    _two_gpu_trace(p)
+    report = analyze(load(p))
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.resize(1200, 600)
+    v.set_report(report)
+    v.show()
+    qtbot.waitExposed(v)
+    gpu = v.lane("gpu:0")
+    np.testing.assert_allclose(gpu.spec.extra["comm"], [[0.58, 0.70], [0.78, 0.80]])
+    assert "comm" in v.legend.text() or "communication" in v.legend.text()
+    busy = gpu.layer("comm")
+    y = gpu.y + (busy.top + busy.height / 2) * gpu.h
+    assert _close(_pixel(v, 0.64, y), COMM_COLOR)
+    assert _close(_pixel(v, 0.54, y), BUSY_COLOR)  # the gemm beside the all-reduce: compute
+    assert "communication, nothing else running" in v.describe_at(0.64, gpu.y + 0.3 * gpu.h)
