@@ -16,9 +16,15 @@ from . import layout
 from .exits import SetupError
 from .options import DEFAULT_SCHEDULE
 
+FULL_STEP_LINES = 20_000  # step lines for every step up to here; then every THIN-th one
+THIN = 100                # (and every step of a profiled window): record.bin has them all
+
 
 class EventLog:
-    """events.jsonl: one JSON object a line, flushed per line so a follower sees it at once."""
+    """events.jsonl: one JSON object a line, flushed per line so a follower sees it at once.
+
+    A long run's step lines thin out after FULL_STEP_LINES steps (a million-step run would
+    otherwise write 250 MB of them); its whole-run record (capture/record.py) keeps every step."""
 
     def __init__(self, path: Path, rank: int | None) -> None:
         self.path = path
@@ -31,8 +37,13 @@ class EventLog:
     def emit(self, event: str, **fields) -> None:
         if os.getpid() != self._pid or self._file.closed:
             return  # a forked DataLoader worker inherited this object: only the runner writes
-        if event == layout.STEP and self.record is not None:
-            self.record.step(fields)
+        if event == layout.STEP:
+            if self.record is not None:
+                self.record.step(fields)
+            n = fields.get("n", 0)
+            if (isinstance(n, int) and n >= FULL_STEP_LINES and n % THIN
+                    and fields.get("phase") not in ("active", "warmup")):
+                return
         line = layout.encode(layout.record(event, self.rank, **fields))
         with self._lock:
             self._file.write(line)
