@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -204,3 +205,33 @@ def test_profile_options_refused_before_anything_runs(tmp_path):
         proc, session = run(tmp_path, script, *options)
         assert proc.returncode == 2 and message in proc.stderr
         assert not session.exists()
+
+
+def test_events_thin_out_after_many_steps_but_the_record_keeps_all(tmp_path):
+    from stallscope.core.capture import writer
+
+    log = writer.EventLog(tmp_path / "events.jsonl", None)
+    log.record = RunRecord(tmp_path / "record.bin")
+    n = writer.FULL_STEP_LINES + 3 * writer.THIN + 5
+    for i in range(n):
+        phase = "active" if i == writer.FULL_STEP_LINES + 7 else "wait"
+        log.emit("step", n=i, wall_ms=1.0, data_wait_ms=0.5, phase=phase)
+    log.close()
+    kept = [e["n"] for e in events(tmp_path, "step")]
+    assert kept[:writer.FULL_STEP_LINES] == list(range(writer.FULL_STEP_LINES))
+    assert kept[writer.FULL_STEP_LINES:] == [writer.FULL_STEP_LINES, writer.FULL_STEP_LINES + 7,
+                                              *(writer.FULL_STEP_LINES + k * writer.THIN
+                                                for k in (1, 2, 3))]
+    assert read_record(tmp_path / "record.bin").n_steps == n
+
+
+def test_sessions_go_to_the_user_data_folder(tmp_path, monkeypatch):
+    from stallscope.core.capture.options import default_session_dir, sessions_root
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert sessions_root() == tmp_path / "xdg" / "stallscope" / "sessions"
+    assert default_session_dir("/some/where/train.py").parent == sessions_root()
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")  # the spec: absolute paths only
+    assert sessions_root() == Path.home() / ".local" / "share" / "stallscope" / "sessions"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert sessions_root() == Path.home() / ".local" / "share" / "stallscope" / "sessions"
