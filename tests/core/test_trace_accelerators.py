@@ -58,7 +58,7 @@ def test_mtia_is_not_called_cpu_only(real_trace):
     doc = json.loads(_cli("analyze", path, "--json").stdout)
     assert list(doc["devices"]) == ["17"] and doc["devices"]["17"]["busy_us"] > 0
     info = _cli("info", path).stdout
-    assert "GPU devices 17  [ARTEMIS]" in info and "accelerator" in info
+    assert "devices    17 (MTIA)  [ARTEMIS]" in info and "accelerator" in info
 
 
 def test_cupti_profiler_ranges_are_gpu_activity(tmp_path):
