@@ -23,6 +23,7 @@ import numpy as np
 
 from stallscope.core.causes import CAUSES, label
 from stallscope.core.errors import StallscopeError
+from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.report import Report
 
 PID = 2_000_000_000   # stallscope's tracks: one process no profiler uses
@@ -90,6 +91,13 @@ def _open_out(path: Path):
 
 def write_perfetto(report: Report, out: str | os.PathLike) -> int:
     """The annotated trace at `out` (gzip'd when it ends in .gz); returns the events added."""
+    return run_job(write_perfetto_job(report, out))
+
+
+def write_perfetto_job(report: Report, out: str | os.PathLike,
+                       cancel: CancelFlag | None = None) -> Job[int]:
+    """write_perfetto as a job: yields (bytes copied, the trace file's size); the GUI runs it
+    in a JobWorker. A cancelled or failed export leaves no file behind."""
     src_path, out = Path(report.trace.path), Path(out)
     if out.resolve() == src_path.resolve():
         raise StallscopeError(f"{out}: the export would overwrite the trace it reads")
@@ -99,9 +107,13 @@ def write_perfetto(report: Report, out: str | os.PathLike) -> int:
         tmp, dst = _open_out(out)
     except OSError as exc:
         raise StallscopeError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    total = max(1, src_path.stat().st_size)
     try:
         with _open_source(src_path) as src, dst:
-            _splice(src, dst, payload, src_path)
+            for _ in _splice(src, dst, payload, src_path):
+                if cancel is not None:
+                    cancel.check()
+                yield min(_raw_offset(src), total), total
         os.replace(tmp, out)
     except OSError as exc:
         raise StallscopeError(f"{out}: cannot write ({exc.strerror or exc})") from None
@@ -138,3 +150,12 @@ def _splice(src, dst, payload: bytes, name: Path) -> None:
     dst.write(rest)
     while chunk := src.read(CHUNK):
         dst.write(chunk)
+        yield
+
+
+def _raw_offset(src) -> int:
+    """How far into the file (compressed bytes) a source stream has read."""
+    try:
+        return (getattr(src, "fileobj", None) or src).tell()  # a GzipFile: its raw file
+    except (OSError, ValueError):
+        return 0

@@ -84,3 +84,22 @@ def test_merged_idle_joins_touching_pieces_of_one_cause():
     assert merged.tolist() == [[0, 2], [2, 3], [5, 7]]
     assert merged_codes.tolist() == [1, 2, 2]
     assert CAUSES[merged_codes[0]]
+
+
+def test_export_job_reports_progress_and_cancels_cleanly(tmp_path):
+    from stallscope.core.errors import Cancelled
+    from stallscope.core.jobs import CancelFlag, run_job
+    from stallscope.core.render.perfetto import write_perfetto_job
+
+    src = fixture_path("hta_rank-0")
+    report = analyze(load(src))
+    seen = []
+    out = tmp_path / "a.json"
+    added = run_job(write_perfetto_job(report, out), lambda d, t: seen.append((d, t)))
+    assert added > 0 and seen and seen[-1][0] <= seen[-1][1] == src.stat().st_size
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    flag = CancelFlag()
+    flag.set()
+    with pytest.raises(Cancelled):
+        run_job(write_perfetto_job(report, tmp_path / "b.json", flag))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]  # no part file left
