@@ -60,6 +60,11 @@ def _num(value) -> float:
 
 
 def s_text(seconds: float) -> str:
+    """A stretch of the run: "455.48 ms", "3.90 s", "5.9 min", "3.1 h"."""
+    if seconds >= 7200:
+        return f"{seconds / 3600:,.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:,.1f} min"
     return duration(seconds * 1e6)
 
 

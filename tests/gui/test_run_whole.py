@@ -95,6 +95,14 @@ def test_whole_run_tab_names_epoch_pauses_and_opens_a_window(qtbot, tmp_path):
         qtbot.mouseClick(chart.viewport(), Qt.MouseButton.LeftButton, pos=widget_pos)
     assert Path(got.args[0]).is_file() and got.args[0].endswith(".pt.trace.json.gz")
 
+    # the same script with persistent workers: no epoch-start pause left to name
+    tuned = tmp_path / "tuned"
+    tuned.mkdir()
+    view.replay(run_session(tuned, "--no-stop-after-window", "--set",
+                            "persistent_workers=true"))
+    assert view.whole.report.steps == 20
+    assert "each epoch starts" not in view.whole.stalls.text()
+
 
 def test_a_long_record_is_drawn_decimated_and_redrawn_on_zoom(qtbot, tmp_path):
     path = tmp_path / "record.bin"
