@@ -53,6 +53,7 @@ class Stepper:
         self.depth = 0     # optimizer steps in progress (wrappers, GradScaler, nested)
         self.fetching = 0  # batch fetches in progress (a wrapper's yield around its loader's)
         self.batches_in_step = 0
+        self.ahead = 0     # batches fetched ahead (inside an __iter__), not yet handed over
         self.data_wait = 0.0
         self.t0 = time.perf_counter()
         self.step_start: float | None = None
@@ -86,11 +87,19 @@ class Stepper:
             self.step_start = time.perf_counter()
         return True
 
-    def batch_fetched(self, outer: bool, got_batch: bool) -> None:
+    def batch_fetched(self, outer: bool, got_batch: bool, ahead: bool = False) -> None:
         self.fetching -= 1
-        if outer and got_batch:
+        if not outer:
+            return
+        if got_batch and ahead:
+            self.ahead += 1
+        elif got_batch:
             self.batches += 1
             self.batches_in_step += 1
+        elif self.ahead:  # the loader is done: the batches held ahead are handed over now
+            self.batches += self.ahead
+            self.batches_in_step += self.ahead
+            self.ahead = 0
 
     def optimizer_stepped(self, optimizer) -> None:
         if self.pacer is None:
@@ -160,6 +169,7 @@ def hook_dataloaders(stepper: Stepper, capture, loaders) -> list:
         if not stepper.mine():
             return original_next(self)
         outer = stepper.batch_starting()
+        ahead = outer and fetching_ahead(sys._getframe(1))
         t = time.perf_counter()
         got = False
         try:
@@ -168,7 +178,7 @@ def hook_dataloaders(stepper: Stepper, capture, loaders) -> list:
             return batch
         finally:
             stepper.data_wait += time.perf_counter() - t
-            stepper.batch_fetched(outer, got)
+            stepper.batch_fetched(outer, got, ahead)
             if got and loaders is not None:
                 loaders.count(self)
 
@@ -204,6 +214,24 @@ def hook_dataloaders(stepper: Stepper, capture, loaders) -> list:
         DataLoader.__iter__ = iter_with_capture
         undo.append(lambda: setattr(DataLoader, "__iter__", original_iter))
     return undo
+
+
+CO_GENERATOR = inspect.CO_GENERATOR
+AHEAD_DEPTH = 24  # frames looked at above a fetch
+
+
+def fetching_ahead(frame) -> bool:
+    """A batch fetched while an `__iter__` (not a generator) runs is fetched ahead: nobody has
+    asked for a batch yet (Lightning's prefetching fetcher, for a loader without a length,
+    fetches one in its __iter__). It is handed over when its loader runs out."""
+    for _ in range(AHEAD_DEPTH):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "__iter__" and not code.co_flags & CO_GENERATOR:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def iterating_wrappers(loader, frame) -> list[type]:

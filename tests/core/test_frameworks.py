@@ -144,6 +144,17 @@ def test_lightning_accumulation_and_set_on_the_users_line(tmp_path):
     assert "matched no DataLoader" not in proc.stderr
 
 
+def test_lightning_iterable_dataset_fetched_ahead_is_no_extra_batch(tmp_path):
+    need("lightning")
+    _, session, own = run_framework(tmp_path, "lightning_fit.py", "--no-stop-after-window",
+                                    args=["--iterable", "1"])
+    steps = events(session, "step")
+    assert len(own) == 12 and len(steps) == 12
+    # the fetcher takes one batch in its __iter__: it feeds step 0, not an extra batch there
+    # (and the last step still has its batch, though nothing is fetched for it)
+    assert [s["batches"] for s in steps] == [1] * 12
+
+
 def host_split(trace: Path) -> dict[str, float]:
     from stallscope.core.analysis import analyze
     from stallscope.core.trace import load

@@ -7,7 +7,7 @@ import sys
 import time
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -26,6 +26,17 @@ class Sleepy(Dataset):
         time.sleep(self.sleep_s)
         g = torch.Generator().manual_seed(i)
         return {"x": torch.randn(16, generator=g), "y": torch.randn(1, generator=g)}
+
+
+class Stream(IterableDataset):
+    """The items of a Dataset as a stream without a length."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        for i in range(len(self.items)):
+            yield self.items[i]
 
 
 def record(**fields):

@@ -1,10 +1,12 @@
 """Lightning's Trainer, automatic optimization (training_step and backward run inside
 optimizer.step(closure)). `--accum N` accumulate_grad_batches, `--devices 2` strategy="ddp"
-(Lightning re-launches this script per rank), `--compute N` makes each step compute-bound."""
+(Lightning re-launches this script per rank), `--compute N` makes each step compute-bound,
+`--iterable 1` serves the items from an IterableDataset without a length (Lightning's fetcher
+then fetches one batch ahead)."""
 
 import lightning as L
 import torch
-from common import Sleepy, arg, record
+from common import Sleepy, Stream, arg, record
 from torch.utils.data import DataLoader
 
 accum, devices, compute = arg("accum", 1), arg("devices", 1), arg("compute", 0)
@@ -32,7 +34,9 @@ class Model(L.LightningModule):
 
 class Data(L.LightningDataModule):
     def train_dataloader(self):
-        return DataLoader(Sleepy(arg("items", 48), 0 if compute else 0.001), batch_size=4)
+        items = Sleepy(arg("items", 48), 0 if compute else 0.001)
+        items = Stream(items) if arg("iterable", 0) else items
+        return DataLoader(items, batch_size=4)
 
 
 trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=devices,
