@@ -97,6 +97,13 @@ CARD_ACTIONS["dataset_line"] = CARD_ACTIONS["dataloader_bound"][1:]   # the LMDB
 CARD_LINKS = {"dataloader_bound": {"LMDB wizard": "lmdb"}, "dataset_line": {"LMDB wizard": "lmdb"}}
 
 
+def card_actions(advice) -> tuple:
+    """The card's buttons; the LMDB wizard's only where the fix speaks of it (a hot line that
+    decodes images, not one that converts to float)."""
+    return tuple(a for a in CARD_ACTIONS.get(advice.id, ())
+                 if a[0] != "lmdb" or "LMDB wizard" in advice.fix)
+
+
 class SummaryPanel(QScrollArea):
     sig_cause_activated = Signal(str)
     sig_advice_activated = Signal(int)
@@ -358,7 +365,7 @@ class SummaryPanel(QScrollArea):
             card = AdviceCard(advice.title, advice.evidence, advice.fix, self.colors,
                               accent=accent, minor=getattr(advice, "minor", False),
                               culprits=[c.text for c in getattr(advice, "culprits", [])],
-                              actions=CARD_ACTIONS.get(advice.id, ()) if acts else (),
+                              actions=card_actions(advice) if acts else (),
                               links=CARD_LINKS.get(advice.id) if acts else None)
             card.sig_clicked.connect(lambda i=i: self.sig_advice_activated.emit(i))
             card.sig_action.connect(lambda key, i=i: self.sig_advice_action.emit(key, i))

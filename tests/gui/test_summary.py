@@ -130,3 +130,20 @@ def test_cards_list_their_culprits_as_plain_text(qtbot):
     panel.set_report(amd)
     assert panel.note.text().startswith("This window is start-up, not steady training · ")
     assert panel.ceiling.text() == "Ceilings not quoted: this window is start-up."
+
+
+def test_the_hot_line_card_offers_the_wizard_only_for_decoding(qtbot):
+    from stallscope.core.advice import advise
+    from stallscope.core.lineprof import Line, Profile
+
+    panel = SummaryPanel(actions=True)
+    qtbot.addWidget(panel)
+    report = analyze(load(fixture_path("kineto_nw0")))
+    for source, buttons in (("img = Image.open(p).convert('RGB')", {"lmdb"}),
+                            ("img = img.float() / 255", set())):
+        prof = Profile(function="__getitem__", qualname="Ds.__getitem__", file="ds.py",
+                       first_line=1, samples=10, lines=[Line(2, 10, 1.0, source)])
+        report.advice = advise(report, [prof])
+        panel.set_report(report)
+        k = [a.id for a in report.advice].index("dataset_line")
+        assert set(panel.advice_cards[k].buttons) == buttons
