@@ -50,13 +50,19 @@ def run(args) -> int:
         return _single(args, path, None)
     from stallscope.core.document import plan_path
 
-    whole = whole_run(path)
+    whole, broken = None, None
+    try:
+        whole = whole_run(path)
+    except StallscopeError as exc:
+        broken = exc
     try:
         plan = plan_path(path, run=args.run, every=args.all)
     except StallscopeError:
-        if whole is None:
-            raise
-        return _run_only(args, whole)  # a session whose whole run is recorded, no trace
+        if whole is not None:
+            return _run_only(args, whole)  # a session whose whole run is recorded, no trace
+        raise broken or sys.exc_info()[1] from None
+    if broken is not None:  # the trace is still worth its report
+        print(f"stallscope: the whole-run record is left out: {broken}", file=sys.stderr)
     picks = plan.picks
     if len(picks) == 1:
         return _single(args, picks[0][1], plan, whole)
@@ -65,7 +71,7 @@ def run(args) -> int:
 
 def whole_run(path: Path):
     """The whole-run analysis (core/session/stalls.RunReport) of a session folder that holds
-    a run record; None for any other folder."""
+    a run record; None for any other folder. A broken record raises StallscopeError."""
     from stallscope.core.session.reader import is_session, open_session
     from stallscope.core.session.record import load_record
     from stallscope.core.session.stalls import analyze_run

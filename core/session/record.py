@@ -22,6 +22,35 @@ _CODES = {"I": "<u4", "d": "<f8", "f": "<f4", "H": "<u2", "B": "u1"}
 STEP_DTYPE = np.dtype([(name, _CODES[c]) for name, c in fmt.STEP_FIELDS])
 BLOCK_DTYPE = np.dtype([(name, _CODES[c]) for name, c in fmt.BLOCK_FIELDS])
 MAX_BYTES = 512 << 20  # a record is a few MB; anything far larger is not one
+# The events' fields the analysis reads, with their types: a session from elsewhere may hold
+# anything in them.
+EPOCH_FIELDS = {"loader": int, "n": int, "epoch": int, "workers": int, "site": str,
+                "first_batch_ms": float, "fetch_ms": float, "previous_end_ms": float,
+                "persistent_workers": bool}
+SAVE_FIELDS = {"n": int, "ms": float, "bytes": int}
+TAIL_FIELDS = {"n": int, "save_ms": float, "other_ms": float}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _typed(event: dict, fields: dict) -> dict:
+    """Only the known fields, each of its type (else left out): no string where a number
+    goes, no NaN."""
+    out = {}
+    for key, kind in fields.items():
+        v = event.get(key)
+        if kind is int and _is_int(v):
+            out[key] = v
+        elif kind is float and isinstance(v, int | float) and not isinstance(v, bool) \
+                and np.isfinite(v):
+            out[key] = float(v)
+        elif kind is str and isinstance(v, str):
+            out[key] = v
+        elif kind is bool and isinstance(v, bool):
+            out[key] = v
+    return out
 
 
 @dataclass
@@ -153,11 +182,12 @@ def load_record(session, rank: int | None = None) -> Record | None:
         return None
     rec = read_record(path)
     mine = [e for e in session.events if e.get("rank") == rank]
-    rec.epochs = [e for e in mine if e.get("event") == layout.EPOCH]
-    rec.saves = [e for e in mine if e.get("event") == layout.SAVE]
+    rec.epochs = [_typed(e, EPOCH_FIELDS) for e in mine if e.get("event") == layout.EPOCH
+                  and _is_int(e.get("loader"))]
+    rec.saves = [_typed(e, SAVE_FIELDS) for e in mine if e.get("event") == layout.SAVE]
     rec.loaders = {int(e["loader"]): str(e.get("site", "?")) for e in rec.epochs
                    if isinstance(e.get("loader"), int)}
-    tails = [e for e in mine if e.get("event") == layout.RUN_TAIL]
+    tails = [_typed(e, TAIL_FIELDS) for e in mine if e.get("event") == layout.RUN_TAIL]
     rec.tail = tails[-1] if tails else {}
     for e in mine:
         w = e.get("window")

@@ -22,6 +22,7 @@ from stallscope.core.session.record import Record
 from stallscope.core.session.stalls import RunReport, analyze_run, main_loader
 from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, MUTED_TEXT, qcolor
 from stallscope.gui.views.run_charts import StepAxis, swatch
+from stallscope.gui.widgets import plain_tooltip
 
 STEP_COLOR = BUSY_COLOR
 WAIT_COLOR = CAUSE_COLORS["data_loading"]
@@ -36,8 +37,8 @@ class WindowRegion(pg.LinearRegionItem):
         super().__init__((lo, hi), movable=False, brush=qcolor(STEP_COLOR, 45),
                          pen=pg.mkPen(qcolor(STEP_COLOR, 120)))
         self.trace, self._on_click = trace, on_click
-        self.setToolTip(f"profiled steps {int(lo + 0.5)}-{int(hi - 0.5)}: click to open "
-                        f"{Path(trace).name}")
+        self.setToolTip(plain_tooltip(f"profiled steps {int(lo + 0.5)}-{int(hi - 0.5)}: click "
+                                      f"to open {Path(trace).name}"))
         self.setZValue(-10)
 
     def mouseClickEvent(self, ev):  # noqa: N802 - pyqtgraph API

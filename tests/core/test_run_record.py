@@ -235,3 +235,34 @@ def test_sessions_go_to_the_user_data_folder(tmp_path, monkeypatch):
     assert sessions_root() == Path.home() / ".local" / "share" / "stallscope" / "sessions"
     monkeypatch.delenv("XDG_DATA_HOME")
     assert sessions_root() == Path.home() / ".local" / "share" / "stallscope" / "sessions"
+
+
+def test_a_hostile_session_record_reads_as_one_line_or_typed_events(tmp_path, capsys):
+    session = tmp_path / "s"
+    session.mkdir()
+    (session / "run.json").write_text("{}")
+    rec = RunRecord(session / "record.bin")
+    for _ in range(5):
+        rec.step({"wall_ms": 10.0, "data_wait_ms": 1.0})
+    rec.close()
+    bad = [{"event": "epoch", "loader": 0, "n": "x", "first_batch_ms": "lots", "workers": "8",
+            "site": "<img src='file:/dev/zero'>\x1b[2J"},
+           {"event": "save", "n": 3, "ms": float("nan")},
+           {"event": "trace_ready", "path": "traces/x", "window": ["a", 2]}]
+    (session / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in bad))
+    got = load_record(open_session(session))
+    assert got.epochs == [{"loader": 0, "site": "<img src='file:/dev/zero'>\x1b[2J"}]
+    assert got.saves == [{"n": 3}] and got.windows == []
+    analyze_run(got)  # no TypeError from strings where numbers go
+    rc = cli.main(["analyze", str(session)])
+    assert rc == 0 and "\x1b" not in capsys.readouterr().out
+    (session / "record.bin").write_bytes(b"SSREC01\n" + b"\xff" * 80)
+    rc = cli.main(["analyze", str(session)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "record.bin" in err[0]
+    (session / "record.bin").unlink()
+    os.symlink("/dev/zero", session / "record.bin")
+    rc = cli.main(["analyze", str(session)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"stallscope: error: {session / 'record.bin'}: not a regular "
+                               "file"]
