@@ -3,9 +3,9 @@ card speaks of (or the main thread's step time without a GPU), with the user's i
 frame that called them where the trace has stacks.
 
 Every cause's idle pieces are split at the candidate events' bounds, each piece is owned by the
-innermost (or outermost) candidate covering it on its thread, and the owners are summed by name
-id (bincount). Nesting levels are found once per candidate set (one sort); a point's owner is
-a searchsorted per level. No per-event Python objects.
+innermost (or outermost) candidate covering it on its thread (core/analysis/nesting.py: levels
+found once per candidate set, a searchsorted per level), and the owners are summed by name id
+(bincount). No per-event Python objects.
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ import numpy as np
 
 from stallscope.core import causes
 from stallscope.core import intervals as iv
-from stallscope.core.analysis.names import frame_tier, is_collective_name, is_frame_name
+from stallscope.core.analysis.names import is_collective_name
+from stallscope.core.analysis.nesting import (
+    Frames,
+    attribute,
+    nest_of,
+    per_track,
+    pieces,
+    touching,
+)
 from stallscope.core.analysis.threads import Roles
 from stallscope.core.kineto import (
     BACKWARD_ANNOTATIONS,
@@ -29,135 +37,7 @@ from stallscope.core.trace import Trace
 from stallscope.core.units import duration, plural
 
 TOP = 3
-MAX_LEVELS = 64          # deeper nesting (broken traces) is folded into the last level
 TINY_KERNEL_US = 10.0    # a kernel this short costs less than its launch
-
-
-# ----------------------------------------------------------------------------- nesting
-
-class Nest:
-    """One thread's events as nesting levels, built once (one sort): the innermost or outermost
-    of them around any number of points, a searchsorted per level."""
-
-    def __init__(self, starts: np.ndarray, ends: np.ndarray, ids: np.ndarray | None = None):
-        order = np.lexsort((-ends, starts))  # by start, outer first
-        self.s, self.e = starts[order], ends[order]
-        self.ids = (np.arange(len(starts)) if ids is None else ids)[order]
-        depth = np.arange(len(order)) - np.searchsorted(np.sort(self.e), self.s, side="right")
-        depth = np.clip(depth, 0, MAX_LEVELS - 1)
-        by = np.argsort(depth, kind="stable")  # each level stays sorted by start
-        self.levels = [lv for lv in np.split(by, np.cumsum(np.bincount(depth))[:-1]) if len(lv)]
-
-    def at(self, points: np.ndarray, innermost: bool = True) -> np.ndarray:
-        """The id of the innermost (outermost) event covering each point, -1 where none."""
-        out = np.full(len(points), -1, dtype=np.int64)
-        for at in (reversed(self.levels) if innermost else self.levels):
-            free = np.flatnonzero(out < 0)
-            if len(free) == 0:
-                break
-            j = np.searchsorted(self.s[at], points[free], side="right") - 1
-            jj = np.maximum(j, 0)
-            hit = (j >= 0) & (points[free] < self.e[at][jj])
-            out[free[hit]] = self.ids[at[jj[hit]]]
-        return out
-
-
-def owner_at(starts: np.ndarray, ends: np.ndarray, points: np.ndarray,
-             innermost: bool = True) -> np.ndarray:
-    """For each point, the index (into starts) of the innermost (or outermost) interval
-    [start, end) covering it, else -1. Intervals are taken as nested (one thread's events)."""
-    if len(starts) == 0 or len(points) == 0:
-        return np.full(len(points), -1, dtype=np.int64)
-    return Nest(starts, ends).at(points, innermost)
-
-
-def pieces(spans: np.ndarray, events: np.ndarray, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """The idle `spans` cut at the bounds of `events` (indexes): (starts, ends) of the parts."""
-    if len(spans) == 0:
-        return np.zeros(0), np.zeros(0)
-    lo, hi = spans[0, 0], spans[-1, 1]
-    pts = np.unique(np.concatenate([spans.ravel(), np.clip(trace.start[events], lo, hi),
-                                    np.clip(trace.end[events], lo, hi)]))
-    a, b = pts[:-1], pts[1:]
-    keep = iv.covers(spans, a) & (b > a)
-    return a[keep], b[keep]
-
-
-def attribute(trace: Trace, a: np.ndarray, b: np.ndarray, groups: list[np.ndarray],
-              innermost: bool = True, nests: dict | None = None) -> np.ndarray:
-    """Owner event of each piece [a, b): the first group (one thread's events each) with an
-    event covering the piece's midpoint; -1 where none does. `nests` keeps each group's
-    levels for the next call on the same group."""
-    mid = (a + b) / 2
-    owner = np.full(len(a), -1, dtype=np.int64)
-    nests = {} if nests is None else nests
-    for events in groups:
-        free = np.flatnonzero(owner < 0)
-        if len(events) == 0 or len(free) == 0:
-            continue
-        owner[free] = nest_of(trace, events, nests).at(mid[free], innermost)
-    return owner
-
-
-def touching(trace: Trace, events: np.ndarray, spans: np.ndarray) -> np.ndarray:
-    """The events that overlap the disjoint, sorted `spans` (only they can own a piece)."""
-    if len(events) == 0 or len(spans) == 0:
-        return events[:0]
-    k = np.searchsorted(spans[:, 1], trace.start[events], side="right")
-    ok = k < len(spans)
-    ok[ok] = spans[k[ok], 0] < trace.end[events[ok]]
-    return events[ok]
-
-
-def nest_of(trace: Trace, events: np.ndarray, nests: dict) -> Nest:
-    """The Nest of an array of event indexes, kept in `nests` by its contents."""
-    key = hash(events.tobytes())
-    nest = nests.get(key)
-    if nest is None or len(nest.ids) != len(events):
-        nest = nests[key] = Nest(trace.start[events], trace.end[events], events)
-    return nest
-
-
-def per_track(trace: Trace, mask: np.ndarray, tracks) -> list[np.ndarray]:
-    """The events of `mask`, one array per track, in the order of `tracks`."""
-    idx = np.flatnonzero(mask & (trace.dur > 0))
-    return [idx[trace.track[idx] == t] for t in tracks]
-
-
-# ----------------------------------------------------------------------------- frames
-
-class Frames:
-    """The innermost Python frame (cat python_function) around a point on a thread, preferring
-    the user's own code over installed packages."""
-
-    def __init__(self, trace: Trace) -> None:
-        self.trace = trace
-        self.nests: dict = {}
-        frames = (trace.cat == Cat.PYTHON_FUNCTION) & (trace.dur > 0)
-        self.any = np.flatnonzero(frames & trace.mask_names(is_frame_name))
-        self.tiers = [np.flatnonzero(frames & trace.mask_names(lambda n, k=k: frame_tier(n) == k))
-                      for k in (2, 1)] + [self.any]
-        self.user = np.concatenate(self.tiers[:2])
-
-    def __bool__(self) -> bool:
-        return len(self.any) > 0
-
-    def at(self, tracks: np.ndarray, points: np.ndarray) -> np.ndarray:
-        """Name id of the frame at each (track, point), -1 where the thread has none."""
-        t = self.trace
-        out = np.full(len(points), -1, dtype=np.int64)
-        if not self:
-            return out
-        for track in np.unique(tracks):
-            on = np.flatnonzero(tracks == track)
-            for frames in self.tiers:
-                frames = frames[t.track[frames] == track]
-                free = on[out[on] < 0]
-                if len(frames) == 0 or len(free) == 0:
-                    continue
-                k = nest_of(t, frames, self.nests).at(points[free])
-                out[free[k >= 0]] = t.name[k[k >= 0]]
-        return out
 
 
 # ----------------------------------------------------------------------------- summing up

@@ -11,7 +11,7 @@ import pytest
 from synthetic_traces import LAUNCH_US, MAIN_TID, Synth, cause_trace, steps
 
 from stallscope.core.analysis import analyze
-from stallscope.core.analysis.culprits import owner_at
+from stallscope.core.analysis.nesting import owner_at
 from stallscope.core.render.export import report_to_json
 from stallscope.core.render.text import render
 from stallscope.core.trace import load
