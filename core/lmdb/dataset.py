@@ -230,7 +230,9 @@ class LMDBDataset:
         columns = self._columns(indices)
         if columns is None:  # fields of different shapes: sample by sample
             return [self[i] for i in indices]
+        return self._samples(columns)
 
+    def _samples(self, columns: list) -> list:
         per_field = []
         for leaf, col in zip(self._leaves, columns, strict=True):
             if leaf["kind"] in ("image", "tensor"):
@@ -247,14 +249,17 @@ class LMDBDataset:
 
     def _batch(self, indices: list[int]):
         """A whole collated batch (the batch_sampler path): stacked tensors per field, numbers
-        as tensors, str as lists, nested like a sample."""
+        as tensors, str as lists, nested like a sample. Samples of different shapes cannot be
+        stacked: then the batch is the list of samples (as collate_fn=list gives)."""
         import torch
 
         columns = self._columns(indices)
-        if columns is None or self.transform is not None:
+        if columns is None:
+            return [self[i] for i in indices]
+        if self.transform is not None:  # the transform sees each sample, as it would
             from torch.utils.data import default_collate
 
-            return default_collate(self.__getitems__(indices))
+            return default_collate(self._samples(columns))
         values = [col if isinstance(col, list | torch.Tensor) else torch.from_numpy(col)
                   for col in columns]  # fmt: skip
         if self._folder:

@@ -60,6 +60,7 @@ MAX_CHUNK = 4096  # samples per chunk at most
 MAGIC = b"SSR1"
 _HEAD = struct.Struct("<4sIHH")
 _FIELD = struct.Struct("<BBH")
+_U32 = struct.Struct("<I")
 ALIGN = 16
 
 # dtype code -> numpy dtype name; "bfloat16" has no numpy dtype and is stored as its raw 2 bytes.
@@ -104,8 +105,23 @@ Shape = tuple[int, ...]
 
 
 def plan(source_index: int, fields: list[tuple[str, Shape]]) -> tuple[bytes, list[int], int]:
-    """(header bytes, payload offset per field, record size) for fields [(dtype name, shape)]."""
-    head = [_HEAD.pack(MAGIC, source_index, len(fields), 0)]
+    """(header bytes, payload offset per field, record size) for fields [(dtype name, shape)].
+    Layouts repeat (every image of a folder after a crop), so they are planned once each."""
+    key = tuple(fields)
+    planned = _PLANS.get(key)
+    if planned is None:
+        planned = _plan(fields)
+        if len(_PLANS) < 4096:
+            _PLANS[key] = planned
+    header, offsets, size = planned
+    return MAGIC + _U32.pack(source_index) + header[8:], offsets, size
+
+
+_PLANS: dict[tuple, tuple[bytes, list[int], int]] = {}
+
+
+def _plan(fields: list[tuple[str, Shape]]) -> tuple[bytes, list[int], int]:
+    head = [_HEAD.pack(MAGIC, 0, len(fields), 0)]
     for dtype, shape in fields:
         head.append(_FIELD.pack(DTYPE_CODE[dtype], len(shape), 0))
         head.append(struct.pack(f"<{len(shape)}I", *shape))
@@ -203,7 +219,6 @@ def record_size(fields: list[tuple[str, Shape]]) -> int:
 
 CHUNK_MAGIC = b"SSC2"
 _CHUNK_HEAD = struct.Struct("<4sIQ")
-_U32 = struct.Struct("<I")
 
 
 def pack_chunk(records: list) -> bytes:

@@ -46,8 +46,7 @@ class SampleExit(StallscopeError):
 
 def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
     try:
-        with Image.open(path) as img:
-            img.load()
+        with Image.open(path) as img:  # decoded by the array conversion, inside this try
             return image_to_chw(preprocess_image(img, pre))
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a skipped sample
         text = one_line(exc).replace(repr(path), "").replace(f"'{path}'", "").replace(path, "")
