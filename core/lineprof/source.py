@@ -109,18 +109,20 @@ def match_lines(after: Profile, before: Profile) -> dict[int, Line]:
         by_text.setdefault(ln.source.strip(), []).append(ln)
     out = {}
     used: set[int] = set()
+    by_number = {ln.lineno: ln for ln in before.lines}
     for ln in after.lines:
-        same = before.line(ln.lineno)
+        same = by_number.get(ln.lineno)
         if same is not None and same.source.strip() == ln.source.strip():
             out[ln.lineno] = same
             used.add(id(same))
+    unused = {text: iter(lines) for text, lines in by_text.items()}  # each walked once
     for ln in after.lines:
         if ln.lineno in out or not ln.source.strip():
             continue
-        cands = [c for c in by_text.get(ln.source.strip(), []) if id(c) not in used]
-        if cands:
-            out[ln.lineno] = cands[0]
-            used.add(id(cands[0]))
+        first = next((c for c in unused.get(ln.source.strip(), ()) if id(c) not in used), None)
+        if first is not None:
+            out[ln.lineno] = first
+            used.add(id(first))
     return out
 
 

@@ -67,6 +67,11 @@ class Profile:
         total = self.total_s
         return line.total_s / total if total > 0 else 0.0
 
+    def shares(self) -> list[float]:
+        """share() of every line, in order (one sum, not one per line: a file may hold many)."""
+        total = self.total_s
+        return [ln.total_s / total if total > 0 else 0.0 for ln in self.lines]
+
     def top_lines(self, n: int = 5) -> list[Line]:
         ranked = sorted((ln for ln in self.lines if ln.total_s > 0), key=lambda ln: -ln.total_s)
         return ranked[:n]

@@ -24,10 +24,10 @@ def format_table(profile: Profile, match: SourceMatch | None = None) -> str:
     for w in [*profile.warnings, *([match.warning] if match and match.warning else [])]:
         out.write(f"Warning: {w}\n")
     rows = []
-    for ln in profile.lines:
+    for ln, share in zip(profile.lines, profile.shares(), strict=True):
         if ln.hits:
             rows.append((str(ln.lineno), str(ln.hits), _num(ln.total_s * 1e6),
-                         _num(ln.per_hit_s * 1e6), f"{100 * profile.share(ln):5.1f}", ln.source))
+                         _num(ln.per_hit_s * 1e6), f"{100 * share:5.1f}", ln.source))
         else:
             rows.append((str(ln.lineno), "", "", "", "", ln.source))
     header = ("Line #", "Hits", "Time", "Per Hit", "% Time", "Line Contents")

@@ -80,7 +80,7 @@ class HeatmapModel(QAbstractTableModel):
         self.beginResetModel()
         self.profile, self.before = profile, before
         self.matched = lineprof.match_lines(profile, before) if profile and before else {}
-        self.shares = [profile.share(ln) for ln in profile.lines] if profile else []
+        self.shares = profile.shares() if profile else []
         self.indent = lineprof.common_indent(profile.lines) if profile else 0
         self.scale_max = max(self.shares, default=0.0)
         self.endResetModel()

@@ -120,3 +120,18 @@ def test_a_session_keeps_its_readable_line_stats_and_names_the_others(tmp_path):
     assert profiles[0].warnings == [
         f"not read: {folder / 'fifo.json'}: is a FIFO, not a regular file",
         f"not read: {folder / 'zero.json'}: points outside its folder (/dev/zero), not read"]
+
+
+def test_a_line_stats_file_of_many_lines_is_printed_in_linear_time(tmp_path):
+    """70,000 lines (14 MiB, under the cap): every per-line figure from one pass (a share that
+    summed the whole function per line took minutes)."""
+    session, folder = _session(tmp_path)
+    lines = [{"lineno": i, "hits": 1, "total_s": 0.001, "source": "y" * 150}
+             for i in range(1, 70_000)]
+    _good(tmp_path, folder, lines=lines, file=str(tmp_path / "gone.py"))
+    rc, out, err, seconds, peak = cli_with_peak("lineprof", session, timeout=120)
+    assert rc == 0, err
+    assert out.count("\n") > 70_000 and seconds < 30, seconds
+    assert peak < 400 * MiB, peak
+    profile = lineprof.load_session(session)[0]
+    assert len(lineprof.match_lines(profile, profile)) == 69_999
