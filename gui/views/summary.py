@@ -13,7 +13,6 @@ Standalone: `python -m stallscope.gui.views.summary TRACE [--screenshot OUT.png]
 
 from __future__ import annotations
 
-import html
 import math
 
 from PySide6.QtCore import Qt, Signal
@@ -48,7 +47,7 @@ from stallscope.gui.views.summary_parts import (
     parts_legend,
     shrinkable,
 )
-from stallscope.gui.widgets import ElidedLabel
+from stallscope.gui.widgets import ElidedLabel, rich, rich_label, set_rich, set_rich_tooltip
 
 GPU_PART_LABELS = {"compute": "GPU busy"}
 CPU_NOTE = ("No GPU activity in this trace: the figures are the main thread's step time and "
@@ -210,10 +209,9 @@ class SummaryPanel(QScrollArea):
         self.note.setStyleSheet(f"color: {error_text() if heads else warning_colors()['fg']};"
                                 " font-weight: 600;")
         self.note.setText(" · ".join(heads) if gpu else " · ".join([*heads, CPU_NOTE]))
-        # rich text on purpose (Qt guesses otherwise): the trace's names escaped
-        self.note.setToolTip("".join(
-            f"<p>{html.escape(f'{h.title}: {h.evidence} {h.fix}'.strip())}</p>"
-            for h in getattr(report, "headlines", [])))
+        tips = [f"{h.title}: {h.evidence} {h.fix}".strip()
+                for h in getattr(report, "headlines", [])]
+        set_rich_tooltip(self.note, "<p>{}</p>" * len(tips), *tips)
         self.note.setVisible(bool(heads) or not gpu)
         self._fill_utilization(report)
         self._fill_causes(report)
@@ -242,7 +240,7 @@ class SummaryPanel(QScrollArea):
                               f"QProgressBar::chunk {{ background: {BUSY_COLOR}; }}")
             self.util_grid.addWidget(QLabel(f"GPU {dev}"), 2 * row, 0)
             self.util_grid.addWidget(bar, 2 * row, 1)
-            self.util_grid.addWidget(QLabel(f"<b>{units.pct(stats.utilization)}</b>"),
+            self.util_grid.addWidget(rich_label("<b>{}</b>", units.pct(stats.utilization)),
                                      2 * row, 2)
             text = ElidedLabel(f"busy {units.duration(stats.busy_us)}, idle "
                                f"{units.duration(stats.idle_us)} in {stats.idle_gaps:,} gaps")
@@ -315,12 +313,12 @@ class SummaryPanel(QScrollArea):
             busy = lane.extra["busy_us"]
             starts, ends, names = lane.texts
             top = max(range(len(names)), key=lambda i: ends[i] - starts[i])
-            lines.append(f'<span style="color:{OTHER_THREAD_COLOR}">&#9632;</span> '
-                         f"{lane.label}: busy {units.duration(busy)} ({units.pct(busy / base)}"
-                         f" of the step time), longest {names[top]} "
-                         f"{units.duration((ends[top] - starts[top]) * 1000)}")
-        self.threads_label.setText("<b>Other threads during the steps</b><br>"
-                                   + "<br>".join(lines) if lines else "")
+            lines.append(rich(f'<span style="color:{OTHER_THREAD_COLOR}">&#9632;</span> '
+                              "{}: busy {} ({} of the step time), longest {} {}", lane.label,
+                              units.duration(busy), units.pct(busy / base), names[top],
+                              units.duration((ends[top] - starts[top]) * 1000)))
+        set_rich(self.threads_label, "<b>Other threads during the steps</b><br>"
+                 + "<br>".join(lines) if lines else "")
         self.threads_label.setVisible(bool(lines))
 
     def _fill_steps(self, report) -> None:
@@ -329,7 +327,7 @@ class SummaryPanel(QScrollArea):
                                   else "Per step: where the main thread's time went")
         parts = step_breakdown(report)
         self.step_plot.set_parts(parts, [s.name for s in report.steps])
-        self.step_legend.setText(parts_legend(parts, GPU_PART_LABELS if gpu else {}))
+        set_rich(self.step_legend, parts_legend(parts, GPU_PART_LABELS if gpu else {}))
         for w in (self.step_heading, self.step_plot, self.step_legend):
             w.setVisible(bool(report.steps))
         self.step_parts = parts
@@ -349,10 +347,10 @@ class SummaryPanel(QScrollArea):
                 facts.append(f"{rt}Malloc {m.cuda_malloc_count}×, {rt}Free "
                              f"{m.cuda_free_count}×")
             if facts:
-                lines.append(f"<b>GPU {dev}</b>: " + "; ".join(facts))
+                lines.append(rich("<b>GPU {}</b>: {}", dev, "; ".join(facts)))
         why = ("profile_memory was off" if report.devices else "no GPU in this trace")
-        self.memory_label.setText("<br>".join(lines) if lines else
-                                  f"No CUDA memory events recorded ({why}).")
+        set_rich(self.memory_label, "<br>".join(lines) if lines else
+                 f"No CUDA memory events recorded ({why}).")
 
     def _fill_advice(self, report) -> None:
         for card in self.advice_cards:

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import units
 from stallscope.core.causes import BY_CODE, CAUSES
 from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, LIGHT_PLOT, cause_label, qcolor
-from stallscope.gui.widgets import ElidedLabel
+from stallscope.gui.widgets import ElidedLabel, plain_label, rich_label
 
 PART_COLORS = {"compute": BUSY_COLOR, **CAUSE_COLORS}
 
@@ -200,18 +200,17 @@ class AdviceCard(QFrame):
         box.setContentsMargins(10, 5, 8, 5)
         box.setSpacing(2)
         prefix = "minor: " if minor else ""
-        self.title = QLabel(f"<b>{html.escape(prefix + title, quote=False)}</b>")
-        self.evidence = QLabel(html.escape(evidence, quote=False))
+        self.title = rich_label("<b>{}</b>", prefix + title)
+        self.evidence = plain_label(evidence)
         self.evidence.setStyleSheet(f"color: {colors['dim']};")
         fix_html = html.escape(fix, quote=False)
         for phrase, key in (links or {}).items():
             fix_html = fix_html.replace(html.escape(phrase, quote=False),
                                         f'<a href="{key}">{html.escape(phrase)}</a>', 1)
-        self.fix = QLabel(f"<b>Fix:</b> {fix_html}") if fix else None
+        self.fix = rich_label(f"<b>Fix:</b> {fix_html}") if fix else None  # escaped above
         # what covers the idle time: names from the trace, shown as plain text
-        self.culprits = QLabel("\n".join(f"• {c}" for c in culprits)) if culprits else None
+        self.culprits = plain_label("\n".join(f"• {c}" for c in culprits)) if culprits else None
         if self.culprits is not None:
-            self.culprits.setTextFormat(Qt.TextFormat.PlainText)
             self.culprits.setStyleSheet(f"color: {colors['dim']}; font-size: 11px;")
             self.culprits.setToolTip("The events that cover most of this idle time: count, "
                                      "time, and the line of your code that called them")
