@@ -17,7 +17,7 @@ note that the run was too short to reach steady state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -108,6 +108,13 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
 
 
 def slowest(windows: dict) -> tuple[object, Steady] | None:
-    """(rank, window) of the rank with the longest steady step; None when none has steps."""
+    """(rank, window) of a run: the slowest rank's window (its step paces all ranks: they wait
+    for it in the all-reduce), with the data wait of the rank that waits most for its data
+    (what holds them back); None when no rank has steps."""
     have = [(rank, w) for rank, w in windows.items() if w is not None]
-    return max(have, key=lambda rw: rw[1].step_ms) if have else None
+    if not have:
+        return None
+    rank, w = max(have, key=lambda rw: rw[1].step_ms)
+    waits = max((w for _, w in have), key=lambda w: w.data_wait_share)
+    return rank, replace(w, data_wait_ms=waits.data_wait_ms,
+                         data_wait_share=waits.data_wait_share)

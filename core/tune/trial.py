@@ -30,7 +30,6 @@ from stallscope.core.capture.overrides import DEFAULTS, KEYS, format_value
 from stallscope.core.errors import Cancelled
 from stallscope.core.jobs import CancelFlag
 from stallscope.core.session.reader import EventFollower, Steps, open_session, write_finished
-from stallscope.core.session.steady import slowest
 from stallscope.core.tune.cpu import WorkerCpu, tree
 from stallscope.core.tune.memory import GUARD, TreeMemory
 
@@ -294,19 +293,14 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
         else:
             trial.message = (end.reason if end is not None else "") or _last_line(tail)
         return
-    windows = s.steady_by_rank()
-    found = slowest(windows)
+    found = s.steady()  # under torchrun: the slowest rank (core/session/steady.slowest)
     if found is None:
         trial.status, trial.message = NO_STEPS, end.warning or "no steps were measured"
         return
     rank, w = found
-    # under torchrun the slowest rank's step paces all (they wait for it in the all-reduce);
-    # the data wait that holds them back is the rank that waits most for its data
-    waits = max((x for x in windows.values() if x is not None),
-                key=lambda x: x.data_wait_share)
     trial.status = OK
-    trial.step_ms, trial.data_wait_ms = w.step_ms, waits.data_wait_ms
-    trial.data_wait_share = waits.data_wait_share
+    trial.step_ms, trial.data_wait_ms = w.step_ms, w.data_wait_ms
+    trial.data_wait_share = w.data_wait_share
     trial.steady_steps, trial.steady_s, trial.steady_reached = w.steps, w.seconds, w.reached
     trial.rank = rank if len(s.ranks) > 1 else None
     trial.message = w.note
