@@ -170,28 +170,41 @@ def read_record(path: str | os.PathLike) -> Record:
     return Record(p, float(t0), int(block), blocks, steps, nbytes=len(data))
 
 
+RECORD_EVENTS = frozenset({layout.EPOCH, layout.SAVE, layout.RUN_TAIL, layout.TRACE_READY})
+
+
 def load_record(session, rank: int | None = None) -> Record | None:
     """The record of a Session (core/session/reader.py), with its epoch, save and window
     events; None when the session has none (an older session)."""
-    name = layout.record_name(rank)
-    path = session.path / name
-    if not path.exists() and rank is None and session.ranks:
-        rank = session.ranks[0]
-        path = session.path / layout.record_name(rank)
-    if not path.exists():
+    path = record_path(session.path, rank, session.ranks)
+    if path is None:
         return None
-    rec = read_record(path)
-    mine = [e for e in session.events if e.get("rank") == rank]
+    rank = layout.rank_of_file(path.name)
+    return with_events(read_record(path), session.events, rank)
+
+
+def record_path(folder: Path, rank: int | None = None, ranks=()) -> Path | None:
+    """The session's record file (rank 0's, or the first rank's, under torchrun)."""
+    path = folder / layout.record_name(rank)
+    if not path.exists() and rank is None and ranks:
+        path = folder / layout.record_name(ranks[0])
+    return path if path.exists() or path.is_symlink() else None
+
+
+def with_events(rec: Record, events: list[dict], rank: int | None = None) -> Record:
+    """The record's epoch starts, saves, tail and profiled windows from the session's events
+    (decoded lines; a live view keeps those of RECORD_EVENTS kinds as they arrive)."""
+    mine = [e for e in events if e.get("rank") == rank and e.get("event") in RECORD_EVENTS]
     rec.epochs = [_typed(e, EPOCH_FIELDS) for e in mine if e.get("event") == layout.EPOCH
                   and _is_int(e.get("loader"))]
     rec.saves = [_typed(e, SAVE_FIELDS) for e in mine if e.get("event") == layout.SAVE]
-    rec.loaders = {int(e["loader"]): str(e.get("site", "?")) for e in rec.epochs
-                   if isinstance(e.get("loader"), int)}
+    rec.loaders = {int(e["loader"]): str(e.get("site", "?")) for e in rec.epochs}
     tails = [_typed(e, TAIL_FIELDS) for e in mine if e.get("event") == layout.RUN_TAIL]
     rec.tail = tails[-1] if tails else {}
+    rec.windows = []
     for e in mine:
         w = e.get("window")
         if e.get("event") == layout.TRACE_READY and isinstance(w, list) and len(w) == 2 \
-                and all(isinstance(v, int) for v in w):
+                and all(_is_int(v) for v in w):
             rec.windows.append(Window(w[0], w[1], str(e.get("path", ""))))
     return rec

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
+from stallscope.core.capture import layout
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.events import (
     Finished,
@@ -46,9 +47,10 @@ from stallscope.core.session.events import (
     StepColumns,
     StepEvent,
     TraceReady,
+    typed,
 )
 from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
-from stallscope.core.session.record import load_record
+from stallscope.core.session.record import RECORD_EVENTS, read_record, record_path, with_events
 from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run_charts import RunCharts
@@ -78,6 +80,7 @@ class RunView(QWidget):
         self.process: QProcess | None = None
         self.follower: EventFollower | None = None
         self.series = StepColumns()
+        self.record_events: list[dict] = []  # epoch, save, tail, trace_ready: the record's
         self.traces: list[str] = []
         self.end: Finished | None = None  # the run's typed finished record
         self.exit_code: int | None = None
@@ -304,7 +307,9 @@ class RunView(QWidget):
         if self.follower is None:
             return
         steps = False
-        for e in self.follower.poll_typed():
+        raw = self.follower.poll()
+        self.record_events += [e for e in raw if e.get("event") in RECORD_EVENTS]
+        for e in map(typed, raw):
             if isinstance(e, StepEvent) and e.rank in (0, None):
                 self.series.add(e)
                 steps = True
@@ -334,10 +339,12 @@ class RunView(QWidget):
 
     def show_whole_run(self) -> bool:
         """Read the session's whole-run record (if it has one) into the Whole run tab."""
-        if self.session is None:
+        path = record_path(self.session) if self.session is not None else None
+        if path is None:
             return False
         try:
-            rec = load_record(open_session(self.session))
+            rec = with_events(read_record(path), self.record_events,
+                              layout.rank_of_file(path.name))
         except StallscopeError:
             return False
         if rec is None or rec.n_steps == 0:
@@ -413,6 +420,7 @@ class RunView(QWidget):
 
     def _reset(self) -> None:
         self.series = StepColumns()
+        self.record_events = []
         self.traces = []
         self.end = None
         self.exit_code = None

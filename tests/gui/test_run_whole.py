@@ -157,3 +157,23 @@ def test_run_dialog_windows_and_session_folder(qtbot, tmp_path, monkeypatch):
     dialog.windows_edit.setText("soon")
     dialog.accept()
     assert "windows: every N steps needs a number" in dialog.error_label.text()
+
+
+def test_whole_run_tab_follows_a_live_run(qtbot, tmp_path):
+    from stallscope.gui.run_request import RunRequest
+
+    script = tmp_path / "live.py"
+    script.write_text(textwrap.dedent(EPOCHS.replace("range(5)", "range(10**6)")))
+    view = RunView()
+    qtbot.addWidget(view)
+    view.resize(1024, 700)
+    view.show()
+    view.start(RunRequest(script=str(script), session=str(tmp_path / "session"),
+                          options={"stop_after_window": False}))
+    qtbot.waitUntil(lambda: view.whole.report is not None and view.whole.report.epochs >= 3,
+                    timeout=90_000)
+    assert view.whole.report.steps >= 8
+    assert "each epoch starts with a" in view.whole.stalls.text()
+    view.stop()
+    qtbot.waitUntil(lambda: not view.is_running, timeout=30_000)
+    assert view.end is not None and view.end.reason == "stopped by SIGTERM"
