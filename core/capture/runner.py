@@ -13,8 +13,9 @@ could import by accident). The folder's files, one job each:
     writer.py         events.jsonl, run.json    tee.py           stdout.log
     stepping.py       step hooks                trace_writer.py  the trace files
     overrides.py      DataLoader --set, record  lineprof_glue.py line profiling
-    processes.py      Stop, worker processes    distributed.py   --nproc-per-node
+    processes.py      Stop, signals, leftovers  distributed.py   --nproc-per-node
     script.py         checks, its traceback     run.py           one run, start to `finished`
+    record.py         the whole-run record      windows.py       repeated profiling windows
 """
 
 from __future__ import annotations
