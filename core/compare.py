@@ -145,7 +145,8 @@ def summary_values(report: Report, device: str | None = None,
     step time and the profiled window's mean is informational."""
     dev = device if device is not None else primary_device(report)
     per = 1000.0 * n_steps(report)
-    out: dict[str, tuple] = {"steps": ("steps", "", float(len(report.steps)), None, None)}
+    out: dict[str, tuple] = {"steps": ("steps" if steady is None else "steps (profiled window)",
+                                       "", float(len(report.steps)), None, None)}
     if steady is not None:
         out["step_ms"] = (STEADY_LABEL, "ms", steady.step_ms, True, None)
         out["data_wait_ms"] = ("data wait/step (steady)", "ms", steady.data_wait_ms, True, None)

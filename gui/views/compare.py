@@ -21,7 +21,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from stallscope.core.compare import Metric, compare_reports, mismatch_warnings
+from stallscope.core.compare import (
+    STEADY_LABEL,
+    Metric,
+    compare_reports,
+    mismatch_warnings,
+    speedup,
+)
 from stallscope.gui.colors import (
     BETTER_COLOR,
     CAUSE_COLORS,
@@ -259,9 +265,14 @@ class CompareView(QWidget):
             word = {"better": "faster", "worse": "slower", "same": "about as fast"}[step.verdict]
             color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(step.verdict, MUTED_TEXT)
             change = "" if step.noise else f" ({step.change_text()})"
+            gain = speedup(self.metrics)
+            times = "" if gain is None or step.noise else f"{gain:.2f}x"
+            how = (" <span style='font-weight:400'>(steady mean from the sessions' step "
+                   "events)</span>" if step.label == STEADY_LABEL else "")
+            times = f"{times}, " if times else ""
             parts.append(f'<span style="color:{color}; font-weight:600">Steps are {word}: '
-                         f"{step.value_text(step.before)} → {step.value_text(step.after)}"
-                         f"{change}</span>")
+                         f"{times}{step.value_text(step.before)} → "
+                         f"{step.value_text(step.after)}{change}{how}</span>")
         util = by_key.get("utilization")
         if util is not None and util.delta is not None:
             parts.append(f"GPU utilization {util.value_text(util.before)} → "
