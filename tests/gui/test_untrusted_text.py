@@ -112,7 +112,7 @@ def _evil(fifo: FifoWatch) -> tuple[str, str]:
     return name + "</a></h1>", name
 
 
-def _trace(path: Path, evil: str, gpu: bool = True) -> Path:
+def _trace(path: Path, evil: str, gpu: bool = True, rank: int | None = None) -> Path:
     events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": evil}},
               {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": evil}},
               {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": evil}}]
@@ -146,6 +146,8 @@ def _trace(path: Path, evil: str, gpu: bool = True) -> Path:
             ]
     doc = {"traceEvents": events,
            "deviceProperties": [{"id": 0, "name": evil, "totalGlobalMem": 1 << 34}]}
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": evil, "rank": rank, "world_size": 2}
     path.write_text(json.dumps(doc))
     return path
 
@@ -275,6 +277,18 @@ def test_a_hostile_session_renders_as_text_everywhere(qtbot, tmp_path, fifo, mon
     with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
         window.open_path(str(cpu_only))  # the CPU-only summary lists the threads
     _settle(qtbot)
+    bad += _visit_tabs(qtbot, window)
+
+    # a folder of two ranks' hostile traces: the ranks table and its tooltips
+    ranks = tmp_path / f"ranks{_evil(fifo)[1]}"
+    ranks.mkdir()
+    for r in (0, 1):
+        _trace(ranks / f"{_evil(fifo)[1]}_rank{r}.pt.trace.json", evil, rank=r)
+    with qtbot.waitSignal(window.sig_document_shown, timeout=120_000):
+        window.open_path(str(ranks))
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=60_000)
+    _settle(qtbot, 300)
+    assert window.document.multi_rank
     bad += _visit_tabs(qtbot, window)
 
     # the confirmation before a tune shows run.json's values as text; it is where they stop
