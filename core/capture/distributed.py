@@ -93,19 +93,24 @@ RANK_OF = "STALLSCOPE_RANK_OF"  # in a relaunched rank's environment: the launch
 RANK_WAIT_S = 60.0
 
 
+def rank_options(opts: argparse.Namespace, session: Path) -> list[str]:
+    """The runner's options for one rank of this run (no launcher options, its session)."""
+    own, _ = split_argv(opts.argv)
+    return [*[a for a in drop_option(drop_option(own, "--nproc-per-node"), "--session")
+              if a != "--process-group"], "--session", str(session)]
+
+
 def relaunch_children(opts: argparse.Namespace, session: Path, script: Path, runner: Path):
     """Make every re-run of the script by the script itself (Lightning's DDP launcher) start
     under the runner as its rank: child Pythons find relaunch/sitecustomize.py first on
     PYTHONPATH. Returns the undo callable."""
-    own, _ = split_argv(opts.argv)
-    options = [a for a in drop_option(drop_option(own, "--nproc-per-node"), "--session")
-               if a != "--process-group"]
+    options = rank_options(opts, session)
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", RELAUNCH_ENV)}
     path = saved["PYTHONPATH"]
     os.environ["PYTHONPATH"] = str(RELAUNCH_DIR) + (os.pathsep + path if path else "")
     os.environ[RELAUNCH_ENV] = json.dumps({
         "script": os.path.realpath(script), "runner": str(runner), "parent": os.getpid(),
-        "options": [*options, "--session", str(session)]})
+        "options": options})
 
     def undo() -> None:
         wait_for_ranks()

@@ -26,9 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from .distributed import adopt_rank, launched_rank, relaunch_children
+from .distributed import adopt_rank, launched_rank, rank_options, relaunch_children
 from .environment import read_rss
 from .exits import StopAfterWindow
+from .spawned import hook_spawn
 
 BACKWARD_ANNOTATION = "stallscope#backward"
 CLOSURE_ANNOTATION = "stallscope#closure"
@@ -151,8 +152,13 @@ def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
     undo.append(annotate_backward(torch))
     opts = stepper.opts
     script = Path(opts.script).expanduser().resolve()
-    undo.append(relaunch_children(opts, stepper.log.path.parent, script,
+    session = stepper.log.path.parent
+    undo.append(relaunch_children(opts, session, script,
                                   Path(__file__).resolve().with_name("runner.py")))
+    import torch.multiprocessing  # noqa: F401 - its spawn module, to hook
+
+    undo.append(hook_spawn(torch, stepper,
+                           [*rank_options(opts, session), "--", str(script), *opts.script_args]))
     return undo
 
 

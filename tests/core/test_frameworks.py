@@ -41,6 +41,7 @@ def run_framework(tmp_path: Path, script: str, *options: str, args=(), timeout=2
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env,
                           timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Error in sitecustomize" not in proc.stderr  # every child Python starts cleanly
     own = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
     return proc, session, own
 
@@ -210,3 +211,31 @@ def test_lightning_ddp_launcher_profiles_every_rank(tmp_path):
     stats = {p.name: json.loads(p.read_text()) for p in (session / "lineprof").glob("*.json")}
     assert sorted(stats) == ["Sleepy.__getitem__.rank0.json", "Sleepy.__getitem__.rank1.json"]
     assert [stats[f"Sleepy.__getitem__.rank{r}.json"]["samples"] for r in (0, 1)] == [24, 24]
+
+
+def test_mp_spawn_ranks_are_profiled_like_torchrun_ranks(tmp_path):
+    proc, session, own = run_framework(tmp_path, "mp_spawn.py", "--no-stop-after-window")
+    assert sorted(o["rank"] for o in own) == [0] * 8 + [1] * 8
+    traces = sorted(p.name.split(".")[0] for p in (session / "traces").iterdir())
+    assert traces == ["mp_spawn_rank0", "mp_spawn_rank1"]
+    for rank in (0, 1):
+        name = f"events.rank{rank}.jsonl"
+        assert len(events(session, "step", name=name)) == 8
+        fin = finished_of(session, name)
+        assert fin["rank"] == rank and fin["reason"] == "completed" and fin["steps"] == 8
+        assert f"rank={rank} global_step=8" in (session / f"stdout.rank{rank}.log").read_text()
+    assert finished_of(session)["rc"] == 0  # the launching process's own record
+
+
+def test_child_pythons_still_run_their_own_sitecustomize(tmp_path):
+    """The runner's relaunch/sitecustomize.py goes first on child Pythons' PYTHONPATH: the
+    interpreter's own sitecustomize still runs after it, and sys.path is left without it."""
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'ran'\n")
+    relaunch = RUNNER.parent / "relaunch"
+    code = ("import os, sys; "
+            "print(os.environ.get('OWN_SITE'), any('relaunch' in p for p in sys.path))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": f"{relaunch}{os.pathsep}{own}"})
+    assert proc.stdout.split() == ["ran", "False"] and proc.stderr == "", proc.stderr

@@ -53,12 +53,15 @@ def _chain():
     """Import the sitecustomize this one shadows, then leave sys.path as it would have been."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    sys.modules.pop("sitecustomize", None)
+    me = sys.modules.pop("sitecustomize", None)
     try:
         import sitecustomize  # noqa: F401 - the interpreter's own, run for its side effects
     except ImportError as exc:
         if exc.name != "sitecustomize":
             raise
+    finally:
+        if "sitecustomize" not in sys.modules and me is not None:
+            sys.modules["sitecustomize"] = me  # the import system looks this name up after us
 
 
 _relaunch()
