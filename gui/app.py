@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from stallscope.core import __version__
+from stallscope.core.commands.terminal import escape
 from stallscope.gui import pyside_workaround
 from stallscope.gui.platform_check import is_headless, xcb_problem
 
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> int:
-    print(f"stallscope: error: {message}", file=sys.stderr)
+    print(f"stallscope: error: {escape(message)}", file=sys.stderr)  # names files: no raw ESC
     return 2
 
 
@@ -85,7 +86,7 @@ QUIET_QT_MESSAGES = ("propagateSizeHints",)  # the offscreen plugin's note on ev
 
 def _qt_message(_mode, _context, message: str) -> None:
     if not any(quiet in message for quiet in QUIET_QT_MESSAGES):
-        print(message, file=sys.stderr)
+        print(escape(message), file=sys.stderr)
 
 
 def install_message_filter() -> None:

@@ -414,3 +414,13 @@ def test_stallscope_opens_a_session_with_hostile_line_stats_without_freezing(tmp
     _, profiles = lineprof.read_stats(session)
     assert profiles[0].match.warning.startswith("/dev/zero: source file is a character device")
     assert len(profiles[0].warnings) == 2
+
+
+def test_the_apps_own_error_lines_escape_control_characters(tmp_path):
+    name = tmp_path / "x\x1b]0;pwned\x07\u202e.json"
+    proc = subprocess.run([sys.executable, "-m", "stallscope.gui.app", "--screenshot",
+                           str(tmp_path / "o.png"), str(name)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert proc.returncode == 2
+    assert "x\\x1b]0;pwned\\x07\\u202e.json: no such file or folder" in proc.stderr
+    assert not any(c in proc.stderr for c in "\x1b\x07\u202e")
