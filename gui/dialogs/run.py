@@ -36,6 +36,7 @@ from shiboken6 import isValid
 
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
+from stallscope.gui.dialogs.run_windows import WINDOW_CHOICES, window_options, windows_of
 from stallscope.gui.run_request import (  # noqa: F401 - re-exported for callers
     DEFAULT_OPTIONS,
     DEMO_SCRIPT,
@@ -50,22 +51,6 @@ from stallscope.gui.run_request import (  # noqa: F401 - re-exported for callers
     sessions_root,
     settings_key,
 )
-
-WINDOW_CHOICES = (("One window (the schedule above)", None),
-                  ("Every N steps", "profile_every"), ("At steps", "profile_at"),
-                  ("At each epoch's start", "profile_epochs"))
-
-
-def windows_of(options: dict) -> tuple[str | None, str]:
-    """The window choice and its text from a request's options."""
-    if options.get("profile_epochs"):
-        return "profile_epochs", ""
-    if int(options.get("profile_every") or 0) > 0:
-        return "profile_every", str(int(options["profile_every"]))
-    if options.get("profile_at"):
-        at = options["profile_at"]
-        return "profile_at", at if isinstance(at, str) else ",".join(str(n) for n in at)
-    return None, ""
 
 
 class RunDialog(QDialog):
@@ -351,25 +336,7 @@ class RunDialog(QDialog):
         )
 
     def _windows(self) -> dict:
-        """The repeated-window options ({} for the one window of the schedule)."""
-        key = self.windows_combo.currentData()
-        text = self.windows_edit.text().strip()
-        if key == "profile_epochs":
-            return {"profile_epochs": True}
-        if key == "profile_every":
-            if not text.isdigit() or int(text) < 1:
-                raise ValueError(f"windows: every N steps needs a number of steps, not "
-                                 f"{text!r}")
-            return {"profile_every": int(text)}
-        if key == "profile_at":
-            try:
-                steps = run_options.parse_steps(text)
-            except ValueError as exc:
-                raise ValueError(f"windows: {exc}") from None
-            if not steps:
-                raise ValueError("windows: give the steps to profile at, e.g. 100,5000")
-            return {"profile_at": steps}
-        return {}
+        return window_options(self.windows_combo.currentData(), self.windows_edit.text())
 
     # ------------------------------------------------------------------ interpreter check
     def _probe_python(self, _text: str = "") -> None:

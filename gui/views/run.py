@@ -37,7 +37,6 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from stallscope.core.capture import layout
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.events import (
     Finished,
@@ -50,7 +49,7 @@ from stallscope.core.session.events import (
     typed,
 )
 from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
-from stallscope.core.session.record import RECORD_EVENTS, read_record, record_path, with_events
+from stallscope.core.session.record import RECORD_EVENTS
 from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run_charts import RunCharts
@@ -338,19 +337,8 @@ class RunView(QWidget):
             self.show_whole_run()
 
     def show_whole_run(self) -> bool:
-        """Read the session's whole-run record (if it has one) into the Whole run tab."""
-        path = record_path(self.session) if self.session is not None else None
-        if path is None:
-            return False
-        try:
-            rec = with_events(read_record(path), self.record_events,
-                              layout.rank_of_file(path.name))
-        except StallscopeError:
-            return False
-        if rec is None or rec.n_steps == 0:
-            return False
-        self.whole.show_record(rec, self.session)
-        return True
+        """The session's whole-run record (if it has one) into the Whole run tab."""
+        return self.session is not None and self.whole.load(self.session, self.record_events)
 
     def _on_started(self, e: Started) -> None:
         device = ", ".join(e.devices) or "CPU only"
