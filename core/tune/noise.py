@@ -6,7 +6,10 @@ leader run again in pairs, alternating which goes first (drift in the machine's 
 sides of a pair alike). Each pair gives a ratio (as-written step / leader step). The leader is
 adopted when every pair shows a gain of at least `min_gain` (the interval [lowest, highest]
 lies above 1 + min_gain); it is "within noise" when no pair does or when `MAX_PAIRS` pairs
-still straddle the threshold; the script's settings are kept then.
+still straddle the threshold; the script's settings are kept then. The same duel guards the
+search itself (core/tune/job.py): a trial that beats the best so far by less than
+OBVIOUS_GAIN (core/tune/search.py) counts only when `SMALL_GAIN_PAIRS` back-to-back pairs all
+show the gain.
 
 The claim is the repeated pair with the median ratio (the lower middle one for an even
 count), so the two sessions tune.json names give that very ratio in `compare` and the compare
