@@ -35,7 +35,7 @@ from stallscope.gui.colors import (
 )
 from stallscope.gui.views.lane_item import LaneItem, Layer, StepEdges
 from stallscope.gui.views.memory import MemoryPlot
-from stallscope.gui.widgets import ElidedLabel
+from stallscope.gui.widgets import ElidedLabel, set_rich
 
 LABEL_COLUMN_PX = 130  # the lane labels' column, at least
 
@@ -194,7 +194,8 @@ class TimelineView(QWidget):
         self.streams_button.setVisible(gpu)
         self.specs = lane_model.build_lanes(report, streams=self.streams_button.isChecked())
         comm = any(len(spec.extra.get("comm", ())) for spec in self.specs)
-        self.legend.setText(legend_html(gpu, any(s.kind == "thread" for s in self.specs), comm))
+        # Our own labels and colours only: trusted markup.
+        set_rich(self.legend, legend_html(gpu, any(s.kind == "thread" for s in self.specs), comm))
         tops = np.concatenate([[0.0], np.cumsum([spec.height for spec in self.specs])])
         self.lanes = [self._lane_item(row, spec, float(tops[row]))
                       for row, spec in enumerate(self.specs)]

@@ -37,7 +37,9 @@ def test_analyze_json_follows_design_names(real_trace):
                         "launching_threads"}
     assert set(dev["idle_by_cause"]) == set(CAUSES)
     assert doc["advice"][0]["id"] == "dataloader_bound"
-    assert set(doc["advice"][0]) == {"id", "title", "evidence", "fix", "saving_us", "minor"}
+    assert set(doc["advice"][0]) == {"id", "title", "evidence", "fix", "saving_us", "minor",
+                                     "culprits"}
+    assert doc["window_kind"] == "steady"
     assert {"headlines", "ceilings"} <= set(doc)
     assert doc["memory"]["0"]["peak_allocated"] == 2791636480.0
 
