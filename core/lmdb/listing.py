@@ -69,3 +69,25 @@ def read_listing(txn, count: int):
         raise FormatError(f"the listing holds {len(files)} files, not {count}")
     labels, sizes, mtimes = (np.concatenate(p) if p else np.zeros(0, np.int64) for p in parts)
     return files, labels, sizes, mtimes
+
+
+def stored_source(ds):
+    """The source of the conversion an LMDBDataset holds: a folder rebuilt from its stored
+    listing (no scan, no stat), a factory opened again (SourceError when it cannot be, or
+    when it changed)."""
+    from stallscope.core.lmdb.source import SourceError, folder_from_listing, open_source
+
+    meta = ds.meta
+    if meta["source"]["kind"] == "folder" and "listing" in meta:
+        try:
+            listing = read_listing(ds._open(), int(meta["listing"]))
+        except FormatError as exc:
+            raise SourceError(f"{ds.path}: {exc}") from exc
+        source = folder_from_listing(meta["source"]["spec"], meta["classes"], listing)
+        if not source.root.is_dir():
+            raise SourceError(f"{source.root}: no such folder")
+        return source
+    source = open_source(meta["source"]["spec"])
+    if source.fingerprint() != meta["source"]["fingerprint"]:
+        raise SourceError(f"{source.spec} changed since it was converted")
+    return source

@@ -240,11 +240,11 @@ def _stored_source(dst, meta: dict):
     """The folder a conversion listed (from the LMDB; no scan), else None (open it)."""
     if meta["source"]["kind"] != "folder" or "listing" not in meta:
         return None
-    from stallscope.core.lmdb.verify import _source_of
+    from stallscope.core.lmdb.listing import stored_source
 
     ds = LMDBDataset(dst)
     try:
-        return _source_of(ds)
+        return stored_source(ds)
     except SourceError:
         return None
     finally:

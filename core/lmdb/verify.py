@@ -24,15 +24,13 @@ from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.lmdb import format as fmt
 from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.images import Preprocess
+from stallscope.core.lmdb.listing import stored_source
 from stallscope.core.lmdb.measure import Rate, SourceDataset, Throughput, measure  # noqa: F401
 from stallscope.core.lmdb.source import (
     Decoder,
     FolderSource,
     SampleError,
-    SourceError,
     flatten,
-    folder_from_listing,
-    open_source,
     source_desc,
 )
 
@@ -167,30 +165,10 @@ def _record_problem(ds: LMDBDataset, record) -> str:
     return ""
 
 
-def _source_of(ds: LMDBDataset):
-    """The conversion's source: a folder from its stored listing (no scan), a factory opened."""
-    meta = ds.meta
-    if meta["source"]["kind"] == "folder" and "listing" in meta:
-        from stallscope.core.lmdb.listing import read_listing
-
-        try:
-            listing = read_listing(ds._open(), int(meta["listing"]))
-        except fmt.FormatError as exc:
-            raise SourceError(f"{ds.path}: {exc}") from exc
-        source = folder_from_listing(meta["source"]["spec"], meta["classes"], listing)
-        if not source.root.is_dir():
-            raise SourceError(f"{source.root}: no such folder")
-        return source
-    source = open_source(meta["source"]["spec"])
-    if source.fingerprint() != meta["source"]["fingerprint"]:
-        raise SourceError(f"{source.spec} changed since it was converted")
-    return source
-
-
 def _verify_source(ds: LMDBDataset, n: int, result: VerifyResult, cancel) -> Job[None]:
     meta = ds.meta
     try:
-        source = _source_of(ds)
+        source = stored_source(ds)
     except StallscopeError as exc:
         result.problem = f"the source cannot be opened ({exc})"
         return
