@@ -371,6 +371,29 @@ def framework_settings(local_vars: dict) -> dict | None:
     return {"owner": type(args).__name__, "names": names}
 
 
+def change_line(loader: dict, changes: dict) -> str:
+    """The line to edit for a recorded DataLoader (a run.json `dataloaders` entry) and new
+    settings, as tune and the DataLoader card say it:
+    "train.py:41: DataLoader(..., num_workers=0) -> num_workers=2", or, where a framework builds
+    the loader from its own settings, "train.py:30: TrainingArguments(dataloader_num_workers=0)
+    -> dataloader_num_workers=2" (the site is then the user's line that made the framework
+    build it, e.g. trainer.train())."""
+    site = str(loader.get("site") or "")
+    passed = loader.get("passed") if isinstance(loader.get("passed"), dict) else {}
+    settings = loader.get("settings") if isinstance(loader.get("settings"), dict) else {}
+    names = settings.get("names") if isinstance(settings.get("names"), dict) else {}
+    after_keys = [k for k in changes if k in KEYS]
+    if names:
+        before = ", ".join(f"{names[k]}={passed.get(k, DEFAULTS[k])!r}" for k in after_keys
+                           if k in names)
+        after = ", ".join(f"{names.get(k, k)}={changes[k]!r}" for k in after_keys)
+        return f"{site}: {settings.get('owner') or 'settings'}({before}) -> {after}"
+    before = ", ".join(f"{k}={passed[k]!r}" for k in KEYS if k in passed)
+    after = ", ".join(f"{k}={changes[k]!r}" for k in after_keys)
+    call = f"DataLoader(..., {before})" if before else "DataLoader(...)"
+    return f"{site}: {call} -> {after}"
+
+
 def display_path(filename: str) -> str:
     """A call site's file as the user knows it: relative to the working folder when inside."""
     try:

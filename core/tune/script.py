@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stallscope.core.capture import layout
+from stallscope.core.capture.overrides import change_line
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.core.session.reader import is_session, open_session
@@ -30,6 +31,17 @@ class ScriptInfo:
     session: str = ""
     datasets: list[str] = field(default_factory=list)  # the DataLoaders' Dataset class names
     files: list[str] = field(default_factory=list)     # the files that built the DataLoaders
+    loader: dict = field(default_factory=dict)  # the DataLoader that served the most batches
+
+    @property
+    def site(self) -> str:
+        """The user's line that built it ("train.py:41"; for HF Trainer its trainer.train())."""
+        return str(self.loader.get("site") or "")
+
+    def change(self, changes: dict) -> str:
+        """The line to edit for new settings, as tune says it (overrides.change_line): the
+        user's DataLoader(...) line, or the framework setting (TrainingArguments(...))."""
+        return change_line(self.loader, changes) if self.loader else ""
 
 
 def session_folder(path: str | os.PathLike | None) -> Path | None:
@@ -63,7 +75,15 @@ def script_of(path: str | os.PathLike | None) -> ScriptInfo | None:
         cwd=str(run.get("cwd") or ""), python=str(run.get("python") or ""),
         session=str(folder),
         datasets=_unique(str(d["dataset"]) for d in loaders if d.get("dataset")),
-        files=_unique(str(d["file"]) for d in loaders if d.get("file")))
+        files=_unique(str(d["file"]) for d in loaders if d.get("file")),
+        loader=busiest(loaders))
+
+
+def busiest(loaders: list[dict]) -> dict:
+    """The DataLoader that served the most batches (the first of equals), as tune picks it."""
+    if not loaders:
+        return {}
+    return max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
 
 
 def _unique(items) -> list[str]:

@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from runner_helpers import RUNNER, events, spans, trace_events
 
+from stallscope.core.capture.overrides import change_line
+from stallscope.core.tune.script import script_of
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "frameworks"
 GLUED = re.compile(r"global_step=\d+\S*rank=")
 
@@ -107,6 +110,13 @@ def test_hf_trainer_max_steps_30(tmp_path):
     assert loader["settings"]["owner"] == "TrainingArguments"
     assert loader["settings"]["names"]["num_workers"] == "dataloader_num_workers"
     assert loader["batches"] == 31  # accelerate fetched one ahead: counted, but no step of its own
+    # what tune and the DataLoader card say: the setting, at the user's line
+    assert change_line(loader, {"num_workers": 2}).endswith(
+        f"hf_trainer.py:{loader['line']}: TrainingArguments(dataloader_num_workers=0) "
+        "-> dataloader_num_workers=2")
+    info = script_of(session)  # what the app's fix loop reads from the session
+    assert info.site == loader["site"] and info.change({"num_workers": 2}) == change_line(
+        loader, {"num_workers": 2})
 
 
 def test_hf_trainer_gradient_accumulation_window_is_real_steps(tmp_path):
@@ -143,6 +153,8 @@ def test_lightning_accumulation_and_set_on_the_users_line(tmp_path):
         "lightning_fit.py", line, "train_dataloader")
     assert loader["overridden"] == {"num_workers": {"from": 0, "to": 1}}
     assert "matched no DataLoader" not in proc.stderr
+    assert change_line(loader, {"num_workers": 2}).endswith(
+        f"lightning_fit.py:{line}: DataLoader(...) -> num_workers=2")
 
 
 def test_lightning_iterable_dataset_fetched_ahead_is_no_extra_batch(tmp_path):
