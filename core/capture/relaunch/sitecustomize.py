@@ -29,6 +29,8 @@ def rank_from_env(env):
 
 
 def _relaunch():
+    if os.name != "posix":
+        return  # os.execv starts a new process there: the launcher would see this one end
     try:
         spec = json.loads(os.environ[ENV])
         script, runner, options = spec["script"], spec["runner"], list(spec["options"])
