@@ -77,6 +77,7 @@ def hook_spawn(torch, stepper, argv: list[str]):
     def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
         if stepper.mine() and not isinstance(fn, RankRun):
             fn = RankRun(fn, argv, nprocs)
+            stepper.launched_ranks += int(nprocs)
         return original(fn, args, nprocs, join, daemon, start_method)
 
     start_processes.__wrapped__ = original

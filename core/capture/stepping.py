@@ -59,6 +59,7 @@ class Stepper:
         self.t0 = time.perf_counter()
         self.step_start: float | None = None
         self.window_done = False
+        self.launched_ranks = 0  # processes started by torch.multiprocessing spawn, as ranks
 
     def mine(self) -> bool:
         return os.getpid() == self.pid  # a forked DataLoader worker inherits the hooks
