@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from stallscope.core import intervals as iv
-from stallscope.core.analysis.names import is_collective_name
 from stallscope.core.analysis.threads import Roles, union_of
+from stallscope.core.kineto import is_collective_name
 from stallscope.core.report import CollectiveWait
 from stallscope.core.trace import Trace
 

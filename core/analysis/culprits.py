@@ -14,7 +14,6 @@ import numpy as np
 
 from stallscope.core import causes
 from stallscope.core import intervals as iv
-from stallscope.core.analysis.names import is_collective_name
 from stallscope.core.analysis.nesting import (
     Frames,
     attribute,
@@ -31,6 +30,7 @@ from stallscope.core.kineto import (
     PAGEABLE_H2D,
     RUNTIME_CATS,
     Cat,
+    is_collective_name,
 )
 from stallscope.core.report import Culprit, DeviceStats
 from stallscope.core.trace import Trace

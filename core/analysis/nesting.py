@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from stallscope.core import intervals as iv
-from stallscope.core.analysis.names import frame_tier, is_frame_name
-from stallscope.core.kineto import Cat
+from stallscope.core.kineto import Cat, frame_tier, is_frame_name
 from stallscope.core.trace import Trace
 
 MAX_LEVELS = 64          # deeper nesting (broken traces) is folded into the last level

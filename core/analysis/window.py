@@ -13,14 +13,16 @@ import re
 import numpy as np
 
 from stallscope.core import intervals as iv
-from stallscope.core.analysis.names import (
+from stallscope.core.analysis.threads import Roles, union_of
+from stallscope.core.kineto import (
     BLOCKING_RE,
     CAPTURE_BEGIN,
     CAPTURE_END,
     COMPILE_FRAME_RE,
+    OPTIMIZER_PREFIX,
+    RUNTIME_CATS,
+    Cat,
 )
-from stallscope.core.analysis.threads import Roles, union_of
-from stallscope.core.kineto import OPTIMIZER_PREFIX, RUNTIME_CATS, Cat
 from stallscope.core.report import Culprit, WindowFinding
 from stallscope.core.trace import Trace
 from stallscope.core.units import duration, pct, plural
