@@ -114,32 +114,31 @@ class Record:
 
     def overview(self, buckets: int = 2000, lo: float | None = None,
                  hi: float | None = None) -> dict[str, np.ndarray]:
-        """The whole run decimated to at most `buckets` points over steps [lo, hi): per
-        bucket its first step, max and mean step time, mean data wait (ms)."""
-        bx = self.blocks["first_n"].astype(np.float64)
-        sx = self.steps["n"].astype(np.float64)
-        x = np.concatenate([bx, sx])
-        count = np.concatenate([self.blocks["count"].astype(np.float64), np.ones(len(sx))])
-        wall_sum = np.concatenate([self.blocks["wall_sum"], np.nan_to_num(self.steps["wall_ms"])])
-        wall_max = np.concatenate([self.blocks["wall_max"],
-                                   np.nan_to_num(self.steps["wall_ms"])]).astype(np.float64)
-        wait_sum = np.concatenate([self.blocks["wait_sum"],
-                                   np.nan_to_num(self.steps["data_wait_ms"])])
+        """The whole run decimated to at most `buckets` points over steps [lo, hi): per point
+        its first step `x`, the max and mean step time, the mean data wait (ms), and the peak
+        RSS and CUDA memory allocated (MB; NaN where not recorded)."""
+        b, s = self.blocks, self.steps
+        x = np.concatenate([b["first_n"], s["n"]]).astype(np.float64)
+        count = np.concatenate([b["count"].astype(np.float64), np.ones(len(s))])
+        sums = {"wall_mean": np.concatenate([b["wall_sum"], np.nan_to_num(s["wall_ms"])]),
+                "wait_mean": np.concatenate([b["wait_sum"], np.nan_to_num(s["data_wait_ms"])])}
+        peaks = {"wall_max": np.concatenate([b["wall_max"], np.nan_to_num(s["wall_ms"])]),
+                 "rss_max": np.concatenate([b["rss_max"], s["rss_mb"]]),
+                 "cuda_max": np.concatenate([b["cuda_allocated_max"], s["cuda_allocated_mb"]])}
+        peaks = {k: v.astype(np.float64) for k, v in peaks.items()}
         lo = float(x[0]) if lo is None and len(x) else (lo or 0.0)
         hi = float(self.n_steps) if hi is None else hi
         keep = (x + count > lo) & (x < hi)
-        x, count, wall_sum, wall_max, wait_sum = (a[keep] for a in
-                                                  (x, count, wall_sum, wall_max, wait_sum))
-        if len(x) <= buckets:
-            return {"x": x, "wall_max": wall_max, "wall_mean": wall_sum / count,
-                    "wait_mean": wait_sum / count}
-        width = (hi - lo) / buckets
-        idx = np.clip(((x - lo) / width).astype(np.int64), 0, buckets - 1)
-        starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-        n = np.add.reduceat(count, starts)
-        return {"x": x[starts], "wall_max": np.maximum.reduceat(wall_max, starts),
-                "wall_mean": np.add.reduceat(wall_sum, starts) / n,
-                "wait_mean": np.add.reduceat(wait_sum, starts) / n}
+        x, count = x[keep], count[keep]
+        sums = {k: v[keep] for k, v in sums.items()}
+        peaks = {k: v[keep] for k, v in peaks.items()}
+        if len(x) > buckets:
+            idx = np.clip(((x - lo) / ((hi - lo) / buckets)).astype(np.int64), 0, buckets - 1)
+            starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+            x, count = x[starts], np.add.reduceat(count, starts)
+            sums = {k: np.add.reduceat(v, starts) for k, v in sums.items()}
+            peaks = {k: np.fmax.reduceat(v, starts) for k, v in peaks.items()}
+        return {"x": x, **{k: v / count for k, v in sums.items()}, **peaks}
 
 
 def read_record(path: str | os.PathLike) -> Record:

@@ -23,13 +23,14 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.render.run_text import render_run
 from stallscope.core.session.record import Record, read_record, record_path, with_events
 from stallscope.core.session.stalls import RunReport, analyze_run, main_loader
-from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, MUTED_TEXT, qcolor
+from stallscope.gui.colors import ALLOCATED_COLOR, BUSY_COLOR, CAUSE_COLORS, MUTED_TEXT, qcolor
 from stallscope.gui.views.run_charts import StepAxis, swatch
 from stallscope.gui.widgets import plain_tooltip
 
 STEP_COLOR = BUSY_COLOR
 WAIT_COLOR = CAUSE_COLORS["data_loading"]
 EPOCH_COLOR = "#e8590c"
+RSS_COLOR = MUTED_TEXT
 MAX_POINTS = 4000  # never more points than this on a curve, whatever the run's length
 
 
@@ -63,14 +64,23 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
                                 "start &nbsp; shaded: profiled (click to open)", size="9pt")
         self.wait_plot = self.addPlot(row=1, col=0, axisItems={"bottom": StepAxis("bottom")})
         self.wait_plot.setTitle(f"{swatch(WAIT_COLOR)} data wait (ms per step)", size="9pt")
-        self.wait_plot.setLabel("bottom", "step")
         self.wait_plot.setXLink(self.step_plot)
-        for plot in (self.step_plot, self.wait_plot):
+        self.mem_plot = self.addPlot(row=2, col=0, axisItems={"bottom": StepAxis("bottom")})
+        self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS &nbsp; {swatch(ALLOCATED_COLOR)}"
+                               " CUDA allocated (MB, the peak of each point)", size="9pt")
+        self.mem_plot.setLabel("bottom", "step")
+        self.mem_plot.setXLink(self.step_plot)
+        for plot in (self.step_plot, self.wait_plot, self.mem_plot):
             plot.showGrid(y=True, alpha=0.2)
             plot.getAxis("left").enableAutoSIPrefix(False)
             plot.setMouseEnabled(x=True, y=False)
         self.ci.layout.setRowStretchFactor(0, 3)
-        self.ci.layout.setRowStretchFactor(1, 1)
+        for plot in (self.wait_plot, self.mem_plot):  # the step time keeps most of the room
+            plot.setMaximumHeight(88)
+        for plot in (self.step_plot, self.wait_plot):  # x-linked: the steps under the last one
+            plot.getAxis("bottom").setStyle(showValues=False)
+        self.rss_curve = self.mem_plot.plot([], [], pen=pg.mkPen(RSS_COLOR, width=1.2))
+        self.cuda_curve = self.mem_plot.plot([], [], pen=pg.mkPen(ALLOCATED_COLOR, width=1.2))
         self.max_curve = self.step_plot.plot([], [], pen=pg.mkPen(None),
                                              fillLevel=0,
                                              brush=pg.mkBrush(QColor(STEP_COLOR).lighter(175)))
@@ -99,8 +109,8 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         self._redraw(None, None, full=True)
         n = max(record.n_steps, 1)
         self.step_plot.setXRange(-0.5, n - 0.5, padding=0.01)
-        self.step_plot.enableAutoRange(axis="y")
-        self.wait_plot.enableAutoRange(axis="y")
+        for plot in (self.step_plot, self.wait_plot, self.mem_plot):
+            plot.enableAutoRange(axis="y")
 
     def _trace_path(self, trace: str) -> str:
         p = Path(trace)
@@ -119,6 +129,12 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         self.max_curve.setData(edges, v["wall_max"], stepMode="center")
         self.mean_curve.setData(edges, v["wall_mean"], stepMode="center")
         self.wait_curve.setData(edges, v["wait_mean"], stepMode="center")
+        for curve, key in ((self.rss_curve, "rss_max"), (self.cuda_curve, "cuda_max")):
+            y = v[key]
+            shown = bool(np.isfinite(y).any())
+            curve.setVisible(shown)
+            curve.setData(edges if shown else [], y if shown else [],
+                          stepMode="center" if shown else None)
         epochs = self.epochs
         if len(epochs) and len(x):
             idx = np.clip(np.searchsorted(x, epochs, side="right") - 1, 0, len(x) - 1)
