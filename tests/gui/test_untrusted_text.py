@@ -185,10 +185,11 @@ def hostile_session(root: Path, fifo: FifoWatch, gpu: bool = True) -> Path:
 # The walk
 
 
-def _violations() -> list[str]:
-    """Every label that would render a name as HTML, every tooltip shown with raw tags."""
+def _violations(root) -> list[str]:
+    """Every label under `root` (the window: its dialogs, tooltips and tabs are its children)
+    that would render a name as HTML, every tooltip shown with raw tags."""
     bad = []
-    for w in QApplication.allWidgets():
+    for w in [root, *root.findChildren(QWidget)]:
         if isinstance(w, QLabel) and w.metaObject().className() != "QTipLabel":
             text = w.text()
             plain = w.textFormat() == w.textFormat().PlainText
@@ -241,7 +242,7 @@ def _visit_tabs(qtbot, window) -> list[str]:
     for i in range(window.tabs.count()):
         window.tabs.setCurrentIndex(i)
         _settle(qtbot)
-        bad += _violations()
+        bad += _violations(window)
     return bad
 
 
@@ -262,7 +263,7 @@ def test_a_hostile_session_renders_as_text_everywhere(qtbot, tmp_path, fifo, mon
     window.resize(1400, 900)
     window.show()
     _settle(qtbot)
-    bad = _violations()
+    bad = _violations(window)
     assert str(trace) in window.start.recent_paths()
 
     with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
@@ -298,7 +299,7 @@ def test_a_hostile_session_renders_as_text_everywhere(qtbot, tmp_path, fifo, mon
         dialog.show()
         _settle(qtbot)
         shown.append(dialog.shown_text())
-        bad.extend(_violations())
+        bad.extend(_violations(window))
         return False  # the user says no: nothing opens
 
     monkeypatch.setattr(confirm, "answer", look)
@@ -309,7 +310,7 @@ def test_a_hostile_session_renders_as_text_everywhere(qtbot, tmp_path, fifo, mon
     assert window.fix_loop.open_lmdb() is not None  # declined: the wizard opens, unfilled
     assert window.fix_loop.wizard.source_page.spec_edit.text() == ""
     _settle(qtbot)
-    bad += _violations()
+    bad += _violations(window)
     window.fix_loop.wizard.close()
 
     assert bad == []
