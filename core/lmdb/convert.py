@@ -152,7 +152,11 @@ def convert(
         if chunk is None:  # a few MB per task: enough to amortise IPC, small in /dev/shm
             chunk = min(64, TASK_BYTES // max(est, 1), (n - start) // (max(workers, 1) * 4))
         chunk = max(1, int(chunk))
-        pool = DecodePool(source, pre, structure, workers, mp_context)
+        try:
+            pool = DecodePool(source, pre, structure, workers, mp_context)
+        except OSError as exc:
+            raise StallscopeError(f"cannot start the decoding processes ({exc}); try "
+                                  "--workers 0") from exc
         limits = (commit_every, commit_bytes, commit_seconds)
         while True:
             try:

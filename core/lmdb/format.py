@@ -225,7 +225,11 @@ def pack_chunk(records: list) -> bytes:
     """Records (bytes-like, each a multiple of 16 bytes) -> one chunk value."""
     n = len(records)
     sizes = np.fromiter((len(r) for r in records), np.int64, n)
-    ends = np.cumsum(sizes).astype("<u4")
+    ends = np.cumsum(sizes)
+    if n and ends[-1] >= 1 << 32:
+        raise FormatError(f"{n} samples of {int(ends[-1]) // n:,} bytes on average overflow one "
+                          "chunk (its samples are far bigger than the first ones were)")
+    ends = ends.astype("<u4")
     crcs = np.fromiter((zlib.crc32(r) for r in records), "<u4", n)
     head = _CHUNK_HEAD.pack(CHUNK_MAGIC, n, 0) + ends.tobytes() + crcs.tobytes()
     return b"".join([head, bytes(_pad(len(head))), *records])
