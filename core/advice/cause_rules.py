@@ -63,8 +63,8 @@ def _evidence(ctx: Context, cause: str, dev: str | None, us: float) -> str:
     rank = ctx.rank_phrase(dev, cause)
     if dev is not None:
         stats = ctx.stats(dev)
-        return (f"GPU {dev} idles {duration(us)} while {what}: {pct(ctx.share(us))} of the "
-                f"{duration(ctx.base_us)} window, {rank} (GPU utilization "
+        return (f"{ctx.label(dev)} idles {duration(us)} while {what}: {pct(ctx.share(us))} of "
+                f"the {duration(ctx.base_us)} window, {rank} ({ctx.kind} utilization "
                 f"{pct(stats.utilization)}).")
     steps = units.plural(ctx.n_steps, "step") if ctx.n_steps else "the window"
     return (f"{pct(ctx.share(us))} of step time ({duration(us)} of {duration(ctx.base_us)} "
@@ -174,11 +174,11 @@ def _gpu_wait_card(ctx: Context, rule_id: str, title: str, small: bool) -> Advic
         return None
     dev, us, small_share, n, median = split
     stats = ctx.stats(dev)
-    evidence = (f"GPU {dev} idles {duration(us)} in {units.plural(n, 'gap')} whose next op was "
-                f"already launched: {pct(ctx.share(us))} of the {duration(ctx.base_us)} window, "
-                f"{ctx.rank_phrase(dev, 'gpu_wait')}; {pct(small_share)} of it in gaps under "
-                f"{SMALL_GAP_US:.0f} µs (median gap {duration(median)}; GPU utilization "
-                f"{pct(stats.utilization)}).")
+    evidence = (f"{ctx.label(dev)} idles {duration(us)} in {units.plural(n, 'gap')} whose next "
+                f"op was already launched: {pct(ctx.share(us))} of the {duration(ctx.base_us)} "
+                f"window, {ctx.rank_phrase(dev, 'gpu_wait')}; {pct(small_share)} of it in gaps "
+                f"under {SMALL_GAP_US:.0f} µs (median gap {duration(median)}; {ctx.kind} "
+                f"utilization {pct(stats.utilization)}).")
     focus = ctx.report.worst_gap("gpu_wait", dev)
     if small:  # the longest small gap, widened: a tiny gap alone shows nothing
         spans = stats.spans_of("gpu_wait")

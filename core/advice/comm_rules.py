@@ -26,7 +26,7 @@ def collective_wait(ctx: Context) -> Advice | None:
     threads = ", ".join(f"tid {tid}" for _pid, tid in wait.threads[:4])
     base = (f"the {duration(ctx.base_us)} window" if ctx.gpu
             else f"{duration(ctx.base_us)} of step time")
-    who = f"GPU {wait.device} idles and the" if ctx.gpu else "The"
+    who = f"{ctx.label(wait.device)} idles and the" if ctx.gpu else "The"
     evidence = (f"{who} main thread waits {duration(wait.us)} ({pct(ctx.share(wait.us))} of "
                 f"{base}) in no recorded op while collectives run on "
                 f"{len(wait.threads)} other thread{'s' if len(wait.threads) != 1 else ''} "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from stallscope.core.causes import BY_CODE, CAUSES
 from stallscope.core.report import Headline, Report
-from stallscope.core.units import duration, pct
+from stallscope.core.units import duration, pct, plural
 
 LOW_UTILIZATION = 0.50
 SMALL_GAP_SHARE = 0.5  # gpu_wait mostly in small gaps: tiny kernels (as the small_kernels card)
@@ -42,7 +42,8 @@ def headlines(report: Report) -> list[Headline]:
     low = {d: s for d, s in report.devices.items() if s.utilization < LOW_UTILIZATION}
     if low:
         dev, stats = min(low.items(), key=lambda kv: (kv[1].utilization, kv[0]))
-        others = (f" ({len(low)} of {len(report.devices)} GPUs are under "
+        label, kind = report.trace.device_label(dev), report.trace.device_kind
+        others = (f" ({len(low)} of {len(report.devices)} {kind}s are under "
                   f"{pct(LOW_UTILIZATION, 0)})") if len(report.devices) > 1 else ""
         causes = [c for c in CAUSES if stats.idle_by_cause.get(c, 0.0) > 0]
         detail = ""
@@ -54,9 +55,9 @@ def headlines(report: Report) -> list[Headline]:
                       f"{pct(stats.idle_by_cause[top] / stats.idle_us)} of idle)")
             fix = first_fix(report, dev, top)
         out.append(Headline(
-            "low_utilization", f"GPU {dev} is busy only {pct(stats.utilization)} of the time",
-            f"GPU {dev} is busy {duration(stats.busy_us)} of the {duration(report.window_us)} "
-            f"window and idle {duration(stats.idle_us)} in {stats.idle_gaps:,} gaps"
+            "low_utilization", f"{label} is busy only {pct(stats.utilization)} of the time",
+            f"{label} is busy {duration(stats.busy_us)} of the {duration(report.window_us)} "
+            f"window and idle {duration(stats.idle_us)} in {plural(stats.idle_gaps, 'gap')}"
             f"{detail}{others}.",
             fix, device=dev))
     return out

@@ -47,7 +47,7 @@ def pageable_h2d(ctx: Context) -> Advice | None:
     return Advice(
         "pageable_h2d", "Host-to-device copies come from pageable memory",
         f"{units.plural(len(spans), 'host-to-device copy', 'host-to-device copies')} from "
-        f"pageable memory took {duration(us)} on GPU {dev}, {pct(ctx.share(us))} of the "
+        f"pageable memory took {duration(us)} on {ctx.label(dev)}, {pct(ctx.share(us))} of the "
         f"{duration(ctx.base_us)} window; pageable copies cannot overlap with compute.",
         FIXES["pageable_h2d"], focus=longest(spans), saving_us=us, device=dev,
         culprits=ctx.culprits("pageable_h2d"))
@@ -63,14 +63,15 @@ def allocator_churn(ctx: Context) -> Advice | None:
             continue
         parts = []
         if len(drops):
-            parts.append(f"reserved memory on GPU {dev} shrank "
+            parts.append(f"reserved memory on {ctx.label(dev)} shrank "
                          f"{units.plural(len(drops), 'time')} in the window")
         if calls:
             malloc, free = ctx.rt("cudaMalloc"), ctx.rt("cudaFree")
             parts.append(f"{units.plural(calls, f'{malloc}/{free} call')} ran inside steps, "
                          f"{duration(mem.allocator_us_in_steps)} in all "
-                         f"({mem.cuda_malloc_count} {malloc}, {duration(mem.cuda_malloc_us)}; "
-                         f"{mem.cuda_free_count} {free}, {duration(mem.cuda_free_us)} "
+                         f"({units.count(mem.cuda_malloc_count)} {malloc}, "
+                         f"{duration(mem.cuda_malloc_us)}; {units.count(mem.cuda_free_count)} "
+                         f"{free}, {duration(mem.cuda_free_us)} "
                          "over the whole trace)")
         focus = mem.longest_call_in_steps
         if focus is None:
@@ -100,7 +101,7 @@ def exposed_comm(ctx: Context) -> Advice | None:
                 "per step") if steps else ""
     return Advice(
         "exposed_comm", "Communication is not hidden behind compute",
-        f"GPU {dev} runs communication kernels for {duration(stats.comm_us)}, of which "
+        f"{ctx.label(dev)} runs communication kernels for {duration(stats.comm_us)}, of which "
         f"{duration(us)} ({pct(ctx.share(us))} of the {duration(ctx.base_us)} window) with no "
         f"compute beside them: overlap {pct(stats.comm_overlap)}{per_step}.",
         FIXES["exposed_comm"], focus=longest(stats.exposed_comm), saving_us=us, device=dev,

@@ -118,6 +118,15 @@ class Context:
     def graphs(self) -> str:
         return "HIP graphs (torch.cuda.CUDAGraph on ROCm)" if self.rocm else "CUDA graphs"
 
+    def label(self, dev: str) -> str:
+        """The device for people: "GPU 0", "MTIA 17"."""
+        return self.report.trace.device_label(dev)
+
+    @property
+    def kind(self) -> str:
+        """What the trace's devices are: "GPU", "MTIA"."""
+        return self.report.trace.device_kind
+
     def stats(self, dev: str | None) -> DeviceStats | None:
         return None if dev is None else self.report.devices.get(dev)
 

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
-from stallscope.core.compare import Metric, primary_device, step_ms
+from stallscope.core.compare import Metric, primary_device
 from stallscope.core.errors import StallscopeError
+from stallscope.core.render.facts import facts_text, json_text, memory_facts, window_text
 from stallscope.core.report import Report
-from stallscope.core.units import duration, mib, ms, pct, plural
+from stallscope.core.units import count, duration, ms, pct
 
 FORMATS = {".json": "json", ".md": "markdown", ".markdown": "markdown"}
 
 
 def report_to_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2, default=_json_default) + "\n"
-
-
-def _json_default(value):
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    return str(value)
+    return json_text(report.to_json())
 
 
 def _pct_of(us: float, total: float) -> str:
@@ -34,22 +28,17 @@ def report_to_markdown(report: Report, title: str | None = None) -> str:
     lines = [f"# {title or 'stallscope report: ' + Path(str(trace.path)).name}", ""]
     lines.append(f"- trace: `{trace.path}`" + (f" (rank {trace.rank})"
                                               if trace.rank is not None else ""))
-    lines.append(f"- window: {ms(report.window_us)}, {plural(len(report.steps), 'step')}, "
-                 f"mean step {step_ms(report):,.2f} ms")
+    lines.append(f"- window: {window_text(report)}")
     lines.append("")
     for h in report.headlines:
         lines += [f"> **{h.title}**: {h.evidence} {h.fix}".rstrip(), ""]
     lines += _gpu_section(report)
     lines += _ceiling_section(report)
     lines += _step_section(report)
-    mem = [(d, m) for d, m in report.memory.items() if len(m.ts) or m.cuda_malloc_count]
+    mem = memory_facts(report)
     if mem:
         lines += ["## Memory", ""]
-        rt = "hip" if report.runtime == "hip" else "cuda"
-        for dev, m in mem:
-            lines.append(f"- GPU {dev}: peak allocated {mib(m.peak_allocated)}, peak reserved "
-                         f"{mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
-                         f"{rt}Malloc {m.cuda_malloc_count}x, {rt}Free {m.cuda_free_count}x")
+        lines += [f"- {trace.device_label(dev)}: {facts_text(facts)}" for dev, facts in mem.items()]
         lines.append("")
     lines += ["## Advice", ""]
     if not report.advice:
@@ -69,7 +58,7 @@ def report_to_markdown(report: Report, title: str | None = None) -> str:
 
 
 def _gpu_section(report: Report) -> list[str]:
-    lines = ["## GPU", ""]
+    lines = [f"## {report.trace.device_kind}", ""]
     if not report.devices:
         lines += ["No GPU activity in this trace: the main thread's step time by cause.", "",
                   "| " + " | ".join(CAUSE_LABELS[c] for c in CAUSES) + " |",
@@ -83,15 +72,15 @@ def _gpu_section(report: Report) -> list[str]:
     lines.append("|---" * (8 + len(CAUSES)) + "|")
     for dev, s in report.devices.items():
         causes = " | ".join(ms(s.idle_by_cause.get(c, 0.0)) for c in CAUSES)
-        lines.append(f"| GPU {dev} | {pct(s.utilization)} | {ms(s.busy_us)} | "
-                     f"{ms(s.idle_us)} | {s.idle_gaps} | {causes} | {ms(s.comm_us)} | "
-                     f"{ms(s.exposed_comm_us)} | {pct(s.comm_overlap)} |")
+        lines.append(f"| {report.trace.device_label(dev)} | {pct(s.utilization)} | "
+                     f"{ms(s.busy_us)} | {ms(s.idle_us)} | {count(s.idle_gaps)} | {causes} | "
+                     f"{ms(s.comm_us)} | {ms(s.exposed_comm_us)} | {pct(s.comm_overlap)} |")
     lines.append("")
     for dev, s in report.devices.items():
         named = [(n or "(outside any annotation)", us)
                  for n, us in s.python_by_annotation.items() if us > 0][:5]
         if named:
-            lines.append(f"Python time on GPU {dev}'s idle, by annotation: "
+            lines.append(f"Python time on {report.trace.device_label(dev)}'s idle, by annotation: "
                          + ", ".join(f"`{n}` {ms(us)}" for n, us in named))
             lines.append("")
     return lines
@@ -104,8 +93,9 @@ def _ceiling_section(report: Report) -> list[str]:
     if not report.steady:
         return ["## Ceilings", "", f"Not quoted for a {report.window_kind.replace('_', ' ')} "
                 "window.", ""]
+    label = report.trace.device_label
     return ["## Ceilings", ""] + [
-        f"- {'GPU ' + c.device + ': ' if c.device is not None else ''}{c.text}" for c in shown
+        f"- {label(c.device) + ': ' if c.device is not None else ''}{c.text}" for c in shown
     ] + [""]
 
 
@@ -113,8 +103,8 @@ def _step_section(report: Report) -> list[str]:
     if not report.steps:
         return []
     dev = primary_device(report)
-    lines = ["## Steps", "", "| step | duration | data loading | optimizer | GPU busy | "
-             "largest idle cause |", "|---|---|---|---|---|---|"]
+    lines = ["## Steps", "", "| step | duration | data loading | optimizer | "
+             f"{report.trace.device_kind} busy | largest idle cause |", "|---|---|---|---|---|---|"]
     for st in report.steps:
         busy = ms(st.gpu_busy_us.get(dev, 0.0)) if dev is not None else "-"
         by = st.idle_by_cause.get(dev, {}) if dev is not None else st.host_by_cause

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from stallscope.core import units
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
+from stallscope.core.render.facts import facts_text, memory_facts
 from stallscope.core.report import Report
-from stallscope.core.units import duration, mib, ms, pct
+from stallscope.core.units import duration, ms, pct
 
 _MAX_ANNOTATIONS = 5
 
@@ -21,7 +22,8 @@ def render(report: Report) -> str:
     if report.main_thread:
         lines.append(f"main thread  pid {report.main_thread[0]} tid {report.main_thread[1]}")
     if t.dropped:
-        lines.append("dropped " + ", ".join(f"{n} {why}" for why, n in t.dropped.items()))
+        lines.append("dropped " + ", ".join(f"{units.count(n)} {why}"
+                                           for why, n in t.dropped.items()))
     lines.append("")
     for h in report.headlines:
         lines += [f"!! {h.title}", f"   {h.evidence}"] + ([f"   {h.fix}"] if h.fix else []) + [""]
@@ -70,7 +72,7 @@ def _host(report: Report) -> list[str]:
 
 def _device(report: Report, dev: str, s) -> list[str]:
     t = report.trace
-    lines = [f"GPU {dev}: utilization {pct(s.utilization):>6}   busy {ms(s.busy_us)}"
+    lines = [f"{t.device_label(dev)}: utilization {pct(s.utilization):>6}   busy {ms(s.busy_us)}"
              f"   idle {ms(s.idle_us)} in {units.plural(s.idle_gaps, 'gap')}"]
     lines += _table(s.idle_by_cause, s.idle_us, report.window_us, "% of idle")
     lines += _annotations(s.python_by_annotation)
@@ -95,7 +97,8 @@ def _ceilings(report: Report) -> list[str]:
         return [f"ceilings: not quoted for a {report.window_kind.replace('_', ' ')} window "
                 f"({why})", ""]
     lines = ["ceilings (how much faster steps could be if one cause vanished)"]
-    lines += [f"  {'GPU ' + c.device + ': ' if c.device is not None else ''}{c.text} "
+    label = report.trace.device_label
+    lines += [f"  {label(c.device) + ': ' if c.device is not None else ''}{c.text} "
               f"({duration(c.cause_us)} of {duration(c.base_us)})" for c in shown]
     return lines + [""]
 
@@ -105,7 +108,8 @@ def _steps(report: Report) -> list[str]:
         return []
     devs = list(report.devices)
     head = f"  {'step':<20}{'duration':>13}{'data wait':>13}{'optimizer':>13}"
-    head += "".join(f"{'GPU ' + d + ' busy':>14}{'top idle cause':>18}" for d in devs)
+    label = report.trace.device_label
+    head += "".join(f"{label(d) + ' busy':>14}{'top idle cause':>18}" for d in devs)
     lines = ["steps", head]
     for st in report.steps:
         row = (f"  {st.name:<20}{ms(st.dur_us):>13}{ms(st.data_loading_us):>13}"
@@ -119,15 +123,8 @@ def _steps(report: Report) -> list[str]:
 
 
 def _memory(report: Report) -> list[str]:
-    lines = []
-    rt = "hip" if report.runtime == "hip" else "cuda"
-    for dev, m in report.memory.items():
-        if len(m.ts) == 0 and m.cuda_malloc_count == 0:
-            continue
-        lines.append(f"memory GPU {dev}: peak allocated {mib(m.peak_allocated)}, peak reserved "
-                     f"{mib(m.peak_reserved)}, reserved shrank {m.reserved_drops}x, "
-                     f"{rt}Malloc {m.cuda_malloc_count}x ({ms(m.cuda_malloc_us)}), "
-                     f"{rt}Free {m.cuda_free_count}x ({ms(m.cuda_free_us)})")
+    lines = [f"memory {report.trace.device_label(dev)}: {facts_text(facts)}"
+             for dev, facts in memory_facts(report).items()]
     return lines + [""] if lines else []
 
 

@@ -54,7 +54,7 @@ def test_mtia_is_not_called_cpu_only(real_trace):
     out = _cli("analyze", path)
     assert out.returncode == 0, out.stderr
     assert "CPU lanes only" not in out.stdout and "No GPU activity" not in out.stdout
-    assert "GPU 17: utilization" in out.stdout
+    assert "MTIA 17: utilization" in out.stdout and "GPU 17" not in out.stdout
     doc = json.loads(_cli("analyze", path, "--json").stdout)
     assert list(doc["devices"]) == ["17"] and doc["devices"]["17"]["busy_us"] > 0
     info = _cli("info", path).stdout
