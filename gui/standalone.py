@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from stallscope.core.analysis import Report, analyze
 from stallscope.core.errors import StallscopeError
 from stallscope.core.trace import load
+from stallscope.gui.widgets import install_plain_text_guard
 
 
 def show_view(build: Callable[[list[Report]], QWidget], description: str,
@@ -31,6 +32,7 @@ def show_view(build: Callable[[list[Report]], QWidget], description: str,
         print(f"stallscope: error: {exc}", file=sys.stderr)
         return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    install_plain_text_guard(app)
     view = build(reports)
     view.resize(*size)
     if args.screenshot:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import html
+import shlex
 import sys
 from pathlib import Path
 
@@ -52,6 +52,7 @@ from stallscope.gui.colors import (
     qcolor,
 )
 from stallscope.gui.dialogs.tune_chart import WAIT_COLOR, TuneChart
+from stallscope.gui.widgets import rich_label
 from stallscope.gui.workers import JobRunner, JobWorker
 
 COLUMNS = ("#", "settings", "step", "data wait", "peak RSS", "status")
@@ -97,8 +98,7 @@ class TuneDialog(QDialog):
 
     # ------------------------------------------------------------------ layout
     def _build(self, budget_s: float, max_workers: int | None) -> None:
-        title = QLabel(f"<b>{html.escape(Path(self.script).name)}</b> "
-                       f"{html.escape(' '.join(self.args))}")
+        title = rich_label("<b>{}</b> {}", Path(self.script).name, shlex.join(self.args))
         title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         about = QLabel("Runs the script a few times with other DataLoader settings (more "
                        "workers while steps get faster, past the cores only while the workers "
@@ -133,7 +133,7 @@ class TuneDialog(QDialog):
 
         self.chart = TuneChart()
         self.chart.setMinimumHeight(220)
-        legend = QLabel(f"<span style='color:{MUTED_TEXT}'>&#9632;</span> as written &nbsp; "
+        legend = rich_label(f"<span style='color:{MUTED_TEXT}'>&#9632;</span> as written &nbsp; "
                         f"<span style='color:{BUSY_COLOR}'>&#9632;</span> trial &nbsp; "
                         f"<span style='color:{BETTER_COLOR}'>&#9632;</span> best &nbsp; "
                         f"<span style='color:{WAIT_COLOR}'>&#9632;</span> data wait &nbsp; "

@@ -41,7 +41,7 @@ from stallscope.gui.colors import (
     warning_colors,
 )
 from stallscope.gui.views.summary import SummaryPanel
-from stallscope.gui.widgets import ElidedLabel
+from stallscope.gui.widgets import ElidedLabel, rich_label, set_rich
 
 VERDICT_MARK = {"better": "✓ ", "worse": "✗ ", "same": "", "n/a": ""}
 
@@ -163,11 +163,11 @@ class CompareView(QWidget):
         super().__init__(parent)
         self.heading = ElidedLabel(mode=Qt.TextElideMode.ElideMiddle)
         self.heading.setStyleSheet("font-size: 15px; font-weight: 700;")
-        self.verdict_label = QLabel()
+        self.verdict_label = rich_label("")
         self.verdict_label.setWordWrap(True)
         self.verdict_label.setSizePolicy(QSizePolicy.Policy.Ignored,
                                          QSizePolicy.Policy.Preferred)
-        self.warnings = QLabel()
+        self.warnings = rich_label("")
         self.warnings.setWordWrap(True)
         self.warnings.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.warnings.hide()
@@ -196,7 +196,8 @@ class CompareView(QWidget):
         self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
         self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
         left_box.addWidget(self.table)
-        chart_title = QLabel("<b>GPU idle per step by cause</b>: faded = before, solid = after")
+        chart_title = rich_label("<b>GPU idle per step by cause</b>: faded = before, solid = "
+                                 "after")
         chart_title.setWordWrap(True)
         chart_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         left_box.addWidget(chart_title)
@@ -253,8 +254,8 @@ class CompareView(QWidget):
         self.verdict_label.setText(self._verdict_text())
         self._fit_table()
         self._style_warnings()
-        self.warnings.setText("<b>Not like for like:</b> " + "; ".join(self.mismatches)
-                              if self.mismatches else "")
+        set_rich(self.warnings, "<b>Not like for like:</b> {}" if self.mismatches else "",
+                 "; ".join(self.mismatches))
         self.warnings.setVisible(bool(self.mismatches))
 
     def _verdict_text(self) -> str:

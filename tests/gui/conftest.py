@@ -20,6 +20,9 @@ def collect_on_the_gui_thread(qapp):
     from stallscope.gui import pyside_workaround
 
     pyside_workaround.collect_on_gui_thread()
+    from stallscope.gui.widgets import install_plain_text_guard
+
+    install_plain_text_guard(qapp)  # as gui/app.py: untrusted names never render as rich text
     yield
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     gc.collect()

@@ -21,6 +21,7 @@ from stallscope.core.lmdb.convert import ConvertResult, convert
 from stallscope.core.lmdb.destination import destination_state
 from stallscope.core.lmdb.fields import field_lines
 from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, mono, say
+from stallscope.gui.widgets import rich_label
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class ConvertPage(QWizardPage):
         self.bar.setMinimumHeight(22)
         self.rate = QLabel(" ")
         self.rate.setFont(mono())
-        self.status = QLabel(" ")
+        self.status = rich_label(" ")  # every text set on it escapes the names in it
         self.status.setWordWrap(True)
         self.cancel_btn = QPushButton("Cancel conversion")
         self.resume_btn = QPushButton("Resume")
@@ -52,10 +53,10 @@ class ConvertPage(QWizardPage):
         buttons.addStretch(1)
         buttons.addWidget(self.cancel_btn)
         buttons.addWidget(self.resume_btn)
-        self.summary = QLabel()
+        self.summary = rich_label("")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.plan = QLabel()
+        self.plan = rich_label("")
         self.plan.setWordWrap(True)
         self.plan.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
@@ -117,7 +118,8 @@ class ConvertPage(QWizardPage):
         now = time.monotonic()
         if self._first is None:
             self._first = (now, done)
-            self.status.setText(f"Converting {self.wiz.spec()} → {self.wiz.destination()}")
+            self.status.setText(f"Converting {esc(self.wiz.spec())} → "
+                                f"{esc(self.wiz.destination())}")
         self.bar.setRange(0, max(total, 1))
         self.bar.setValue(done)
         t, d = self._first

@@ -28,6 +28,7 @@ from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.inspection import SourceInfo, inspect_source
 from stallscope.core.lmdb.snippet import default_destination
 from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, row, say, spin
+from stallscope.gui.widgets import rich_label
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class OptionsPage(QWizardPage):
         self.dst_edit = QLineEdit()
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._choose_dst)
-        self.dst_state = QLabel()
+        self.dst_state = rich_label("")
         self.dst_state.setWordWrap(True)
         dst_box = QWidget()
         dst_grid = QGridLayout(dst_box)
@@ -75,14 +76,14 @@ class OptionsPage(QWizardPage):
         self.floats_combo = QComboBox()
         self.floats_combo.addItems(["auto: uint8 when on k/255 steps", "float32", "float16"])
         self.floats_row = row(QLabel("Float tensors"), self.floats_combo)
-        self.estimate = QLabel()
+        self.estimate = rich_label("")
         self.estimate.setWordWrap(True)
-        self.shapes = QLabel()
+        self.shapes = rich_label("")
         self.shapes.setWordWrap(True)
         self.apply_btn = QPushButton()
         self.apply_btn.setVisible(False)
         self.apply_btn.clicked.connect(self._apply_suggestion)
-        self.space = QLabel()
+        self.space = rich_label("")
         self.space.setWordWrap(True)
 
         form = QFormLayout()

@@ -11,7 +11,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QHBoxLayout,
-    QLabel,
     QListWidget,
     QPlainTextEdit,
     QPushButton,
@@ -24,6 +23,7 @@ from stallscope.core.lmdb.snippet import lmdb_snippet
 from stallscope.core.lmdb.verify import VerifyResult, verify
 from stallscope.gui import theme
 from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, heading, mono, say, toned
+from stallscope.gui.widgets import rich_label
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class ResultPage(QWizardPage):
         self.wiz = wizard
         self.setTitle("Result")
         self.setSubTitle("Checked against the source, and measured against it.")
-        self.verify_label = QLabel("Verifying…")
+        self.verify_label = rich_label("Verifying…")
         self.verify_label.setWordWrap(True)
         self.skipped = QListWidget()
         self.skipped.setWordWrap(True)
@@ -49,7 +49,7 @@ class ResultPage(QWizardPage):
         self.chart.hideButtons()
         self.chart.setMenuEnabled(False)
         self.chart.getPlotItem().setLabel("left", "samples/s")
-        self.chart_note = QLabel("Measuring…")
+        self.chart_note = rich_label("Measuring…")
         self.chart_note.setWordWrap(True)
         self.snippet = QPlainTextEdit()
         self.snippet.setReadOnly(True)

@@ -11,7 +11,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPushButton,
     QVBoxLayout,
@@ -24,6 +23,7 @@ from stallscope.core.lmdb.inspection import SourceInfo, inspect_source
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.core.lmdb.source import describe
 from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, heading, say, thumb, toned
+from stallscope.gui.widgets import rich_label
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
@@ -50,9 +50,9 @@ class SourcePage(QWizardPage):
         row.addWidget(folder_btn)
         row.addWidget(factory_btn)
 
-        self.status = QLabel("Choose a folder of images or a factory.")
+        self.status = rich_label("Choose a folder of images or a factory.")
         self.status.setWordWrap(True)
-        self.details = QLabel()
+        self.details = rich_label("")
         self.details.setWordWrap(True)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.thumbs = QGridLayout()

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.gui.colors import BETTER_COLOR, WORSE_COLOR, plot_theme
+from stallscope.gui.widgets import set_rich
 
 THUMB = 88
 
@@ -38,7 +39,7 @@ def toned(text: str, tone: str) -> str:
 
 
 def say(label: QLabel, text: str, tone: str) -> None:
-    label.setText(toned(text, tone))
+    set_rich(label, toned(text, tone))  # toned escaped `text`
 
 
 def thumb(caption: str, image: np.ndarray) -> QWidget:
