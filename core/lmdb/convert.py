@@ -125,6 +125,10 @@ def convert(
         for f in meta["stored"]:
             f["shape"] = [] if f["kind"] == "int" else (list(one) if one else None)
     _check_destination(dst, state, meta)
+    if state.kind == "ours":  # what the first run's scan found stays with the LMDB
+        for key in ("created", "scan_skipped", "scan_skipped_count"):
+            if key in state.meta:
+                meta[key] = state.meta[key]
     progress = state.progress if state.kind == "ours" else {"next_source": 0, "written": 0}
     start = progress["next_source"]
     needed = int((n - start) * lmdb_bytes(est)) + (1 << 20)

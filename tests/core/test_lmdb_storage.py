@@ -258,6 +258,7 @@ def test_a_conversion_stats_each_source_file_once_and_resume_none(tmp_path, monk
         (root / f"k{c}").mkdir(parents=True)
         for i in range(30):
             Image.fromarray(np.full((6, 6, 3), i, np.uint8)).save(root / f"k{c}" / f"{i}.png")
+    os.symlink("..", root / "k0" / "loop")
     calls: list[str] = []
     real_stat = os.stat
 
@@ -277,6 +278,7 @@ def test_a_conversion_stats_each_source_file_once_and_resume_none(tmp_path, monk
     calls.clear()
     result = run_job(convert(root, tmp_path / "o.lmdb", workers=0))
     assert result.count == 120 and result.resumed_from > 0
+    assert [s["path"] for s in result.scan_skipped] == ["k0/loop"]  # kept from the first run
     assert not [p for p in calls if p.endswith(".png")]  # resumed from the stored listing
     calls.clear()
     check = run_job(verify(tmp_path / "o.lmdb", n=10))
