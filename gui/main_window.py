@@ -40,7 +40,7 @@ from stallscope.core import units
 from stallscope.core.document import Document
 from stallscope.core.errors import StallscopeError
 from stallscope.core.recent import RecentStore
-from stallscope.core.render.headline import headline
+from stallscope.core.render.tagline import tagline
 from stallscope.core.session.reader import is_session
 from stallscope.gui import layout_state, menus, theme
 from stallscope.gui.controllers import export
@@ -317,7 +317,7 @@ class MainWindow(QMainWindow):
         if not self.persist:
             return
         try:
-            self.recent_store.add(str(document.path), headline=headline(self.analysis.report))
+            self.recent_store.add(str(document.path), headline=tagline(self.analysis.report))
         except (OSError, ValueError, StallscopeError):
             return  # a recent list that cannot be written must not spoil an open
         self.start.refresh()

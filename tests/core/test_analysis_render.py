@@ -62,10 +62,10 @@ def test_markdown_export(real_trace, tmp_path):
     assert path.read_text(encoding="utf-8") == md
 
 
-def test_headline_says_a_start_up_window(real_trace):
-    from stallscope.core.render.headline import headline
+def test_tagline_says_a_start_up_window(real_trace):
+    from stallscope.core.render.tagline import tagline
 
     amd = analyze(load(real_trace("hta_amd_trace")))
-    assert headline(amd) == "GPU idle 98%, mostly backward on the autograd threads (start-up " \
+    assert tagline(amd) == "GPU idle 98%, mostly backward on the autograd threads (start-up " \
                             "window)"
-    assert not headline(analyze(load(real_trace("kineto_nw0")))).endswith(")")
+    assert not tagline(analyze(load(real_trace("kineto_nw0")))).endswith(")")
