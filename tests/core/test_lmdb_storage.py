@@ -288,3 +288,48 @@ def test_a_conversion_stats_each_source_file_once_and_resume_none(tmp_path, monk
     with env.begin() as txn:
         assert json.loads(txn.get(fmt.META_KEY))["listing"] == 120
     env.close()
+
+
+def test_a_folder_conversion_killed_mid_run_resumes_exactly_from_its_listing(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from stallscope.core.lmdb.destination import destination_state
+
+    root = tmp_path / "src"
+    rng = np.random.default_rng(8)
+    expected = []
+    for c in range(3):
+        (root / f"c{c}").mkdir(parents=True)
+        for i in range(800):
+            arr = rng.integers(0, 256, (5, 4, 3), np.uint8)
+            Image.fromarray(arr).save(root / f"c{c}" / f"{i:04d}.png")
+            expected.append((arr.transpose(2, 0, 1).tobytes(), c))
+    dst = tmp_path / "k.lmdb"
+    cmd = [sys.executable, "-m", "stallscope.core.cli", "convert", str(root), str(dst),
+           "--workers", "1", "--commit-every", "5", "--verify", "0"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        state = destination_state(dst) if (dst / "data.mdb").exists() else None
+        if state is not None and state.kind == "ours" and state.progress["written"] >= 200:
+            break
+        assert proc.poll() is None and time.monotonic() < deadline, "finished before the kill"
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    state = destination_state(dst)
+    assert not state.complete and 200 <= state.progress["written"] < 2400
+    for c in range(3):  # a changed folder would be rescanned by a careless resume
+        Image.fromarray(np.zeros((5, 4, 3), np.uint8)).save(root / f"c{c}" / "zz_new.png")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "resumed at" in done.stdout, done.stderr
+    ds = LMDBDataset(dst)
+    assert len(ds) == 2400  # the listing of the first run: the new files are not in it
+    got = ds[list(range(2400))]
+    assert got[1].tolist() == [c for _b, c in expected]
+    assert all(got[0][k].numpy().tobytes() == b for k, (b, _c) in enumerate(expected))
+    ds.close()
+    assert run_job(check_records(dst)).ok
