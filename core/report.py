@@ -193,7 +193,7 @@ class Ceiling:
 
     def to_json(self) -> dict:
         return {"device": self.device, "cause": self.cause, "cause_us": self.cause_us,
-                "step_us": self.base_us,
+                "base_us": self.base_us,
                 "speedup": self.speedup if math.isfinite(self.speedup) else None,
                 "text": self.text}
 

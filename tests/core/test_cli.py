@@ -41,7 +41,20 @@ def test_analyze_json_follows_design_names(real_trace):
                                      "culprits"}
     assert doc["window_kind"] == "steady"
     assert {"headlines", "ceilings"} <= set(doc)
+    # a ceiling's base is the step time it is taken of (one name: Ceiling.base_us)
+    steps_us = sum(s["dur_us"] for s in doc["steps"])
+    assert {c["base_us"] for c in doc["ceilings"] if c["device"] == "0"} == {steps_us}
+    assert all("step_us" not in c for c in doc["ceilings"])
     assert doc["memory"]["0"]["peak_allocated"] == 2791636480.0
+
+
+def test_analyze_text_says_only_recorded_memory_facts(real_trace):
+    """kineto_nw0 records allocations without the allocator's totals and no cudaMalloc: the
+    memory line has the peak allocated only (no 'peak reserved -', no '0x')."""
+    out = _cli("analyze", real_trace("kineto_nw0"))
+    line = next(x for x in out.stdout.splitlines() if x.startswith("memory "))
+    assert line == "memory GPU 0: peak allocated 2,662.3 MiB"
+    assert "0x" not in out.stdout and " -," not in out.stdout
 
 
 def test_analyze_text_report(real_trace):
