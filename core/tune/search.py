@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from stallscope.core.tune.cpu import BUSY_SHARE
 
 MIN_GAIN = 0.05     # a trial counts as better when at least 5% faster than the best so far
-OBVIOUS_GAIN = 0.4   # a smaller gain is repeated against the best before it counts (job.py):
+OBVIOUS_GAIN = 0.3   # a smaller gain is repeated against the best before it counts (job.py):
 #                     single trials of 8-10 ms steps varied by 25% on a loaded 2-core machine
 DONE_SHARE = 0.05   # steps waiting for data less than this share: more workers cannot help
 LARGE_WAIT = 0.2    # steps waiting this share or more: worth going past the cores (I/O)
