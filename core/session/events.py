@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stallscope.core.capture import layout
+from stallscope.core.session.steady import Steady, steady
 
 STEP_FIELDS = ("wall_ms", "data_wait_ms", "rss", "cuda_allocated", "cuda_reserved")
 
@@ -165,20 +166,25 @@ def _dict(value) -> dict:
 
 
 class StepColumns:
-    """Growing per-step columns of one rank (amortised appends; readers take slices)."""
+    """Growing per-step columns of one rank (amortised appends; readers take slices), with
+    the event times and batch counts the steady statistic needs (`steady`)."""
+
+    COLUMNS = (*STEP_FIELDS, "t", "batches")
 
     def __init__(self) -> None:
         self.n = 0
-        self.cols = {k: np.full(256, np.nan) for k in STEP_FIELDS}
+        self.cols = {k: np.full(256, np.nan) for k in self.COLUMNS}
         self.active: list[int] = []  # step indices inside the profiling window
+        self.phases: list[str] = []
         self.last_phase = ""
 
     def add(self, step: StepEvent) -> None:
         if self.n == len(self.cols["wall_ms"]):
             for k, col in self.cols.items():
                 self.cols[k] = np.concatenate([col, np.full(len(col), np.nan)])
-        for k in STEP_FIELDS:
+        for k in self.COLUMNS:
             self.cols[k][self.n] = getattr(step, k)
+        self.phases.append(step.phase)
         self.last_phase = step.phase
         if step.phase == "active":
             self.active.append(self.n)
@@ -189,3 +195,9 @@ class StepColumns:
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.cols[key][: self.n]
+
+    def steady(self, queued: int = 0) -> Steady | None:
+        """The steady window of the steps so far (core/session/steady.py): the one statistic
+        the run summary, compare and tune state. `queued`: workers x prefetch_factor."""
+        return steady(self["t"], self["wall_ms"], self["data_wait_ms"], self["batches"],
+                      self.phases, queued)

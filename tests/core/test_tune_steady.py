@@ -117,3 +117,17 @@ def test_compare_of_two_sessions_states_the_steady_speed_up(capsys):
     assert out["speedup"] == pytest.approx(want)
     assert main(["compare", str(before), str(after)]) == 0
     assert f"speed-up: {want:.2f}x (step time: steady mean" in capsys.readouterr().out
+
+
+def test_live_step_columns_give_the_session_figure():
+    """The run view's live columns (core/session/events.StepColumns) and the finished session
+    state the same steady figure."""
+    from stallscope.core.session.events import StepColumns, typed
+
+    s = session("io-2workers")
+    cols = StepColumns()
+    for record in s.events:
+        if record["event"] == "step":
+            cols.add(typed(record))
+    live = cols.steady(queued_batches(s.loaders()))
+    assert live == s.steady()[1]
