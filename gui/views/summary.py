@@ -27,7 +27,9 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import units
-from stallscope.core.compare import primary_device, step_breakdown, step_ms
+from stallscope.core.compare import primary_device, step_breakdown
+from stallscope.core.render.facts import facts_text, memory_facts, no_memory_text, window_text
+from stallscope.core.report import Report
 from stallscope.gui import lanes as lane_model
 from stallscope.gui.colors import (
     BUSY_COLOR,
@@ -49,7 +51,6 @@ from stallscope.gui.views.summary_parts import (
 )
 from stallscope.gui.widgets import ElidedLabel, rich, rich_label, set_rich, set_rich_tooltip
 
-GPU_PART_LABELS = {"compute": "GPU busy"}
 CPU_NOTE = ("No GPU activity in this trace: the figures are the main thread's step time and "
             "the other threads busy during the steps.")
 
@@ -58,14 +59,14 @@ WINDOW_PHRASES = {"startup": "start-up", "graph_capture": "a graph capture",
                   "one_step": "a single step"}
 
 
-def ceiling_text(report, dev: str | None) -> str:
+def ceiling_text(report: Report, dev: str | None) -> str:
     """"Ceiling: up to 1.51x faster if the GPU never waited for data" (the largest of `dev`);
     a cause that is the whole step has no finite ceiling and is said as such; nothing below
     0.5%; none quoted for a window that is not steady training (start-up, one step)."""
-    kind = getattr(report, "window_kind", "steady")
+    kind = report.window_kind
     if kind != "steady":
         return f"Ceilings not quoted: this window is {WINDOW_PHRASES.get(kind, kind)}."
-    ceilings = [c for c in getattr(report, "ceilings", []) if c.device == dev]
+    ceilings = [c for c in report.ceilings if c.device == dev]
     best = max(ceilings, key=lambda c: c.speedup, default=None)
     if best is None or best.speedup <= 1.005:
         return ""
@@ -113,7 +114,7 @@ class SummaryPanel(QScrollArea):
         super().__init__(parent)
         self.compact = compact
         self.actions = actions
-        self.report = None
+        self.report: Report | None = None
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -192,25 +193,20 @@ class SummaryPanel(QScrollArea):
 
     # ------------------------------------------------------------------ filling
 
-    def set_report(self, report, title: str | None = None) -> None:
+    def set_report(self, report: Report, title: str | None = None) -> None:
         self.report = report
         self._title_override = title
         trace = report.trace
-        self.title.setText(title or getattr(trace.path, "name", str(trace.path)))
+        self.title.setText(title or trace.path.name)
         self.title.setToolTip(str(trace.path))
-        lo, hi = report.window
         rank = f" · rank {trace.rank}" if trace.rank is not None else ""
-        steps = (f"{units.plural(len(report.steps), 'step')}, mean step "
-                 f"{units.ms(step_ms(report) * 1000)}" if report.steps
-                 else "no ProfilerStep annotations: the whole trace")
-        self.subtitle.setText(f"window {units.duration(hi - lo)} · {steps}{rank}")
+        self.subtitle.setText(f"window {window_text(report)}{rank}")
         gpu = bool(report.devices)
-        heads = [h.title for h in getattr(report, "headlines", [])]
+        heads = [h.title for h in report.headlines]
         self.note.setStyleSheet(f"color: {error_text() if heads else warning_colors()['fg']};"
                                 " font-weight: 600;")
         self.note.setText(" · ".join(heads) if gpu else " · ".join([*heads, CPU_NOTE]))
-        tips = [f"{h.title}: {h.evidence} {h.fix}".strip()
-                for h in getattr(report, "headlines", [])]
+        tips = [f"{h.title}: {h.evidence} {h.fix}".strip() for h in report.headlines]
         set_rich_tooltip(self.note, "<p>{}</p>" * len(tips), *tips)
         self.note.setVisible(bool(heads) or not gpu)
         self._fill_utilization(report)
@@ -220,7 +216,7 @@ class SummaryPanel(QScrollArea):
         self._fill_steps(report)
         self._fill_memory(report)
 
-    def _fill_utilization(self, report) -> None:
+    def _fill_utilization(self, report: Report) -> None:
         while self.util_grid.count():
             w = self.util_grid.takeAt(0).widget()
             if w is not None:
@@ -238,19 +234,21 @@ class SummaryPanel(QScrollArea):
             bar.setStyleSheet(f"QProgressBar {{ border: 1px solid {c['track_border']}; "
                               f"border-radius: 3px; background: {c['track']}; }} "
                               f"QProgressBar::chunk {{ background: {BUSY_COLOR}; }}")
-            self.util_grid.addWidget(QLabel(f"GPU {dev}"), 2 * row, 0)
+            self.util_grid.addWidget(QLabel(report.trace.device_label(dev)), 2 * row, 0)
             self.util_grid.addWidget(bar, 2 * row, 1)
             self.util_grid.addWidget(rich_label("<b>{}</b>", units.pct(stats.utilization)),
                                      2 * row, 2)
             text = ElidedLabel(f"busy {units.duration(stats.busy_us)}, idle "
-                               f"{units.duration(stats.idle_us)} in {stats.idle_gaps:,} gaps")
+                               f"{units.duration(stats.idle_us)} in "
+                               f"{units.plural(stats.idle_gaps, 'gap')}")
             text.setStyleSheet(f"color: {c['dim']};")
             self.util_grid.addWidget(text, 2 * row + 1, 1, 1, 2)
             self.util_bars[dev] = bar
         self.util_grid.setColumnStretch(1, 1)
+        self.util_heading.setText(f"{report.trace.device_kind} utilization")
         self.util_heading.setVisible(bool(report.devices))
 
-    def _fill_causes(self, report) -> None:
+    def _fill_causes(self, report: Report) -> None:
         for bar in self.cause_bars.values():
             self.bars_box.removeWidget(bar)
             bar.deleteLater()
@@ -261,7 +259,7 @@ class SummaryPanel(QScrollArea):
         self.cause_bars = {}
         dev = primary_device(report)
         if dev is None:  # the main thread's step time (or the window) by cause
-            values = dict(getattr(report, "host_by_cause", {}) or {})
+            values = dict(report.host_by_cause)
             self.cause_heading.setText("Step time of the main thread, by what it was in"
                                        if report.steps else
                                        "Time of the main thread, by what it was in")
@@ -275,21 +273,22 @@ class SummaryPanel(QScrollArea):
             self._show_ceiling(report, None)
             return
         several = len(report.devices) > 1
-        self.cause_heading.setText("GPU idle time by cause (click: the longest span)")
+        kind = report.trace.device_kind
+        self.cause_heading.setText(f"{kind} idle time by cause (click: the longest span)")
         for d in sorted(report.devices, key=lane_model.device_sort_key):
             bar = CauseBar()
             bar.set_values(report.devices[d].idle_by_cause)
             bar.sig_cause_clicked.connect(self.sig_cause_activated)
-            bar.setToolTip(f"GPU {d}: idle time by cause")
+            bar.setToolTip(f"{report.trace.device_label(d)}: idle time by cause")
             if several:
-                tag = QLabel(f"GPU {d}" + (" (below)" if d == dev else ""))
+                tag = QLabel(report.trace.device_label(d) + (" (below)" if d == dev else ""))
                 tag.setStyleSheet(f"color: {self.colors['dim']};")
                 self.bars_box.addWidget(tag)
             self.bars_box.addWidget(bar)
             self.cause_bars[d] = bar
         stats = report.devices[dev]
         tips = {}
-        by_annotation = getattr(stats, "python_by_annotation", {}) or {}
+        by_annotation = stats.python_by_annotation
         if by_annotation:
             top = sorted(by_annotation.items(), key=lambda kv: -kv[1])[:3]
             tips["python"] = "Python between ops, mostly in " + ", ".join(
@@ -297,18 +296,18 @@ class SummaryPanel(QScrollArea):
         self.cause_table.set_values(stats.idle_by_cause, self.colors["dim"], "idle", tips)
         self._show_ceiling(report, dev)
 
-    def _show_ceiling(self, report, dev: str | None) -> None:
+    def _show_ceiling(self, report: Report, dev: str | None) -> None:
         """The largest ceiling of the device (None: the main thread's step time, no GPU)."""
         self.ceiling.setText(ceiling_text(report, dev))
         self.ceiling.setVisible(bool(self.ceiling.text()))
 
-    def _fill_threads(self, report) -> None:
+    def _fill_threads(self, report: Report) -> None:
         """Without a GPU: the other threads busy during the steps (what took the step's time)."""
         if report.devices:
             self.threads_label.setVisible(False)
             return
         lines = []
-        base = max(float(getattr(report, "host_base_us", 0.0) or report.window_us), 1.0)
+        base = max(report.host_base_us or report.window_us, 1.0)
         for lane in lane_model.thread_lanes(report, report.window[0])[:4]:
             busy = lane.extra["busy_us"]
             starts, ends, names = lane.texts
@@ -321,38 +320,24 @@ class SummaryPanel(QScrollArea):
                  + "<br>".join(lines) if lines else "")
         self.threads_label.setVisible(bool(lines))
 
-    def _fill_steps(self, report) -> None:
+    def _fill_steps(self, report: Report) -> None:
         gpu = bool(report.devices)
-        self.step_heading.setText("Per step: where the GPU's time went" if gpu
+        kind = report.trace.device_kind
+        self.step_heading.setText(f"Per step: where the {kind}'s time went" if gpu
                                   else "Per step: where the main thread's time went")
         parts = step_breakdown(report)
         self.step_plot.set_parts(parts, [s.name for s in report.steps])
-        set_rich(self.step_legend, parts_legend(parts, GPU_PART_LABELS if gpu else {}))
+        set_rich(self.step_legend, parts_legend(parts, {"compute": f"{kind} busy"} if gpu else {}))
         for w in (self.step_heading, self.step_plot, self.step_legend):
             w.setVisible(bool(report.steps))
         self.step_parts = parts
 
-    def _fill_memory(self, report) -> None:
-        rt = "hip" if getattr(report, "runtime", "") == "hip" else "cuda"
-        lines = []
-        for dev, m in sorted(report.memory.items()):
-            facts = []
-            if m.peak_allocated is not None and len(m.ts):
-                facts.append(f"peak allocated {units.mib(m.peak_allocated)}")
-            if m.peak_reserved is not None:
-                facts.append(f"peak reserved {units.mib(m.peak_reserved)}")
-                if m.reserved_drops:
-                    facts.append(f"reserved shrank {units.plural(m.reserved_drops, 'time')}")
-            if m.cuda_malloc_count or m.cuda_free_count:
-                facts.append(f"{rt}Malloc {m.cuda_malloc_count}×, {rt}Free "
-                             f"{m.cuda_free_count}×")
-            if facts:
-                lines.append(rich("<b>GPU {}</b>: {}", dev, "; ".join(facts)))
-        why = ("profile_memory was off" if report.devices else "no GPU in this trace")
-        set_rich(self.memory_label, "<br>".join(lines) if lines else
-                 f"No CUDA memory events recorded ({why}).")
+    def _fill_memory(self, report: Report) -> None:
+        lines = [rich("<b>{}</b>: {}", report.trace.device_label(dev), facts_text(facts, "; "))
+                 for dev, facts in memory_facts(report).items()]
+        set_rich(self.memory_label, "<br>".join(lines) if lines else no_memory_text(report))
 
-    def _fill_advice(self, report) -> None:
+    def _fill_advice(self, report: Report) -> None:
         for card in self.advice_cards:
             card.setParent(None)
             card.deleteLater()
@@ -361,8 +346,8 @@ class SummaryPanel(QScrollArea):
             accent = CAUSE_COLORS.get(advice.cause or "", CAUSE_COLORS["data_loading"])
             acts = self.actions
             card = AdviceCard(advice.title, advice.evidence, advice.fix, self.colors,
-                              accent=accent, minor=getattr(advice, "minor", False),
-                              culprits=[c.text for c in getattr(advice, "culprits", [])],
+                              accent=accent, minor=advice.minor,
+                              culprits=[c.text for c in advice.culprits],
                               actions=card_actions(advice) if acts else (),
                               links=CARD_LINKS.get(advice.id) if acts else None)
             card.sig_clicked.connect(lambda i=i: self.sig_advice_activated.emit(i))

@@ -203,11 +203,16 @@ class AdviceCard(QFrame):
         self.title = rich_label("<b>{}</b>", prefix + title)
         self.evidence = plain_label(evidence)
         self.evidence.setStyleSheet(f"color: {colors['dim']};")
-        fix_html = html.escape(fix, quote=False)
-        for phrase, key in (links or {}).items():
-            fix_html = fix_html.replace(html.escape(phrase, quote=False),
-                                        f'<a href="{key}">{html.escape(phrase)}</a>', 1)
-        self.fix = rich_label(f"<b>Fix:</b> {fix_html}") if fix else None  # escaped above
+        # a long fix shows its first sentence and a "more" link that unfolds it (the per-step
+        # chart stays on the first screen); "less" folds it again
+        short = fix_summary(fix)
+        self._fix_html = {
+            "#less": _linked(fix, links) + (f' <a href="{MORE}">less</a>' if short else ""),
+            MORE: _linked(short, links) + f' <a href="{MORE}">more</a>' if short else "",
+        }
+        self.fix = rich_label("") if fix else None
+        if self.fix is not None:
+            self._show_fix(MORE if short else "#less")
         # what covers the idle time: names from the trace, shown as plain text
         self.culprits = plain_label("\n".join(f"• {c}" for c in culprits)) if culprits else None
         if self.culprits is not None:
@@ -219,9 +224,9 @@ class AdviceCard(QFrame):
                 label.setWordWrap(True)
                 shrinkable(label)
                 box.addWidget(label)
-        if self.fix is not None and links:
+        if self.fix is not None and (links or short):
             self.fix.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
-            self.fix.linkActivated.connect(self.sig_action)
+            self.fix.linkActivated.connect(self._fix_link)
         self.buttons: dict[str, QPushButton] = {}
         if actions:
             row = QHBoxLayout()
@@ -242,9 +247,47 @@ class AdviceCard(QFrame):
             self.setCursor(Qt.CursorShape.PointingHandCursor)
             self.setToolTip("Show this on the timeline")
 
+    @property
+    def fix_folded(self) -> bool:
+        return self.fix is not None and self.fix.text().endswith(f'"{MORE}">more</a>')
+
+    def _show_fix(self, which: str) -> None:
+        self.fix.setText("<b>Fix:</b> " + self._fix_html[which])  # escaped by _linked
+
+    def _fix_link(self, href: str) -> None:
+        if href == MORE:
+            self._show_fix("#less" if self.fix_folded else MORE)
+        else:
+            self.sig_action.emit(href)
+
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
         if self.clickable and event.button() == Qt.MouseButton.LeftButton:
             self.sig_clicked.emit()
+
+
+MORE = "#more"
+FIX_FOLD_CHARS = 160  # a fix longer than this shows its first sentence (or ~this many chars)
+
+
+def fix_summary(fix: str, limit: int = FIX_FOLD_CHARS) -> str:
+    """The folded fix: "" when the fix is short enough to show whole, else its first sentence,
+    or its first words up to `limit` characters and "…" when that sentence is longer."""
+    if len(fix) <= limit + 40:
+        return ""
+    end = fix.find(". ") + 1
+    if 0 < end <= limit:
+        return fix[:end]
+    cut = fix.rfind(" ", 0, limit)
+    return fix[:cut if cut > 0 else limit].rstrip(",;:") + "…"
+
+
+def _linked(text: str, links: dict | None) -> str:
+    """`text` escaped, the phrases of `links` made links to their action."""
+    out = html.escape(text, quote=False)
+    for phrase, key in (links or {}).items():
+        out = out.replace(html.escape(phrase, quote=False),
+                          f'<a href="{key}">{html.escape(phrase)}</a>', 1)
+    return out
 
 
 class StepChart(pg.PlotWidget):

@@ -147,3 +147,63 @@ def test_the_hot_line_card_offers_the_wizard_only_for_decoding(qtbot):
         panel.set_report(report)
         k = [a.id for a in report.advice].index("dataset_line")
         assert set(panel.advice_cards[k].buttons) == buttons
+
+
+def test_a_long_fix_folds_so_the_step_chart_shows(qtbot):
+    """kineto_nw0's DataLoader fix is a paragraph: the card shows its first words and 'more'
+    (the per-step chart stays on the first screen at 1400x900); 'more' unfolds the whole fix,
+    'less' folds it again, the LMDB link still acts; a short fix is shown whole."""
+    from stallscope.gui.views.analysis import AnalysisView
+
+    report = analyze(load(fixture_path("kineto_nw0")))
+    view = AnalysisView()
+    qtbot.addWidget(view)
+    view.resize(1400, 860)  # the analysis view inside a 1400x900 window
+    view.summary.set_report(report)
+    view.show()
+    qtbot.waitExposed(view)
+    panel = view.summary
+    card = panel.advice_cards[0]
+    fix = report.advice[0].fix
+    assert len(fix) > 400 and card.fix_folded
+    assert card.fix.text().endswith('<a href="#more">more</a>') and len(card.fix.text()) < 300
+    # the chart's top is inside the panel's viewport
+    top = panel.step_plot.mapTo(panel.viewport(), panel.step_plot.rect().topLeft()).y()
+    assert 0 < top < panel.viewport().height() - 100
+    card.fix.linkActivated.emit("#more")
+    assert not card.fix_folded and "LMDB wizard</a>" in card.fix.text()
+    assert card.fix.text().endswith('<a href="#more">less</a>')
+    clicked = []
+    card.sig_action.connect(clicked.append)
+    card.fix.linkActivated.emit("lmdb")
+    card.fix.linkActivated.emit("#more")
+    assert clicked == ["lmdb"] and card.fix_folded
+    pageable = panel.advice_cards[[a.id for a in report.advice].index("pageable_h2d")]
+    assert not pageable.fix_folded and "more</a>" not in pageable.fix.text()
+
+
+def test_an_mtia_trace_names_its_accelerator(qtbot):
+    """No 'GPU' for an MTIA trace: its utilization heading, rows and cause heading say MTIA."""
+    report = analyze(load(fixture_path("hta_mtia_inference_rank_0")))
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.set_report(report)
+    assert panel.util_heading.text() == "MTIA utilization"
+    assert panel.cause_heading.text().startswith("MTIA idle time by cause")
+    labels = [panel.util_grid.itemAt(i).widget().text() for i in range(panel.util_grid.count())]
+    assert "MTIA 17" in labels and not any(t.startswith("GPU") for t in labels)
+    assert panel.subtitle.text().startswith("window 459.67 ms · no ProfilerStep")
+
+
+def test_the_subtitle_says_steps_in_one_voice(qtbot):
+    report = analyze(load(fixture_path("kineto_nw0")))
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.set_report(report)
+    mean = sum(s.dur_us for s in report.steps) / len(report.steps)
+    assert panel.subtitle.text() == (f"window {units.duration(report.window_us)} · 6 steps "
+                                     f"averaging {units.duration(mean)}")
+    one = analyze(load(fixture_path("hta_cpu_only")))
+    assert len(one.steps) == 1
+    panel.set_report(one)
+    assert f"· 1 step of {units.duration(one.steps[0].dur_us)}" in panel.subtitle.text()
