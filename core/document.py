@@ -14,7 +14,7 @@ from pathlib import Path
 
 from stallscope.core.advice import line_stats_near
 from stallscope.core.analysis import Report, analyze
-from stallscope.core.errors import TraceError
+from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.folder import FolderPlan, plan_folder
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.trace import load_job
@@ -55,14 +55,13 @@ def plan_path(path: str | os.PathLike, run: str | None = None,
     p = Path(path)
     try:
         return plan_folder(p, run=run, every=every)
-    except TraceError as exc:
-        if "holds no trace" in str(exc) or "is empty" in str(exc):
-            from stallscope.core.session.reader import no_trace_reason
+    except NoTraceInFolder:
+        from stallscope.core.session.reader import no_trace_reason
 
-            reason = no_trace_reason(p)
-            if reason:  # "<session>: <why>": the script's exception, no finished record...
-                why = reason.removeprefix(f"{p}: ")
-                raise TraceError(f"{p}: folder holds no trace: {why}") from None
+        reason = no_trace_reason(p)
+        if reason:  # "<session>: <why>": the script's exception, no finished record...
+            why = reason.removeprefix(f"{p}: ")
+            raise NoTraceInFolder(f"{p}: folder holds no trace: {why}") from None
         raise
 
 

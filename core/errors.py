@@ -11,3 +11,7 @@ class TraceError(StallscopeError):
 
 class Cancelled(StallscopeError):
     """A long job stopped because its cancel flag was set."""
+
+
+class NoTraceInFolder(TraceError):
+    """A folder that is empty or holds no trace file (the message names what it holds)."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stallscope.core import units
-from stallscope.core.errors import TraceError
+from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.tracefile import (
     RANK_RE,
     distributed_info,
@@ -127,6 +127,14 @@ class FolderPlan:
         return [(_label(c, len(picks)), c.path) for c in picks]
 
     @property
+    def traces(self) -> list[Path]:
+        """Every trace the folder holds: the picks first, then the others newest first."""
+        picked = [f for _, f in self.picks]
+        rest = sorted((c for run in self.runs for c in run.files if c.path not in picked),
+                      key=_newest_first)
+        return picked + [c.path for c in rest]
+
+    @property
     def all_skipped(self) -> list[Skipped]:
         """Every file not analysed, with its reason."""
         out = list(self.skipped)
@@ -204,19 +212,19 @@ class FolderPlan:
 
 def plan_folder(path: str | os.PathLike, run: str | None = None,
                 every: bool = False) -> FolderPlan:
-    """Scan a folder and decide (rules in the module docstring). Raises TraceError when it
-    holds no trace, naming what it holds; or when `run` names no run."""
+    """Scan a folder and decide (rules in the module docstring). Raises NoTraceInFolder when
+    it holds no trace, naming what it holds; TraceError when `run` names no run."""
     root = Path(path)
     files, truncated = _scan(root)
     if not files:
-        raise TraceError(f"{root}: folder is empty")
+        raise NoTraceInFolder(f"{root}: folder is empty")
     candidates, skipped = [], []
     session = _session_files(root)
     for f in files:
         c = Skipped(f, SESSION_FILE) if session(f) else _candidate(root, f)
         (candidates if isinstance(c, Candidate) else skipped).append(c)
     if not candidates:
-        raise TraceError(f"{root}: folder holds no trace (*.pt.trace.json, *.json.gz): "
+        raise NoTraceInFolder(f"{root}: folder holds no trace (*.pt.trace.json, *.json.gz): "
                          + _skip_summary(skipped))
     runs = _runs(candidates)
     plan = FolderPlan(root=root, runs=runs, chosen=None if every else 0, skipped=skipped,

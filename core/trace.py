@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from stallscope.core import readers
-from stallscope.core.errors import TraceError
+from stallscope.core.errors import NoTraceInFolder, TraceError
+from stallscope.core.folder import plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.kineto import ACCELERATOR_RUNTIMES, GPU_CATS, Cat, is_step_name
 from stallscope.core.readers.columns import MemorySamples
@@ -26,10 +27,6 @@ from stallscope.core.units import mib
 
 __all__ = ["GPU_CATS", "Cat", "MemorySamples", "Trace", "find_traces", "load", "load_job",
            "resolve", "RANK_RE"]
-
-TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
-LOOSE_GLOBS = ("*.json", "*.json.gz")
-
 
 @dataclass
 class Trace:
@@ -92,28 +89,26 @@ def load(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Trace:
 
 
 def find_traces(path: str | os.PathLike) -> list[Path]:
-    """Trace files in a folder, newest first: `*.pt.trace.json(.gz)` anywhere below it (a
-    TensorBoard log dir, a session's traces/), else any `*.json(.gz)` directly in it."""
+    """The traces of a folder as core/folder.py plans it: the ones `analyze` picks first, then
+    the others newest first (by Kineto's stamp, then the trace's clock, then mtime); [] when
+    it holds none."""
     root = Path(path)
     if not root.is_dir():
         check_kind(root)  # a FIFO or a device is named by kind, not taken for an empty folder
-    found = {p for pattern in TRACE_GLOBS for p in root.rglob(pattern) if p.is_file()}
-    if not found:  # a session's run.json is no trace
-        found = {p for pattern in LOOSE_GLOBS for p in root.glob(pattern)
-                 if p.is_file() and p.name != "run.json"}
-    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+    try:
+        return plan_folder(root).traces
+    except NoTraceInFolder:
+        return []
 
 
 def resolve(path: str | os.PathLike) -> Path:
-    """The one trace file a path stands for: itself, or the newest trace in a folder."""
+    """The one trace file a path stands for: itself, or the first trace core/folder.py picks in
+    a folder (the one `analyze` reads; rank 0 of a job's ranks)."""
     p = Path(path)
     if not p.is_dir():
         check_kind(p)  # no such file; a FIFO, a device: refused by kind
         return p
-    traces = find_traces(p)
-    if not traces:
-        raise TraceError(f"{p}: folder holds no trace (*.pt.trace.json, *.json.gz)")
-    return traces[0]
+    return plan_folder(p).picks[0][1]
 
 
 def load_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[Trace]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from stallscope.core.errors import TraceError
+from stallscope.core.folder import plan_folder
 from stallscope.core.trace import Cat, find_traces, load
 
 
@@ -70,17 +71,22 @@ def test_json_plain_gz_and_bare_array_agree(tmp_path):
     assert a.mem.total_reserved.tolist() == [2048.0]
 
 
-def test_folder_opens_newest_trace_and_lists_all(tmp_path, real_trace):
+def test_folder_opens_the_trace_the_folder_plan_picks_and_lists_all(tmp_path, real_trace):
+    """load(folder) and find_traces follow core/folder.py: the trace's own clock says the rank-0
+    file is newer (sampled rank 0 was recorded after rank 1), whatever the mtimes say; each
+    folder is its own run, so the newer one is picked."""
     logdir = tmp_path / "tb"
     (logdir / "plugins").mkdir(parents=True)
-    old = logdir / "plugins" / "host_rank0.1.pt.trace.json.gz"
-    new = logdir / "host_rank1.2.pt.trace.json.gz"
-    shutil.copy(real_trace("hta_sampled_rank-0"), old)
-    shutil.copy(real_trace("hta_sampled_rank-1"), new)
-    os.utime(old, (1, 1))
-    assert find_traces(logdir) == [new, old]
+    r0 = logdir / "plugins" / "host_rank0.1.pt.trace.json.gz"
+    r1 = logdir / "host_rank1.2.pt.trace.json.gz"
+    shutil.copy(real_trace("hta_sampled_rank-0"), r0)
+    shutil.copy(real_trace("hta_sampled_rank-1"), r1)
+    os.utime(r0, (1, 1))  # the older mtime: it no longer decides
+    plan = plan_folder(logdir)
+    assert [c.time_source for run in plan.runs for c in run.files] == ["trace", "trace"]
+    assert find_traces(logdir) == [r0, r1] == plan.traces
     t = load(logdir)
-    assert t.path == new and t.rank == 1
+    assert t.path == r0 and t.rank == 0
 
 
 @pytest.mark.parametrize("make, message", [
