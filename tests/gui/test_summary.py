@@ -14,7 +14,8 @@ import pytest
 from fixture_traces import fixture_path
 
 from stallscope.core import units
-from stallscope.core.analysis import CAUSES, analyze
+from stallscope.core.analysis import analyze
+from stallscope.core.causes import CAUSES
 from stallscope.core.trace import load
 from stallscope.gui.views.summary import SummaryPanel
 
