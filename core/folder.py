@@ -39,11 +39,11 @@ from pathlib import Path
 
 from stallscope.core import units
 from stallscope.core.errors import NoTraceInFolder, TraceError
-from stallscope.core.tracefile import (
+from stallscope.core.files import kind_of
+from stallscope.core.readers.head import (
     RANK_RE,
     distributed_info,
     file_time,
-    kind_of,
     looks_like_trace,
     read_head,
 )

@@ -2,7 +2,8 @@
 
 Reading (core/readers/source.py: file kinds, gzip, the memory budget), decoding (a reader per
 format, core/readers/) and packing columns (core/readers/columns.py) live in core/readers/; this
-module holds the Trace and the entry points: `load`, `load_job`, `resolve`, `find_traces`.
+module holds the Trace and the entry points: `load`, `load_job`, `resolve`, `find_traces` (a
+folder's traces as core/folder.py plans them).
 Units: microseconds, float64, as in the file.
 """
 
@@ -20,9 +21,9 @@ from stallscope.core.folder import plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.kineto import ACCELERATOR_RUNTIMES, GPU_CATS, Cat, is_step_name
 from stallscope.core.readers.columns import MemorySamples
+from stallscope.core.readers.head import RANK_RE
 from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, check_kind
 from stallscope.core.readers.source import read_bytes as _read_bytes
-from stallscope.core.tracefile import RANK_RE
 from stallscope.core.units import mib
 
 __all__ = ["GPU_CATS", "Cat", "MemorySamples", "Trace", "find_traces", "load", "load_job",

@@ -13,9 +13,9 @@ import os
 import pickle
 from pathlib import Path
 
-from stallscope.core.lineprof.bounded import JSON_CAP, Refused, read_regular
+from stallscope.core.files import Refused, read_regular
 from stallscope.core.lineprof.source import block_end, mtime, read_source
-from stallscope.core.lineprof.stats import Line, LineprofError, Profile
+from stallscope.core.lineprof.stats import JSON_CAP, Line, LineprofError, Profile
 
 
 class _PickledLineStats:

@@ -13,9 +13,11 @@ import io
 import os
 from dataclasses import dataclass
 
-from stallscope.core.lineprof.bounded import SOURCE_CAP, Refused, read_regular
+from stallscope.core.files import Refused, read_regular
 from stallscope.core.lineprof.stats import Line, Profile
 from stallscope.core.units import plural
+
+SOURCE_CAP = 8 << 20    # a Python source file shown beside its line stats
 
 
 def read_source(file: str) -> list[str] | None:

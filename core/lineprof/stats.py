@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stallscope.core.capture.lineprof_capture import FORMAT_VERSION  # the writer's, one number
 from stallscope.core.errors import StallscopeError
-from stallscope.core.lineprof.bounded import JSON_CAP, Refused, read_regular
+from stallscope.core.files import Refused, read_regular
 
 if TYPE_CHECKING:
     from stallscope.core.lineprof.source import SourceMatch
 
-FORMAT_VERSION = 1
+JSON_CAP = 16 << 20     # a line-stats file holds one function's lines: kilobytes
+
 
 class LineprofError(StallscopeError):
     """A line-stats file that cannot be read."""

@@ -5,12 +5,12 @@ first bytes after leading blanks) and `decode(path, data, cancel)` (a job return
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from stallscope.core.errors import TraceError
 from stallscope.core.readers import chrome
+from stallscope.core.readers.source import first_non_blank
 
 READERS = (chrome,)
 
@@ -49,15 +49,12 @@ def shown(head: bytes, n: int = 24) -> str:
     return f'"{text}{"..." if len(head) > n else ""}"'
 
 
-_NON_SPACE = re.compile(rb"[^ \t\r\n]")
-
-
 def decode(p: Path, data: bytearray, cancel):
     """The job of the reader for this text (yields 400..1000 of 1000)."""
-    m = _NON_SPACE.search(data)
-    if m is None:
+    first = first_non_blank(data)
+    if first is None:
         raise TraceError(f"{p}: file is empty")
-    reader = reader_for(p, bytes(data[m.start():m.start() + 64]))
+    reader = reader_for(p, bytes(data[first:first + 64]))
     decoded = yield from reader.decode(p, data, cancel)
     decoded.notes[:0] = getattr(data, "notes", [])  # what reading left out (source.Text)
     return decoded

@@ -24,6 +24,7 @@ from stallscope.core.errors import TraceError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.readers.columns import Columns
 from stallscope.core.readers.events import Complete, Event, Instant, InstantGlobal, typed
+from stallscope.core.readers.source import first_non_blank
 from stallscope.core.units import plural
 
 KIND = "JSON"
@@ -77,7 +78,6 @@ _event_lax = msgspec.json.Decoder(Event, strict=False)
 
 _PIECE = 16 << 20  # bytes of events decoded at a time
 _MAX_MISCUTS = 32  # cuts that fell inside a string or object before the slow path takes over
-_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _CUT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _DEPTH_HINT = "about 1,000"  # msgspec follows Python's recursion limit
@@ -93,7 +93,7 @@ class Decoded:
 
 def decode(p, data: bytearray, cancel: CancelFlag) -> Job[Decoded]:
     """Yields (400..1000, 1000) by bytes decoded."""
-    start = _first_char(data)
+    start = first_non_blank(data)
     if start is None:
         raise TraceError(f"{p}: file is empty")
     try:
@@ -104,11 +104,6 @@ def decode(p, data: bytearray, cancel: CancelFlag) -> Job[Decoded]:
         raise TraceError(f"{p}: JSON nested deeper than {_DEPTH_HINT} levels (a trace's events "
                          "are a few levels deep)") from None
     return out
-
-
-def _first_char(data) -> int | None:
-    m = _NON_SPACE.search(data)
-    return m.start() if m else None
 
 
 # ----------------------------------------------------------------------------- fast path

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stallscope.core.errors import TraceError
+from stallscope.core.files import kind_of
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.units import mib, plural
 
@@ -30,8 +31,6 @@ _MAX_BLANK_RUN = 16 << 20
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 UTF8_BOM = b"\xef\xbb\xbf"
 _GZIP_MAGIC = b"\x1f\x8b"
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
 
 Sniff = Callable[[bytes], None]  # raises TraceError when the head is no format it reads
 
@@ -51,11 +50,10 @@ def _shown(data: bytes) -> str:
     return "bytes " + " ".join(f"{b:02x}" for b in head[:8])
 
 
-def kind_of(mode: int) -> str:
-    for test, kind in _KINDS:
-        if test(mode):
-            return kind
-    return "not a regular file"
+def first_non_blank(data, start: int = 0, end: int | None = None) -> int | None:
+    """Offset of the first byte in data[start:end] that is not JSON blank space, else None."""
+    m = _NON_SPACE.search(data, start, len(data) if end is None else end)
+    return m.start() if m else None
 
 
 def check_kind(p: Path) -> os.stat_result:
@@ -229,8 +227,8 @@ class _Watch:
         """buf[start:end] just arrived."""
         if start == 0 and buf[:3] == UTF8_BOM:  # read_bytes strips it
             start = 3
-        m = _NON_SPACE.search(buf, start, end)
-        if m is None:
+        first = first_non_blank(buf, start, end)
+        if first is None:
             self.blank += end - start
             if self.blank > _MAX_BLANK_RUN:
                 where = "and no JSON" if self.first is None else f"in a row at byte {start:,}"
@@ -239,7 +237,7 @@ class _Watch:
             return
         self.blank = 0
         if self.first is None:
-            self.first = m.start()
+            self.first = first
         if not self.sniffed and end - self.first >= 64:
             self._sniff(buf)
 

@@ -1,9 +1,8 @@
-"""Files named by a session or by line stats, read only when they are regular files (inside the
-session folder when they are its own) and not larger than a cap: a `lineprof/x.json` that is a
-symlink to /dev/zero, a FIFO, or a `file` field naming one, is refused by kind, never opened for
-a blocking read.
+"""Files read only when they are regular files, and only up to a cap: a `lineprof/x.json` that
+is a symlink to /dev/zero, a FIFO, or a `file` field naming one, is refused by its kind, never
+opened for a blocking read. The trace reader (core/readers/source.py) names kinds the same way.
 
-    data = read_regular(path, cap=JSON_CAP, inside=session)   # bytes, or raises Refused
+    data = read_regular(path, cap=16 << 20, inside=session)   # bytes, or raises Refused
 """
 
 from __future__ import annotations
@@ -12,15 +11,23 @@ import os
 import stat
 from pathlib import Path
 
-from stallscope.core.tracefile import kind_of
 from stallscope.core.units import mib
 
-JSON_CAP = 16 << 20     # a line-stats file holds one function's lines: kilobytes
-SOURCE_CAP = 8 << 20    # a Python source file shown beside its line stats
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"))
 
 
 class Refused(Exception):
     """Why a file was not read (the message does not repeat the path)."""
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is, for a message: "a FIFO", "a folder"..."""
+    for test, kind in _KINDS:
+        if test(mode):
+            return kind
+    return "not a regular file"
 
 
 def read_regular(path: str | os.PathLike, cap: int,

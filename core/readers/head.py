@@ -2,6 +2,7 @@
 job signature (distributedInfo), and when it was recorded (Kineto's timestamp in the name first).
 
 core/folder.py plans folders with these; the rules are written out there.
+(The trace loader reads whole files: core/readers/source.py.)
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import calendar
 import gzip
 import json
 import re
-import stat
 import time
 import zlib
 from pathlib import Path
+
+from stallscope.core.readers.source import first_non_blank
 
 RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)  # rank<N> in a file name
 
@@ -27,15 +29,6 @@ _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 _BASE_TIME_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,20})')
 _FIRST_TS_RE = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)')
 _EARLIEST, _LATEST = 946684800.0, 4102444800.0  # 2000-01-01 .. 2100-01-01: plausible stamps
-
-
-def kind_of(mode: int) -> str:
-    for test, word in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return word
-    return "not a regular file"
 
 
 def read_head(f: Path) -> tuple[bytes, bool] | str:
@@ -65,7 +58,8 @@ def read_head(f: Path) -> tuple[bytes, bool] | str:
 
 
 def looks_like_trace(data: bytes, whole: bool) -> bool:
-    start = data.lstrip()[:1]
+    first = first_non_blank(data)
+    start = data[first:first + 1] if first is not None else b""
     if start == b"[":
         return True
     if start != b"{":
