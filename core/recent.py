@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from stallscope.core.session.reader import is_session
+
 FILE_NAME = "recent.json"
 MAX_ITEMS = 12
 KINDS = ("trace", "session")
-
 
 
 def config_dir() -> Path:
@@ -39,15 +40,12 @@ def config_dir() -> Path:
     return base / "stallscope"
 
 
-def kind_of(path: str | os.PathLike[str]) -> str:
-    """'session' for a session folder (it has run.json or events.jsonl), else 'trace'."""
-    p = Path(path)
+def item_kind(path: str | os.PathLike[str]) -> str:
+    """What the list shows a path as: 'session' for a runner's session folder, else 'trace'."""
     try:
-        if p.is_dir() and ((p / "run.json").exists() or (p / "events.jsonl").exists()):
-            return "session"
-    except (OSError, ValueError):
-        pass
-    return "trace"
+        return "session" if is_session(path) else "trace"
+    except (OSError, ValueError):  # a NUL byte, a path the OS refuses
+        return "trace"
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ class RecentStore:
         previous = old.pop(key, None)
         item = RecentItem(
             path=key,
-            kind=kind if kind in KINDS else kind_of(key),
+            kind=kind if kind in KINDS else item_kind(key),
             opened=time.time() if opened is None else float(opened),
             headline=headline if headline is not None else (previous.headline if previous else ""),
         )

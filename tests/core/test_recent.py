@@ -1,18 +1,13 @@
-"""The recent list round-trips through its JSON file; headline() speaks the report's numbers."""
+"""The recent list round-trips through its JSON file (the start screen's one-liner it stores is
+core/render/tagline.py's, tested in test_tagline.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from types import SimpleNamespace
-
-from fixture_traces import fixture_path
 
 from stallscope.core import recent
-from stallscope.core.causes import BY_CODE
 from stallscope.core.recent import RecentStore
-from stallscope.core.render.headline import headline
 
 
 def test_config_dir_follows_env_then_xdg(tmp_path, monkeypatch):
@@ -85,51 +80,15 @@ def test_bad_entries_are_skipped(config_dir):
     assert (item.path, item.kind, item.opened, item.headline) == ("/a", "trace", 0.0, "")
 
 
-def _stats(busy, idle, causes):
-    return SimpleNamespace(busy_us=busy, idle_us=idle, idle_by_cause=causes)
-
-
-def test_headline_wording_from_numbers():
-    one = SimpleNamespace(
-        window=(0.0, 1000.0), steps=[],
-        devices={"0": _stats(560.0, 440.0, {"data_loading": 300.0, "cpu_ops": 140.0})},
-    )
-    assert headline(one) == "GPU idle 44%, mostly data loading"
-
-    split = SimpleNamespace(
-        window=(0.0, 1000.0), steps=[],
-        devices={"0": _stats(600.0, 400.0, {"sync": 150.0, "cpu_ops": 130.0, "uncovered": 120.0})},
-    )
-    assert headline(split) == "GPU idle 40%, largest cause CPU-GPU syncs (38% of it)"
-
-    multi = SimpleNamespace(
-        window=(0.0, 1000.0), steps=[],
-        devices={"0": _stats(900.0, 100.0, {"optimizer": 100.0}),
-                 "3": _stats(300.0, 700.0, {"cpu_ops": 700.0})},
-    )
-    assert headline(multi) == "GPU 3 (worst of 2) idle 70%, mostly CPU-side ops"
-
-    busy = SimpleNamespace(window=(0, 1000), steps=[], devices={"0": _stats(980.0, 20.0, {})})
-    assert headline(busy) == "GPU busy 98%, no idle time worth chasing"
-
-    step = SimpleNamespace(dur_us=100.0, data_loading_us=2.0)
-    cpu = SimpleNamespace(window=(0.0, 2.5e6), steps=[step] * 3, devices={})
-    assert headline(cpu) == "No GPU in trace (CPU only), 3 steps over 2.50 s"
-    starved = SimpleNamespace(dur_us=100.0, data_loading_us=78.0)
-    cpu = SimpleNamespace(window=(0.0, 300.0), steps=[starved, step], devices={})
-    assert headline(cpu) == "No GPU in trace; steps wait on data loading 40% of the time"
-
-
-def test_headline_of_a_real_trace():
-    from stallscope.core.analysis import analyze
-    from stallscope.core.trace import load
-
-    report = analyze(load(fixture_path("kineto_nw0")))
-    text = headline(report)
-    (dev, stats), *_ = report.devices.items()
-    idle_pct = round(100 * stats.idle_us / (stats.busy_us + stats.idle_us))
-    m = re.match(r"GPU idle (\d+)%", text)
-    assert m, text
-    assert int(m.group(1)) == idle_pct
-    top = max(stats.idle_by_cause, key=stats.idle_by_cause.get)
-    assert BY_CODE[top].phrase in text
+def test_a_multi_rank_session_is_remembered_as_a_session(tmp_path, config_dir):
+    """Only events.rank0.jsonl at its top (a DDP run whose rank 0 had not written run.json):
+    still a session, by core/session/reader.is_session, the one check."""
+    session = tmp_path / "ddp"
+    session.mkdir()
+    (session / "events.rank0.jsonl").write_text("")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    store = RecentStore()
+    assert store.add(session).kind == "session"
+    assert store.add(plain).kind == "trace"
+    assert recent.item_kind(tmp_path / "bad\0name") == "trace"
