@@ -8,7 +8,13 @@ from pathlib import Path
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
 from stallscope.core.compare import Metric, primary_device
 from stallscope.core.errors import StallscopeError
-from stallscope.core.render.facts import facts_text, json_text, memory_facts, window_text
+from stallscope.core.render.facts import (
+    facts_text,
+    json_text,
+    memory_facts,
+    window_kind_text,
+    window_text,
+)
 from stallscope.core.report import Report
 from stallscope.core.units import count, duration, ms, pct
 
@@ -58,14 +64,15 @@ def report_to_markdown(report: Report, title: str | None = None) -> str:
 
 
 def _gpu_section(report: Report) -> list[str]:
+    if not report.devices:  # queued GPU work cannot happen without a GPU
+        host = CAUSES[1:]
+        return ["## Main thread", "",
+                "No GPU activity in this trace: the main thread's "
+                + ("step time" if report.steps else "time") + " by cause.", "",
+                "| " + " | ".join(CAUSE_LABELS[c] for c in host) + " |",
+                "|---" * len(host) + "|",
+                "| " + " | ".join(ms(report.host_by_cause.get(c, 0.0)) for c in host) + " |", ""]
     lines = [f"## {report.trace.device_kind}", ""]
-    if not report.devices:
-        lines += ["No GPU activity in this trace: the main thread's step time by cause.", "",
-                  "| " + " | ".join(CAUSE_LABELS[c] for c in CAUSES) + " |",
-                  "|---" * len(CAUSES) + "|",
-                  "| " + " | ".join(ms(report.host_by_cause.get(c, 0.0)) for c in CAUSES)
-                  + " |", ""]
-        return lines
     lines.append("| device | utilization | busy | idle | gaps | "
                  + " | ".join(f"idle: {CAUSE_LABELS[c]}" for c in CAUSES)
                  + " | communication | exposed | overlap |")
@@ -91,8 +98,7 @@ def _ceiling_section(report: Report) -> list[str]:
     if not shown:
         return []
     if not report.steady:
-        return ["## Ceilings", "", f"Not quoted for a {report.window_kind.replace('_', ' ')} "
-                "window.", ""]
+        return ["## Ceilings", "", f"Not quoted for a {window_kind_text(report)}.", ""]
     label = report.trace.device_label
     return ["## Ceilings", ""] + [
         f"- {label(c.device) + ': ' if c.device is not None else ''}{c.text}" for c in shown
@@ -103,15 +109,16 @@ def _step_section(report: Report) -> list[str]:
     if not report.steps:
         return []
     dev = primary_device(report)
-    lines = ["## Steps", "", "| step | duration | data loading | optimizer | "
-             f"{report.trace.device_kind} busy | largest idle cause |", "|---|---|---|---|---|---|"]
+    busy = "" if dev is None else f" {report.trace.device_label(dev)} busy |"
+    top_of = "largest idle cause" if dev is not None else "largest cause"
+    lines = ["## Steps", "", f"| step | duration | data loading | optimizer |{busy} {top_of} |",
+             "|---" * (5 + bool(busy)) + "|"]
     for st in report.steps:
-        busy = ms(st.gpu_busy_us.get(dev, 0.0)) if dev is not None else "-"
+        busy = f" {ms(st.gpu_busy_us.get(dev, 0.0))} |" if dev is not None else ""
         by = st.idle_by_cause.get(dev, {}) if dev is not None else st.host_by_cause
         top = max(by, key=by.get) if by and max(by.values()) > 0 else None
         lines.append(f"| {st.name} | {ms(st.dur_us)} | {ms(st.data_loading_us)} | "
-                     f"{ms(st.optimizer_us)} | {busy} | "
-                     f"{CAUSE_LABELS[top] if top else '-'} |")
+                     f"{ms(st.optimizer_us)} |{busy} {CAUSE_LABELS[top] if top else '-'} |")
     return lines + [""]
 
 

@@ -19,6 +19,16 @@ from stallscope.core.report import Report
 
 Fact = tuple[str, str]  # (label, value text): ("peak allocated", "2,662.3 MiB")
 
+# A window that is not steady training, for people (Report.window_kind -> "a start-up window").
+WINDOW_NAMES = {"steady": "steady", "startup": "start-up", "graph_capture": "graph-capture",
+                "one_step": "one-step"}
+
+
+def window_kind_text(report: Report) -> str:
+    """"start-up window", "one-step window", "graph-capture window", "steady window"."""
+    kind = report.window_kind
+    return f"{WINDOW_NAMES.get(kind, kind.replace('_', ' '))} window"
+
 
 def window_text(report: Report) -> str:
     """"1.05 s · 6 steps averaging 174.83 ms", "13.34 s · 1 step of 13.34 s", or the window

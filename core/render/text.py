@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from stallscope.core import units
 from stallscope.core.causes import CAUSE_LABELS, CAUSES
-from stallscope.core.render.facts import facts_text, memory_facts
+from stallscope.core.render.facts import facts_text, memory_facts, window_kind_text
 from stallscope.core.report import Report
 from stallscope.core.units import duration, ms, pct
 
@@ -17,7 +17,7 @@ def render(report: Report) -> str:
     lines = [f"trace   {t.path}" + (f"  (rank {t.rank})" if t.rank is not None else "")]
     source = units.plural(len(report.steps), "step") if report.steps \
         else "no ProfilerStep: all events"
-    kind = "" if report.steady else f", {report.window_kind.replace('_', ' ')} window"
+    kind = "" if report.steady else f", {window_kind_text(report)}"
     lines.append(f"window  {ms(report.window_us)} ({source}{kind})")
     if report.main_thread:
         lines.append(f"main thread  pid {report.main_thread[0]} tid {report.main_thread[1]}")
@@ -94,7 +94,7 @@ def _ceilings(report: Report) -> list[str]:
     if not report.steady:
         found = report.window_finding
         why = "see the first message" if found is None or found.first else found.evidence
-        return [f"ceilings: not quoted for a {report.window_kind.replace('_', ' ')} window "
+        return [f"ceilings: not quoted for a {window_kind_text(report)} "
                 f"({why})", ""]
     lines = ["ceilings (how much faster steps could be if one cause vanished)"]
     label = report.trace.device_label

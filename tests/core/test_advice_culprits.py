@@ -111,7 +111,7 @@ def test_a_startup_window_is_said_first_and_its_ceilings_withheld(tmp_path):
     text = render(report)
     assert text.index("!! This window is start-up") < text.index("!! GPU 0 is busy only")
     assert "up to" not in text.split("ceilings")[1].split("\n")[0]
-    assert "ceilings: not quoted for a startup window" in text
+    assert "ceilings: not quoted for a start-up window" in text
     assert json.loads(report_to_json(report))["window_kind"] == "startup"
 
 
@@ -171,7 +171,7 @@ def test_one_step_is_said_first_only_when_it_may_be_the_first(tmp_path):
     late = _report(b.save(tmp_path / "late.json"))
     assert late.window_kind == "one_step"
     assert all(h.id != "window" for h in late.headlines)
-    assert "ceilings: not quoted for a one step window (The 40.00 ms window holds one step " \
+    assert "ceilings: not quoted for a one-step window (The 40.00 ms window holds one step " \
         "(ProfilerStep#551)" in render(late)
 
 

@@ -67,7 +67,7 @@ def test_a_start_up_window_is_said_first(real_trace):
                                      " torch::autograd::AccumulateGrad")
     text = render(report)
     assert text.index("!! This window is start-up") < text.index("[backward_bound]")
-    assert "up to 1." not in text and "ceilings: not quoted for a startup window" in text
+    assert "up to 1." not in text and "ceilings: not quoted for a start-up window" in text
 
 
 def test_a_single_compile_step_is_said_first(real_trace):

@@ -43,7 +43,7 @@ def test_text_report_without_a_gpu(real_trace):
     # one step (issue 22): its ceilings are not quoted, the collectives on gloo's threads are
     assert report.window_kind == "one_step"
     assert "the whole step time is Python between ops" not in text
-    assert "ceilings: not quoted for a one step window (The 210.11 ms window holds one step " \
+    assert "ceilings: not quoted for a one-step window (The 210.11 ms window holds one step " \
         "(ProfilerStep#551)" in text
     assert "of step time)" in text
 

@@ -107,3 +107,13 @@ def test_report_json_round_trips_through_the_writer():
     doc = json.loads(report_to_json(report))
     assert doc == json.loads(json_text(report.to_json()))
     assert doc["devices"]["0"]["idle_gaps"] == 7739
+
+
+def test_markdown_of_a_cpu_only_trace_speaks_of_the_main_thread():
+    report = analyze(load(fixture_path("hta_cpu_only")))
+    md = report_to_markdown(report)
+    assert "## Main thread\n" in md and "## GPU" not in md and "queued work" not in md
+    head = "| step | duration | data loading | optimizer | largest cause |\n|---|---|---|---|---|\n"
+    assert head in md
+    assert "| ProfilerStep#551 | 210.11 ms | 0.00 ms | 0.00 ms | Python |" in md
+    assert "Not quoted for a one-step window." in md
