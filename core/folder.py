@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stallscope.core import units
+from stallscope.core.capture import layout
 from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.files import kind_of
 from stallscope.core.readers.head import (
@@ -47,6 +47,7 @@ from stallscope.core.readers.head import (
     looks_like_trace,
     read_head,
 )
+from stallscope.core.session.reader import is_session
 
 JOB_GAP_S = 600.0         # ranks of one job were recorded within 10 minutes of each other
 MAX_FILES = 20_000        # a folder scan stops here (and says so)
@@ -240,9 +241,7 @@ SESSION_FILE = "the session's own record, not a trace"
 def _session_files(root: Path):
     """For a session folder (run.json or events*.jsonl at its top): whether a file is one of
     the runner's records (run.json, events*.jsonl, stdout.log, lineprof/, tune.json)."""
-    from stallscope.core.capture import layout
-
-    if not ((root / layout.RUN_JSON).is_file() or any(root.glob(layout.EVENT_GLOB))):
+    if not is_session(root):
         return lambda f: False
     top = {layout.RUN_JSON, layout.STDOUT_LOG, layout.TUNE_JSON}
 
@@ -308,25 +307,8 @@ def _candidate(root: Path, f: Path) -> Candidate | Skipped:
         m = RANK_RE.search(name)
         rank = int(m.group(1)) if m else None
     when, source = file_time(f, st.st_mtime, data)
-    if source == "trace":
-        when += _since_base(data)
     folder = f.parent.relative_to(root).as_posix() if f.parent != root else "."
     return Candidate(f, folder, rank, world, when, source, job)
-
-
-_BASE_TIME_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,20})')
-_FIRST_TS_RE = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)')
-
-
-def _since_base(head: bytes) -> float:
-    """Seconds from baseTimeNanoseconds to the first event (its `ts`, microseconds on the clock
-    the base is the start of); 0 without a base (the time already was the first `ts`)."""
-    base = _BASE_TIME_RE.search(head)
-    if not base or not 946684800 <= int(base.group(1)) / 1e9 <= 4102444800:  # file_time's range
-        return 0.0
-    ts = _FIRST_TS_RE.search(head, max(head.find(b'"traceEvents"'), 0))
-    t = float(ts.group(1)) / 1e6 if ts else 0.0
-    return t if 0 <= t < 100 * 365 * 86400 else 0.0
 
 
 def _runs(candidates: list[Candidate]) -> list[Run]:

@@ -97,7 +97,9 @@ def _count(v) -> bool:
 
 
 def file_time(f: Path, mtime: float, head: bytes = b"") -> tuple[float, str]:
-    """(epoch seconds, source): Kineto's timestamp in the name, the trace's base time, or mtime."""
+    """(epoch seconds, source): Kineto's timestamp in the name, the trace's wall clock at its
+    first event (baseTimeNanoseconds + the first `ts`, or a first `ts` that reads as a date),
+    or mtime."""
     stem = f.name
     for m in _EPOCH_RE.finditer(stem):
         digits = m.group(1)
@@ -116,18 +118,21 @@ def file_time(f: Path, mtime: float, head: bytes = b"") -> tuple[float, str]:
         t = _month_day_time(m, mtime)
         if t is not None:
             return t, "name"
+    first_ts = _first_ts(head)
     b = _BASE_TIME_RE.search(head)
     if b:
         t = int(b.group(1)) / 1e9
-        if _EARLIEST <= t <= _LATEST:
-            return t, "trace"
-    events = head.find(b'"traceEvents"')
-    ts = _FIRST_TS_RE.search(head, max(events, 0))
-    if ts:
-        t = float(ts.group(1)) / 1e6
-        if _EARLIEST <= t <= _LATEST:
-            return t, "trace"
+        if _EARLIEST <= t <= _LATEST:  # the clock's start; the first event is `ts` µs after it
+            return t + (first_ts if 0 <= first_ts < 100 * 365 * 86400 else 0.0), "trace"
+    if _EARLIEST <= first_ts <= _LATEST:
+        return first_ts, "trace"
     return mtime, "mtime"
+
+
+def _first_ts(head: bytes) -> float:
+    """The first event's `ts` in seconds (0 without one)."""
+    ts = _FIRST_TS_RE.search(head, max(head.find(b'"traceEvents"'), 0))
+    return float(ts.group(1)) / 1e6 if ts else 0.0
 
 
 def _month_day_time(m: re.Match, mtime: float) -> float | None:
