@@ -14,13 +14,17 @@ stack them per pixel column in proportion to time (gui/views/lane_item.py).
 
 from __future__ import annotations
 
+import functools
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from stallscope.core import causes
 from stallscope.core import intervals as iv
-from stallscope.core.causes import CAUSES
-from stallscope.core.kineto import GPU_CATS, RUNTIME_CATS, Cat, is_comm_name
+from stallscope.core.kineto import GPU_CATS, Cat, is_comm_name
+from stallscope.core.report import DeviceStats, Report
+from stallscope.core.trace import Trace
 from stallscope.gui.colors import (
     BUSY_COLOR,
     CAUSE_COLORS,
@@ -75,20 +79,36 @@ def device_sort_key(dev: str) -> tuple[int, int, str]:
         return (1, 0, dev)
 
 
-def build_lanes(report, streams: bool = False) -> list[LaneSpec]:
-    """Every row of `report`'s timeline; `streams`: add each device's per-stream sub-lanes."""
+def per_report(fn):
+    """`fn(report, *args)` computed once per Report and arguments: the timeline, its Streams
+    re-layout and the summary panel ask for the same rows. Dropped with the Report."""
+    memo: dict[tuple, tuple[weakref.ref, object]] = {}
+
+    @functools.wraps(fn)
+    def once(report: Report, *args):
+        key = (id(report), *args)
+        hit = memo.get(key)
+        if hit is not None and hit[0]() is report:
+            return hit[1]
+        out = fn(report, *args)
+        memo[key] = (weakref.ref(report, lambda _r, k=key: memo.pop(k, None)), out)
+        return out
+
+    return once
+
+
+def build_lanes(report: Report, streams: bool = False) -> list[LaneSpec]:
+    """Every row of `report`'s timeline; `streams`: add each device's per-stream sub-lanes.
+    The same report gives the same LaneSpec objects (per_report), so a view keeps its items."""
     t0 = float(report.window[0])
-    lanes: list[LaneSpec] = []
-    if report.steps:
-        lanes.append(steps_lane(report, t0))
-    for dev in sorted(report.devices, key=device_sort_key):
-        lanes.append(device_lane(dev, report.devices[dev], t0, report.trace.device_label(dev)))
+    lanes: list[LaneSpec] = [steps_lane(report, t0)] if report.steps else []
+    for dev, lane in device_lanes(report, t0).items():
+        lanes.append(lane)
         if streams:
             lanes += stream_lanes(report, dev, t0)
     if report.main_track is not None:
         lanes.append(main_thread_lane(report, t0))
-    lanes += thread_lanes(report, t0)
-    return lanes
+    return lanes + thread_lanes(report, t0)
 
 
 def to_ms(intervals, t0: float) -> np.ndarray:
@@ -96,7 +116,8 @@ def to_ms(intervals, t0: float) -> np.ndarray:
     return (arr - t0) / 1000.0
 
 
-def steps_lane(report, t0: float) -> LaneSpec:
+@per_report
+def steps_lane(report: Report, t0: float) -> LaneSpec:
     starts = np.array([(s.start_us - t0) / 1000.0 for s in report.steps])
     ends = starts + np.array([s.dur_us / 1000.0 for s in report.steps])
     names = [s.name for s in report.steps]
@@ -110,14 +131,21 @@ def steps_lane(report, t0: float) -> LaneSpec:
                     texts=(starts, ends, names))
 
 
-def device_lane(dev: str, stats, t0: float, name: str = "") -> LaneSpec:
+@per_report
+def device_lanes(report: Report, t0: float) -> dict[str, LaneSpec]:
+    """Each device's lane, in numeric order of the devices."""
+    return {dev: device_lane(dev, report.devices[dev], t0, report.trace.device_label(dev))
+            for dev in sorted(report.devices, key=device_sort_key)}
+
+
+def device_lane(dev: str, stats: DeviceStats, t0: float, name: str = "") -> LaneSpec:
     spans = to_ms(stats.cause_spans, t0)
     codes = np.asarray(stats.cause_codes, dtype=np.int64)
     # The cause band: every cause's pieces, stacked per pixel column by their share of it.
-    layers = [LayerSpec(cause, spans[codes == code], CAUSE_COLORS[cause], CAUSE_BAND,
-                        from_top=True) for code, cause in enumerate(CAUSES)]
+    layers = [LayerSpec(cause, spans[codes == causes.index(cause)], CAUSE_COLORS[cause],
+                        CAUSE_BAND, from_top=True) for cause in causes.CAUSES]
     busy = np.asarray(stats.busy, dtype=np.float64).reshape(-1, 2)
-    alone = np.asarray(getattr(stats, "exposed_comm", iv.EMPTY), np.float64).reshape(-1, 2)
+    alone = np.asarray(stats.exposed_comm, np.float64).reshape(-1, 2)
     # The busy band: communication with nothing else running in its own colour (it is what
     # the step waits on), every other busy moment as compute.
     layers.append(LayerSpec("busy", to_ms(iv.subtract(busy, alone), t0), BUSY_COLOR, BUSY_BAND))
@@ -131,11 +159,13 @@ def device_lane(dev: str, stats, t0: float, name: str = "") -> LaneSpec:
                                        "comm": to_ms(alone, t0)})
 
 
-def device_ops(trace, dev: str) -> np.ndarray:
+def device_ops(trace: Trace, dev: str) -> np.ndarray:
     """Indices of device `dev`'s GPU ops."""
-    if not dev.lstrip("-").isdigit():
+    try:
+        dev_id = int(dev)
+    except ValueError:
         return np.zeros(0, np.int64)
-    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.device == int(dev))
+    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.device == dev_id)
     return np.flatnonzero(gpu)
 
 
@@ -149,7 +179,8 @@ def stream_kind(n_ops: int, n_comm: int, n_copies: int) -> str:
     return "compute"
 
 
-def stream_lanes(report, dev: str, t0: float) -> list[LaneSpec]:
+@per_report
+def stream_lanes(report: Report, dev: str, t0: float) -> list[LaneSpec]:
     """One sub-lane per stream of device `dev` (from args.stream), busiest first."""
     trace = report.trace
     lo, hi = report.window
@@ -177,50 +208,28 @@ def stream_lanes(report, dev: str, t0: float) -> list[LaneSpec]:
     return [lane for _, lane in out]
 
 
-def main_thread_lane(report, t0: float) -> LaneSpec:
-    """What the main thread was in, by cause: the analysis' disjoint pieces (host_spans) when
-    it gives them, else its phases made disjoint (the first cause covering a moment has it)."""
-    spans = np.asarray(getattr(report, "host_spans", np.zeros((0, 2))), dtype=np.float64)
-    codes = np.asarray(getattr(report, "host_codes", np.zeros(0)), dtype=np.int64)
-    if not len(spans):  # the phases overlap: each moment goes to the first cause covering it
-        phases = [np.asarray(report.phases.get(c, iv.EMPTY), np.float64).reshape(-1, 2)
-                  for c in CAUSES]
-        spans, codes = iv.paint(iv.union(np.concatenate(phases)), phases)
-    spans, codes = to_ms(spans, t0), np.asarray(codes, np.int64)
-    layers = [LayerSpec(cause, spans[codes == code], CAUSE_COLORS[cause], FULL_BAND)
-              for code, cause in enumerate(CAUSES)
-              if cause != "uncovered" and (codes == code).any()]
+@per_report
+def main_thread_lane(report: Report, t0: float) -> LaneSpec:
+    """What the main thread was in, by cause: the analysis' disjoint pieces (host_spans)."""
+    spans = to_ms(report.host_spans, t0)
+    codes = np.asarray(report.host_codes, np.int64)
+    pieces = {cause: spans[codes == causes.index(cause)] for cause in causes.HOST_CAUSES}
+    layers = [LayerSpec(cause, got, CAUSE_COLORS[cause], FULL_BAND)
+              for cause, got in pieces.items() if len(got)]
     pid, tid = report.trace.tracks[report.main_track]
     return LaneSpec("cpu:main", "CPU main thread", "cpu", layers,
                     f"the main thread (pid {pid}, tid {tid}), coloured by what it was in",
                     track=report.main_track)
 
 
-def launch_tracks(report) -> list[int]:
-    """Tracks of the threads that launch GPU work (DESIGN: launching threads L(d)), all devices.
-
-    Read from the report when the analysis provides them; else joined here by correlation: the
-    runtime/driver events whose args.correlation matches a GPU op's."""
-    found: set[int] = set()
-    provided = False
-    for stats in report.devices.values():
-        tracks = getattr(stats, "launch_tracks", None)
-        if tracks is not None:
-            provided = True
-            found.update(int(t) for t in tracks)
-    if provided or not report.devices:
-        return sorted(found)
-    trace = report.trace
-    corr = getattr(trace, "corr", None)
-    if corr is None:
-        return []
-    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (corr >= 0)
-    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8)) & (corr >= 0)
-    hit = runtime & np.isin(corr, corr[gpu])
-    return sorted(int(t) for t in np.unique(trace.track[hit]))
+def launch_tracks(report: Report) -> list[int]:
+    """Tracks of the threads that launch GPU work (DESIGN: launching threads L(d)), all devices:
+    the analysis' launch join (DeviceStats.launch_tracks)."""
+    return sorted({int(t) for stats in report.devices.values() for t in stats.launch_tracks})
 
 
-def thread_lanes(report, t0: float) -> list[LaneSpec]:
+@per_report
+def thread_lanes(report: Report, t0: float) -> list[LaneSpec]:
     """The other CPU threads worth a row: launching threads besides the main one (GPU traces),
     or the threads busy during the window (traces without a GPU), busiest first."""
     trace = report.trace
@@ -255,7 +264,7 @@ def thread_lanes(report, t0: float) -> list[LaneSpec]:
     return out
 
 
-def _top_level_names(trace, pick: np.ndarray, lo: float, hi: float, t0: float):
+def _top_level_names(trace: Trace, pick: np.ndarray, lo: float, hi: float, t0: float):
     """(starts, ends, names) in ms of the outermost events of a thread inside the window."""
     starts, ends = trace.start[pick], trace.end[pick]
     inside = (ends > lo) & (starts < hi)

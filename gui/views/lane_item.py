@@ -156,6 +156,20 @@ class LaneItem(pg.GraphicsObject):
     def layer(self, key: str) -> Layer:
         return next(ly for ly in self.layers if ly.key == key)
 
+    def move_to(self, row: int, y: float) -> None:
+        """Another place in the timeline (rows added or removed above it); the data stays."""
+        self.prepareGeometryChange()
+        self.row, self.y = row, float(y)
+        self._bounds = QRectF(self._bounds.left(), self.y, self._bounds.width(), self.h)
+
+    def restyle(self, colors: dict[str, str], text_color: str) -> None:
+        """New colours (a theme change): `colors` by layer key, for the layers it names. Each
+        paint builds its colour table from the layers, so nothing else is recomputed."""
+        for layer in self.layers:
+            layer.color = colors.get(layer.key, layer.color)
+        self.text_pen = QPen(qcolor(text_color))
+        self.update()
+
     def describe(self, x_ms: float) -> str | None:
         return self._describe(x_ms) if self._describe is not None else None
 

@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from stallscope.core import units
+from stallscope.core.memory import MemoryStats
 from stallscope.gui.colors import ALLOCATED_COLOR, LIGHT_PLOT, RESERVED_COLOR, plot_theme
 
 _DEVICE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
@@ -63,13 +64,24 @@ class MemoryPlot(pg.PlotItem):
         self.drops.clear()
         self._series.clear()
 
-    def set_memory(self, memory: dict, t0_us: float, span_ms: float,
+    def restyle(self, colors: dict) -> None:
+        """The theme's colours on what is shown (a theme change): legend, drop marks, the
+        empty note; the series stay (allocated and reserved keep their colours)."""
+        self.colors = colors
+        self.legend.setLabelTextColor(colors["text"])
+        for _sample, label in self.legend.items:
+            label.setText(label.text)  # the label renders its colour into its HTML
+        self.legend.setBrush(pg.mkBrush(*colors["legend_bg"]))
+        for scatter in self.drops.values():
+            scatter.setBrush(pg.mkBrush(colors["bg"]))
+        if self._empty_text is not None:
+            self._empty_text.setColor(colors["dim"])
+
+    def set_memory(self, memory: dict[str, MemoryStats], t0_us: float, span_ms: float,
                    colors: dict | None = None) -> None:
         """`memory`: Report.memory (device id -> MemoryStats); `t0_us`: the window start."""
         self.clear_memory()
-        self.colors = colors or LIGHT_PLOT
-        self.legend.setLabelTextColor(self.colors["text"])
-        self.legend.setBrush(pg.mkBrush(*self.colors["legend_bg"]))
+        self.restyle(colors or LIGHT_PLOT)
         series = {dev: m for dev, m in sorted(memory.items()) if len(m.ts)}
         if not series:
             self._show_empty("No CUDA memory events in this trace", span_ms)
@@ -111,8 +123,8 @@ class MemoryPlot(pg.PlotItem):
         item.setDownsampling(auto=True, method="peak")
         return item
 
-    def _drop_points(self, m, x, reserved, t0_us) -> tuple[np.ndarray, np.ndarray]:
-        drop_ts = np.asarray(getattr(m, "drop_ts", ()), dtype=np.float64)
+    def _drop_points(self, m: MemoryStats, x, reserved, t0_us) -> tuple[np.ndarray, np.ndarray]:
+        drop_ts = np.asarray(m.drop_ts, dtype=np.float64)
         if not len(drop_ts) or not len(x):
             return np.empty(0), np.empty(0)
         # A drop is marked at the level reserved memory fell to.

@@ -18,7 +18,8 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from stallscope.core.causes import BY_CODE, CAUSES
+from stallscope.core import causes
+from stallscope.core.report import Report
 from stallscope.gui import hover
 from stallscope.gui import lanes as lane_model
 from stallscope.gui.colors import (
@@ -29,7 +30,6 @@ from stallscope.gui.colors import (
     OTHER_THREAD_COLOR,
     STEP_EDGE_COLOR,
     TEXT_ON_COLOR,
-    cause_label,
     follow_theme,
     plot_theme,
 )
@@ -48,9 +48,9 @@ def _chip(color: str, text: str, tip: str = "") -> str:
 def legend_html(gpu: bool, threads: bool = True, comm: bool = False) -> str:
     """The lane legend: what each colour means, in the trace's own terms (GPU or CPU-only);
     `comm`: the trace has communication on a device."""
-    cpu_states = [c for c in CAUSES if c not in NOT_CPU_STATES]
+    cpu_states = [c for c in causes.CAUSES if c not in NOT_CPU_STATES]
     if gpu:
-        apart = [c for c in CAUSES if c in NOT_CPU_STATES]
+        apart = [c for c in causes.CAUSES if c in NOT_CPU_STATES]
         parts = [_chip(BUSY_COLOR, "<b>busy</b>",
                        "each pixel column is filled in proportion to its time: a column the "
                        "GPU was busy 13% of is 13% filled (zoom in for single kernels)")]
@@ -59,16 +59,16 @@ def legend_html(gpu: bool, threads: bool = True, comm: bool = False) -> str:
                                "collectives (NCCL, RCCL, ...) with no other op running: the "
                                "communication the GPU waits on"))
         parts.append("&nbsp;&nbsp;<b>idle:</b>")
-        parts += [_chip(CAUSE_COLORS[c], cause_label(c), BY_CODE[c].description)
+        parts += [_chip(CAUSE_COLORS[c], causes.label(c), causes.BY_CODE[c].description)
                   for c in apart[:1]]
         parts.append("&nbsp;&nbsp;<b>while the CPU was in:</b>")
-        parts += [_chip(CAUSE_COLORS[c], cause_label(c), BY_CODE[c].description)
+        parts += [_chip(CAUSE_COLORS[c], causes.label(c), causes.BY_CODE[c].description)
                   for c in cpu_states]
-        parts += [_chip(CAUSE_COLORS[c], cause_label(c), BY_CODE[c].description)
+        parts += [_chip(CAUSE_COLORS[c], causes.label(c), causes.BY_CODE[c].description)
                   for c in apart[1:]]
     else:
         parts = ["<b>Main thread in:</b>"]
-        parts += [_chip(CAUSE_COLORS[c], cause_label(c)) for c in cpu_states]
+        parts += [_chip(CAUSE_COLORS[c], causes.label(c)) for c in cpu_states]
         if threads:
             parts.append("&nbsp;&nbsp;" + _chip(OTHER_THREAD_COLOR, "<b>other threads' ops</b>"))
     return " &nbsp;".join(parts)
@@ -100,11 +100,12 @@ class TimelineView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.report = None
+        self.report: Report | None = None
         self.t0_us = 0.0
         self.span_ms = 1.0
         self.lanes: list[LaneItem] = []
         self.specs: list[lane_model.LaneSpec] = []
+        self._items: dict[str, LaneItem] = {}  # every lane built for the report, by key
         self.hover_text = ""
         self.edges: StepEdges | None = None
 
@@ -115,7 +116,7 @@ class TimelineView(QWidget):
         self.streams_button.setText("Streams")
         self.streams_button.setCheckable(True)
         self.streams_button.setToolTip("Show one sub-lane per GPU stream (compute, NCCL, copy)")
-        self.streams_button.toggled.connect(self._rebuild)
+        self.streams_button.toggled.connect(self._toggle_streams)
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.legend, 1)
@@ -163,15 +164,20 @@ class TimelineView(QWidget):
                 item.getAxis(axis).setPen(c["fg"])
 
     def apply_theme(self, _name: str = "") -> None:
-        """Restyle for the app's current theme, keeping the report and the visible range."""
+        """Restyle for the app's current theme: recolour what is shown (plots, lane colours,
+        memory legend), keeping the lanes' data, the report and the visible range."""
         self.colors = plot_theme()
         self._style_plots()
-        self._rebuild()
+        for item in self._items.values():
+            item.restyle({ls.key: self._color(ls.color) for ls in item.spec.layers},
+                         self._text_color(item.spec))
+        self.memory.restyle(self.colors)
 
-    def _rebuild(self, *_args) -> None:
+    def _toggle_streams(self, *_args) -> None:
+        """Add or drop the stream sub-lanes: the other lanes keep their items and only move."""
         if self.report is not None:
             x_range = self.view_box.viewRange()[0]
-            self.set_report(self.report)
+            self._lay_out()
             self.view_box.setXRange(*x_range, padding=0)
 
     def clear(self) -> None:
@@ -179,30 +185,48 @@ class TimelineView(QWidget):
             self.plot.removeItem(item)
         self.lanes = []
         self.specs = []
+        self._items = {}
         self.edges = None
         self.memory.clear_memory()
         self.report = None
 
-    def set_report(self, report) -> None:
+    def set_report(self, report: Report) -> None:
         """Build every lane of `report` (a core.analysis.Report)."""
         self.clear()
         self.report = report
         lo, hi = (float(v) for v in report.window)
         self.t0_us = lo
         self.span_ms = max((hi - lo) / 1000.0, 1e-3)
-        gpu = bool(report.devices)
-        self.streams_button.setVisible(gpu)
+        self.streams_button.setVisible(bool(report.devices))
+        self._lay_out()
+        self.memory.set_memory(report.memory, self.t0_us, self.span_ms, self.colors)
+        self._show_memory_plot(bool(self.memory.lines))
+        self.fit()
+
+    def _lay_out(self) -> None:
+        """The rows of the report (with or without streams), top to bottom: a lane already
+        built for this report is moved, not rebuilt."""
+        report = self.report
         self.specs = lane_model.build_lanes(report, streams=self.streams_button.isChecked())
         comm = any(len(spec.extra.get("comm", ())) for spec in self.specs)
         # Our own labels and colours only: trusted markup.
-        set_rich(self.legend, legend_html(gpu, any(s.kind == "thread" for s in self.specs), comm))
+        set_rich(self.legend, legend_html(bool(report.devices),
+                                          any(s.kind == "thread" for s in self.specs), comm))
         tops = np.concatenate([[0.0], np.cumsum([spec.height for spec in self.specs])])
-        self.lanes = [self._lane_item(row, spec, float(tops[row]))
-                      for row, spec in enumerate(self.specs)]
-        for lane in self.lanes:
-            self.plot.addItem(lane)
+        for item in self.lanes + ([self.edges] if self.edges is not None else []):
+            self.plot.removeItem(item)
+        self.lanes = []
+        for row, spec in enumerate(self.specs):
+            item = self._items.get(spec.key)
+            if item is None or item.spec is not spec:
+                item = self._items[spec.key] = self._lane_item(row, spec, float(tops[row]))
+            item.move_to(row, float(tops[row]))
+            self.lanes.append(item)
+            self.plot.addItem(item)
         n = float(tops[-1]) or 1.0
+        self.edges = None
         if report.steps:
+            lo = self.t0_us
             edges = [(s.start_us - lo) / 1000.0 for s in report.steps]
             edges.append((report.steps[-1].start_us + report.steps[-1].dur_us - lo) / 1000.0)
             self.edges = StepEdges(np.array(edges), n, STEP_EDGE_COLOR)
@@ -213,9 +237,6 @@ class TimelineView(QWidget):
         self.view_box.setLimits(xMin=-0.05 * self.span_ms, xMax=1.05 * self.span_ms,
                                 minXRange=1e-4, yMin=0, yMax=n, minYRange=n, maxYRange=n)
         self.view_box.setYRange(0, n, padding=0)
-        self.memory.set_memory(report.memory, self.t0_us, self.span_ms, self.colors)
-        self._show_memory_plot(bool(self.memory.lines))
-        self.fit()
 
     def _fit_label_column(self) -> None:
         """Room for the longest lane label ("stream 108 · communication"): the axis drops a
@@ -243,17 +264,19 @@ class TimelineView(QWidget):
             self.graphics.ci.layout.setRowStretchFactor(0, 3)
             self.graphics.ci.layout.setRowStretchFactor(1, 2)
 
+    def _color(self, color: str) -> str:
+        """A layer's colour under the current theme (the steps' tints come from the theme)."""
+        return self.colors["steps"][int(color[-1])] if color.startswith("steps:") else color
+
+    def _text_color(self, spec: lane_model.LaneSpec) -> str:
+        return TEXT_ON_COLOR if spec.kind == "thread" else self.colors["text"]
+
     def _lane_item(self, row: int, spec: lane_model.LaneSpec, y: float) -> LaneItem:
-        layers = []
-        for ls in spec.layers:
-            color = ls.color
-            if color.startswith("steps:"):
-                color = self.colors["steps"][int(color[-1])]
-            layers.append(Layer(ls.key, ls.intervals[:, 0], ls.intervals[:, 1], color,
-                                top=ls.band[0], height=ls.band[1], from_top=ls.from_top))
-        text_color = TEXT_ON_COLOR if spec.kind == "thread" else self.colors["text"]
+        layers = [Layer(ls.key, ls.intervals[:, 0], ls.intervals[:, 1], self._color(ls.color),
+                        top=ls.band[0], height=ls.band[1], from_top=ls.from_top)
+                  for ls in spec.layers]
         item = LaneItem(row, spec.label, layers, spec.kind, self._describer(spec),
-                        texts=spec.texts, text_color=text_color, key=spec.key, y=y,
+                        texts=spec.texts, text_color=self._text_color(spec), key=spec.key, y=y,
                         height=spec.height)
         item.spec = spec
         item.device = spec.device

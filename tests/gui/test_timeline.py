@@ -16,13 +16,15 @@ import pytest
 from fixture_traces import fixture_path
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QApplication
 
+from stallscope.core import causes, units
 from stallscope.core import intervals as iv
-from stallscope.core import units
-from stallscope.core.analysis import CAUSES, analyze
+from stallscope.core.analysis import analyze
 from stallscope.core.trace import load
 from stallscope.gui import lanes as lane_model
-from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, OTHER_THREAD_COLOR, cause_label
+from stallscope.gui import theme
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, OTHER_THREAD_COLOR
 from stallscope.gui.views.lane_item import Coverage, column_shares
 from stallscope.gui.views.timeline import TimelineView, legend_html
 
@@ -117,7 +119,7 @@ def test_lanes_of_a_real_trace(view, nw0_report):
     # Every idle gap of the analysis is a gap of the lane, at the same place.
     assert len(gpu.gaps) == stats.idle_gaps
     assert np.isclose((gpu.gaps[:, 1] - gpu.gaps[:, 0]).sum() * 1000, stats.idle_us)
-    assert sum(len(gpu.layer(c).coverage) for c in CAUSES) == len(stats.cause_spans)
+    assert sum(len(gpu.layer(c).coverage) for c in causes.CAUSES) == len(stats.cause_spans)
     # busy on top, the causes below it: two bands that do not overlap
     busy = gpu.layer("busy")
     cause = gpu.layer("data_loading")
@@ -252,9 +254,9 @@ def test_devices_are_lanes_in_numeric_order(qtbot, tmp_path):
 
 def test_legend_names_every_cause_and_keeps_queued_work_apart():
     text = legend_html(gpu=True)
-    for cause in CAUSES:
-        assert cause_label(cause) in text
-    assert text.index(cause_label("gpu_wait")) < text.index("while the CPU was in")
+    for cause in causes.CAUSES:
+        assert causes.label(cause) in text
+    assert text.index(causes.label("gpu_wait")) < text.index("while the CPU was in")
     cpu = legend_html(gpu=False)
     assert "Main thread in" in cpu and "GPU" not in cpu and "other threads" in cpu
 
@@ -370,3 +372,106 @@ def test_communication_alone_has_its_own_colour_and_hover(qtbot, tmp_path):
     assert _close(_pixel(v, 0.64, y), COMM_COLOR)
     assert _close(_pixel(v, 0.54, y), BUSY_COLOR)  # the gemm beside the all-reduce: compute
     assert "communication, nothing else running" in v.describe_at(0.64, gpu.y + 0.3 * gpu.h)
+
+
+# ------------------------------------------------------------------ restyle, not rebuild
+
+
+def _items(view) -> dict:
+    """Every lane item with the objects holding its data (coverages, memory lines)."""
+    return {lane.key: (lane, [layer.coverage for layer in lane.layers]) for lane in view.lanes}
+
+
+def _same_items(before: dict, view) -> None:
+    for key, (lane, coverages) in before.items():
+        assert view.lane(key) is lane, key
+        assert all(a is b for a, b in zip(coverages, [ly.coverage for ly in lane.layers],
+                                          strict=True)), key
+
+
+def _shot(view):
+    """The plots as painted once the pending layout (a wider label column) is done."""
+    QApplication.processEvents()
+    return view.graphics.grab().toImage()
+
+
+def _fresh(qtbot, like, report):
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.resize(like.size())
+    v.streams_button.setChecked(like.streams_button.isChecked())
+    v.set_report(report)
+    v.show()
+    qtbot.waitExposed(v)
+    return v
+
+
+@pytest.mark.parametrize("name", ["kineto_nw0", "hta_nccl_parser_config_nccl_data"])
+def test_a_theme_change_recolours_the_lanes_it_does_not_rebuild_them(qtbot, qapp, name):
+    report = analyze(load(fixture_path(name)))
+    theme.apply_theme(qapp, "light")
+    try:
+        view = _fresh(qtbot, TimelineView(), report)
+        view.resize(1300, 700)
+        qtbot.wait(10)
+        before, lines = _items(view), dict(view.memory.lines)
+        light = _shot(view)
+        theme.apply_theme(qapp, "dark")
+        _same_items(before, view)
+        assert view.memory.lines == lines  # the memory series stay too
+        steps = view.lane("steps")
+        assert [ly.color for ly in steps.layers] == list(theme_steps := view.colors["steps"])
+        assert QColor(theme_steps[0]).lightness() < 80
+        # what the restyled view paints is what a view built under the dark theme paints
+        dark = _shot(view)
+        assert dark != light
+        assert dark == _shot(_fresh(qtbot, view, report))
+    finally:
+        theme.apply_theme(qapp, "system")
+
+
+def test_the_streams_toggle_moves_the_other_lanes_and_builds_streams_once(qtbot, view,
+                                                                          nw0_report):
+    before = _items(view)
+    shown = _shot(view)
+    view.streams_button.setChecked(True)
+    _same_items(before, view)
+    streams = {lane.key: lane for lane in view.lanes if lane.kind == "stream"}
+    assert streams
+    tops = np.cumsum([0.0] + [lane.h for lane in view.lanes])[:-1]
+    assert [lane.y for lane in view.lanes] == pytest.approx(tops)  # stacked, no overlap
+    assert _shot(view) == _shot(_fresh(qtbot, view, nw0_report))
+    view.streams_button.setChecked(False)
+    _same_items(before, view)
+    assert _shot(view) == shown
+    view.streams_button.setChecked(True)
+    assert all(view.lane(key) is lane for key, lane in streams.items())
+
+
+def test_the_other_threads_are_computed_once_per_report(qtbot):
+    """Without a GPU the summary lists the threads the timeline draws: one computation."""
+    from stallscope.gui.views.summary import SummaryPanel
+
+    report = analyze(load(fixture_path("hta_cpu_only")))
+    t0 = report.window[0]
+    assert lane_model.thread_lanes(report, t0) is lane_model.thread_lanes(report, t0)
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.set_report(report)
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.set_report(report)
+    drawn = [lane.spec for lane in v.lanes if lane.kind == "thread"]
+    assert len(drawn) == 2
+    assert all(a is b for a, b in zip(drawn, lane_model.thread_lanes(report, t0), strict=True))
+    assert analyze(load(fixture_path("hta_cpu_only"))) is not report  # a new report: new lanes
+    assert lane_model.thread_lanes(analyze(load(fixture_path("hta_cpu_only"))), t0)[0] \
+        is not drawn[0]
+
+
+def test_launching_threads_are_the_analysis_launch_join(nw0_report):
+    want = sorted({t for s in nw0_report.devices.values() for t in s.launch_tracks})
+    assert lane_model.launch_tracks(nw0_report) == want and len(want) == 2
+    backward = [lane for lane in lane_model.build_lanes(nw0_report) if lane.kind == "thread"]
+    assert [lane.track for lane in backward] == [t for t in want
+                                                  if t != nw0_report.main_track]
