@@ -9,9 +9,10 @@ from __future__ import annotations
 from PySide6.QtGui import QColor
 
 from stallscope.core import causes
-from stallscope.core.causes import CAUSE_LABELS, CAUSES  # noqa: F401  (re-exported)
 
-CAUSE_ORDER = CAUSES
+# Cause names and labels live in core/causes.py (causes.CAUSES, causes.label). These two are
+# kept only until gui/views/compare.py and summary_parts.py import from there: then delete.
+CAUSE_ORDER = causes.CAUSES
 
 CAUSE_COLORS = {
     "gpu_wait": "#1098ad",

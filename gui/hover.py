@@ -11,9 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from stallscope.core import units
-from stallscope.core.causes import CAUSES
-from stallscope.core.causes import label as cause_label
+from stallscope.core import causes, units
 from stallscope.core.kineto import GPU_CATS
 
 Describe = Callable[[float], "str | None"]
@@ -58,11 +56,11 @@ def gpu_describer(spec, trace, t0_us: float) -> Describe:
             k = index_at(spans, x)
             if k is not None:
                 a, b = spans[k]
-                cause = CAUSES[codes[k]]
+                cause = causes.CAUSES[codes[k]]
             else:
                 a, b = gaps[g]
                 cause = "uncovered"
-            text = f"{name} idle {fmt_ms(b - a)} ({cause_label(cause)}) from {fmt_ms(a)}"
+            text = f"{name} idle {fmt_ms(b - a)} ({causes.label(cause)}) from {fmt_ms(a)}"
             if (a, b) != tuple(gaps[g]):
                 text += f", in an idle gap of {fmt_ms(gaps[g, 1] - gaps[g, 0])}"
             return text
@@ -107,7 +105,7 @@ def phase_describer(spec) -> Describe:
             k = index_at(layer.intervals, x)
             if k is not None:
                 a, b = layer.intervals[k]
-                return (f"{spec.label} in {cause_label(layer.key)}: {fmt_ms(b - a)} from "
+                return (f"{spec.label} in {causes.label(layer.key)}: {fmt_ms(b - a)} from "
                         f"{fmt_ms(a)}")
         return None
 

@@ -190,7 +190,7 @@ class MainWindow(QMainWindow):
     def dialog_folder(self) -> str:
         """Where file dialogs start: the folder of the open document (the folder above it when
         the document is a folder), else the current directory ("")."""
-        if self.document is None or not getattr(self.document, "path", None):
+        if self.document is None:
             return ""
         path = Path(self.document.path)
         return str(path.parent if path.parent != path else path)

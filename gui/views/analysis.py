@@ -18,10 +18,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from stallscope.core import units
-from stallscope.core.causes import CAUSES
+from stallscope.core import causes, units
 from stallscope.core.document import Document
-from stallscope.gui.colors import cause_label, follow_theme, plot_theme
+from stallscope.core.report import Report
+from stallscope.gui.colors import follow_theme, plot_theme
 from stallscope.gui.views.ranks import RankTable
 from stallscope.gui.views.summary import SummaryPanel
 from stallscope.gui.views.timeline import TimelineView
@@ -111,7 +111,7 @@ class AnalysisView(QWidget):
     # ------------------------------------------------------------------ document
 
     @property
-    def report(self):
+    def report(self) -> Report | None:
         if self.document is None:
             return None
         return self.document.reports[self.rank_index]
@@ -184,7 +184,7 @@ class AnalysisView(QWidget):
         report = self.report
         if report is None:
             return False
-        label = cause_label(cause)
+        label = causes.label(cause)
         if report.devices:
             span = report.worst_gap(cause)
             where = "GPU idle"
@@ -217,13 +217,9 @@ class AnalysisView(QWidget):
         return False
 
 
-def longest_host_span(report, cause: str) -> tuple[float, float] | None:
+def longest_host_span(report: Report, cause: str) -> tuple[float, float] | None:
     """The longest piece of the main thread's time charged to `cause` (absolute µs)."""
-    spans = getattr(report, "host_spans", None)
-    codes = getattr(report, "host_codes", None)
-    if spans is None or codes is None or not len(spans):
-        return None
-    picked = spans[codes == CAUSES.index(cause)]
+    picked = report.host_spans[report.host_codes == causes.index(cause)]
     if not len(picked):
         return None
     k = int(np.argmax(picked[:, 1] - picked[:, 0]))

@@ -9,10 +9,10 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QPixmap
 
-from stallscope.core import units
+from stallscope.core import causes, units
 from stallscope.core.ranks.stragglers import Stragglers
 from stallscope.core.ranks.tasks import RankSummary
-from stallscope.gui.colors import CAUSE_COLORS, cause_label, rank_row_colors
+from stallscope.gui.colors import CAUSE_COLORS, rank_row_colors
 
 COLUMNS = ("rank", "step (mean)", "GPU util.", "exposed comm", "held others up/step",
            "waited/step", "last", "largest idle cause (per step)")
@@ -131,7 +131,7 @@ class RankModel(QAbstractTableModel):
             "-" if fig is None else units.duration(fig.waited_us / compared),
             "-" if fig is None else str(fig.last_count),
             "-" if cause is None else
-            f"{cause_label(cause)} {units.duration(dev['idle_by_cause'][cause] / per)}",
+            f"{causes.label(cause)} {units.duration(dev['idle_by_cause'][cause] / per)}",
         ]
 
     def sort_key(self, s: RankSummary, col: int) -> float | str:
@@ -152,5 +152,5 @@ class RankModel(QAbstractTableModel):
             v = values[col]
             return float("-inf") if v is None else float(v)
         cause = s.largest_cause()
-        return "" if cause is None else cause_label(cause)
+        return "" if cause is None else causes.label(cause)
 

@@ -32,10 +32,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from stallscope.core import causes
 from stallscope.core.compare import RankRow, rank_rows
 from stallscope.core.ranks.stragglers import stragglers
 from stallscope.core.ranks.tasks import RankSummary
-from stallscope.gui.colors import CAUSE_ORDER, cause_label, error_text, follow_theme
+from stallscope.gui.colors import error_text, follow_theme
 from stallscope.gui.colors import rank_row_colors as row_colors
 from stallscope.gui.views.rank_model import HELD, RankModel
 from stallscope.gui.widgets import plain_label, rich_label, set_rich
@@ -46,7 +47,7 @@ class RankTable(QTableWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        headers = ["rank", "step (ms)", "GPU util."] + [cause_label(c) for c in CAUSE_ORDER]
+        headers = ["rank", "step (ms)", "GPU util."] + [causes.label(c) for c in causes.CAUSES]
         self.setColumnCount(len(headers))
         # two-line headers ("queued\nwork"): the numbers below are narrower than the words
         self.setHorizontalHeaderLabels([h.replace(" ", "\n", 1) for h in headers])
@@ -96,7 +97,7 @@ class RankTable(QTableWidget):
             label = f"{row.label}  ◀ slowest" if row.slowest else row.label
             util = "-" if row.utilization is None else f"{100 * row.utilization:.1f}%"
             cells = [label, f"{row.step_ms:,.1f}", util] + [
-                f"{row.idle_ms_by_cause[c]:,.1f}" for c in CAUSE_ORDER]
+                f"{row.idle_ms_by_cause[c]:,.1f}" for c in causes.CAUSES]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c:
