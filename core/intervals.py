@@ -63,17 +63,34 @@ def covers(s: np.ndarray, x: np.ndarray) -> np.ndarray:
 def measure_in(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Covered length of the disjoint set s inside each window [lo_k, hi_k]."""
     lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    return _covered_upto(s, hi) - _covered_upto(s, lo)
+    before = lengths_before(s)
+    return covered_upto(s, hi, before) - covered_upto(s, lo, before)
 
 
-def _covered_upto(s: np.ndarray, x: np.ndarray) -> np.ndarray:
+def lengths_before(s: np.ndarray) -> np.ndarray:
+    """Prefix sums of the disjoint set's lengths (len(s) + 1): what covered_upto reuses."""
+    return np.concatenate([[0.0], np.cumsum(s[:, 1] - s[:, 0])]) if len(s) else np.zeros(1)
+
+
+def covered_upto(s: np.ndarray, x, before: np.ndarray | None = None) -> np.ndarray:
+    """Covered length of the disjoint set s below each point x (O(log n) a point); `before`:
+    lengths_before(s), kept by a caller that asks many times."""
+    x = np.asarray(x, dtype=np.float64)
     if len(s) == 0:
         return np.zeros(x.shape, dtype=np.float64)
-    lengths = s[:, 1] - s[:, 0]
-    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    before = lengths_before(s) if before is None else before
     i = np.searchsorted(s[:, 0], x, side="right") - 1
-    inside = np.clip(x - s[np.maximum(i, 0), 0], 0.0, lengths[np.maximum(i, 0)])
-    return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0.0)
+    j = np.maximum(i, 0)
+    inside = np.clip(x - s[j, 0], 0.0, s[j, 1] - s[j, 0])
+    return np.where(i >= 0, before[j] + inside, 0.0)
+
+
+def longest(spans: np.ndarray) -> tuple[float, float] | None:
+    """The longest of (N, 2) spans as (start, end); None for none (the first of equals)."""
+    if len(spans) == 0:
+        return None
+    k = int(np.argmax(spans[:, 1] - spans[:, 0]))
+    return float(spans[k, 0]), float(spans[k, 1])
 
 
 def paint(base: np.ndarray, layers: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stallscope.core.intervals import as_intervals, longest
 from stallscope.core.kineto import CUDA_DEVICE_TYPE, FREE_NAMES, MALLOC_NAMES, Cat
 from stallscope.core.trace import Trace
 
@@ -85,14 +86,11 @@ def _allocator_calls(trace: Trace, step_windows: np.ndarray) -> dict:
         i = np.searchsorted(step_windows[:, 0], starts, side="right") - 1
         inside = (i >= 0) & (starts < step_windows[np.maximum(i, 0), 1])
     dur = trace.dur
-    longest = None
-    if inside.any():
-        k = both[inside][int(np.argmax(dur[both[inside]]))]
-        longest = (float(trace.start[k]), float(trace.end[k]))
+    calls = both[inside]
     return {
         "cuda_malloc_count": int(malloc.sum()), "cuda_malloc_us": float(dur[malloc].sum()),
         "cuda_free_count": int(free.sum()), "cuda_free_us": float(dur[free].sum()),
         "allocator_calls_in_steps": int(inside.sum()),
-        "allocator_us_in_steps": float(dur[both[inside]].sum()),
-        "longest_call_in_steps": longest,
+        "allocator_us_in_steps": float(dur[calls].sum()),
+        "longest_call_in_steps": longest(as_intervals(trace.start[calls], trace.end[calls])),
     }

@@ -90,3 +90,25 @@ def test_covers_is_half_open():
 def test_fractional_intervals_touching_merge():
     u = iv.union(_arr([(0.25, 1.5), (1.5, 2.75), (3.0, 3.0)]))
     assert u.tolist() == [[0.25, 2.75], [3.0, 3.0]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(interval_lists, st.lists(st.integers(-5, 80), max_size=12))
+def test_covered_upto_counts_the_cells_below_each_point(pairs, xs):
+    u = iv.union(_arr(pairs))
+    before = iv.lengths_before(u)
+    for kept in (None, before):  # computed per call, or kept by the caller (the timeline)
+        got = iv.covered_upto(u, np.array(xs, dtype=np.float64), kept)
+        want = [_cells(pairs, 0, 100)[:max(x, 0)].sum() for x in xs]
+        assert got.tolist() == want
+
+
+@given(interval_lists)
+def test_longest_is_the_first_longest_span(pairs):
+    spans = _arr(pairs)
+    got = iv.longest(spans)
+    if not pairs:
+        assert got is None
+        return
+    best = max(b - a for a, b in pairs)
+    assert got == next((float(a), float(b)) for a, b in pairs if b - a == best)
