@@ -24,6 +24,7 @@ from stallscope.core.lmdb.source import (
     SourceError,
     leaf_names,
     open_source,
+    open_source_job,
     source_desc,
 )
 
@@ -73,6 +74,14 @@ def survey(shapes: list[tuple[int, ...]]) -> dict:
     counted = Counter("x".join(map(str, shape)) or "scalar" for shape in shapes).most_common()
     return {"shapes": [list(c) for c in counted], "surveyed": len(shapes),
             "suggestion": _suggest(shapes)}  # fmt: skip
+
+
+def inspect_job(spec, pre: Preprocess | None = None, n_preview: int = 6, n_size: int = 48):
+    """inspect_source as a job: a folder's scan yields (files found, 0) as it goes."""
+    source = spec
+    if not isinstance(spec, FolderSource | FactorySource):
+        source = yield from open_source_job(spec)
+    return inspect_source(source, pre, n_preview, n_size)
 
 
 def inspect_source(

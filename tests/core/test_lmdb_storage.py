@@ -333,3 +333,23 @@ def test_a_folder_conversion_killed_mid_run_resumes_exactly_from_its_listing(tmp
     assert all(got[0][k].numpy().tobytes() == b for k, (b, _c) in enumerate(expected))
     ds.close()
     assert run_job(check_records(dst)).ok
+
+
+def test_the_scan_reports_progress_as_it_goes(tmp_path):
+    from stallscope.core.lmdb.source import scan_folder_job
+
+    for c in range(2):
+        (tmp_path / f"c{c}").mkdir()
+        for i in range(2050):
+            (tmp_path / f"c{c}" / f"{i:05d}.png").touch()  # the scan only lists and stats
+    job = scan_folder_job(tmp_path)
+    seen = []
+    try:
+        while True:
+            seen.append(next(job))
+    except StopIteration as stop:
+        source = stop.value
+    assert seen and all(total == 0 for _done, total in seen)
+    assert [done for done, _t in seen] == sorted(done for done, _t in seen)
+    assert seen[-1][0] >= 4000 and len(source) == 4100 and source.classes == ["c0", "c1"]
+    assert source.sizes.tolist() == [0] * 4100 and len(set(source.mtimes.tolist())) >= 1

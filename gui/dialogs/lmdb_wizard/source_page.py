@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import units
-from stallscope.core.lmdb.inspection import SourceInfo, inspect_source
+from stallscope.core.lmdb.inspection import SourceInfo, inspect_job
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.core.lmdb.source import describe
 from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, heading, say, thumb, toned
@@ -105,11 +105,16 @@ class SourcePage(QWizardPage):
             return
         self._show_status("Inspecting…", "info")
         pre = self.wiz.preprocess()
-        worker = JobWorker(lambda cancel: inspect_source(spec, pre, n_preview=8))
+        worker = JobWorker(lambda cancel: inspect_job(spec, pre, n_preview=8))
+        worker.signals.sig_progress.connect(self._on_scan_progress)
         worker.signals.sig_result.connect(self._on_info)
         worker.signals.sig_error.connect(self._on_error)
         self._pending = spec
         self.wiz.runner.start(worker, "inspect")
+
+    def _on_scan_progress(self, done: int, _total: int) -> None:
+        if self._pending == self.spec():
+            self._show_status(f"Scanning the folder: {done:,} image files so far…", "info")
 
     def _on_info(self, info: SourceInfo) -> None:
         if self._pending != self.spec():
