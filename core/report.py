@@ -1,7 +1,7 @@
 """What an analysis hands to every consumer: the Report and its parts (DESIGN.md's JSON names).
 
 core.analysis fills it, core.advice reads it to write cards and headlines, and the renderers
-(core/render: text, markdown, headline; the GUI) draw it. This module computes nothing, so
+(core/render: text, markdown, facts, tagline; the GUI) draw it. This module computes nothing, so
 neither analysis nor advice imports the other's internals.
 """
 
