@@ -80,7 +80,7 @@ def _card(ctx: Context, cause: str, fix, extra: str = "",
         return None  # without a GPU, CPU ops and backward are the work itself
     dev, us = found
     culprits = ctx.culprits(cause)
-    return Advice(rule_id, title or (title_gpu if ctx.gpu else title_cpu),
+    return Advice(rule_id, title or (ctx.titled(title_gpu) if ctx.gpu else title_cpu),
                   _evidence(ctx, cause, dev, us) + extra, fix(culprits), cause=cause,
                   focus=ctx.focus(cause, dev), saving_us=us, device=dev, culprits=culprits)
 
@@ -186,7 +186,7 @@ def _gpu_wait_card(ctx: Context, rule_id: str, title: str, small: bool) -> Advic
         mid = float(tiny[np.argmax(tiny[:, 1] - tiny[:, 0])].mean())
         lo, hi = ctx.report.window
         focus = (max(lo, mid - 100.0), min(hi, mid + 100.0))
-    return Advice(rule_id, title, evidence, FIXES[rule_id].format(graph=ctx.graph),
+    return Advice(rule_id, ctx.titled(title), evidence, FIXES[rule_id].format(graph=ctx.graph),
                   cause="gpu_wait", focus=focus, saving_us=us, device=dev,
                   culprits=ctx.culprits("gpu_wait"))
 

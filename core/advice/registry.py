@@ -127,6 +127,10 @@ class Context:
         """What the trace's devices are: "GPU", "MTIA"."""
         return self.report.trace.device_kind
 
+    def titled(self, title: str) -> str:
+        """A card's title in the trace's device kind: "The MTIA waits for data"."""
+        return title.replace("GPU", self.kind)
+
     def stats(self, dev: str | None) -> DeviceStats | None:
         return None if dev is None else self.report.devices.get(dev)
 

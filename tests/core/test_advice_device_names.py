@@ -34,6 +34,7 @@ def test_an_mtia_trace_is_named_mtia_everywhere(tmp_path):
     assert mtia.devices["0"].idle_by_cause == gpu.devices["0"].idle_by_cause
     assert [a.id for a in mtia.advice] == [a.id for a in gpu.advice]
     card = next(a for a in mtia.advice if a.id == "dataloader_bound")
+    assert card.title == "The MTIA waits for data"
     assert card.evidence.startswith("MTIA 0 idles ") and "(MTIA utilization " in card.evidence
     low = next(h for h in mtia.headlines if h.id == "low_utilization")
     assert low.title.startswith("MTIA 0 is busy only ")
