@@ -33,7 +33,8 @@ def run(args) -> int:
     from stallscope.core.lmdb.verify import verify
 
     progress = Progress("verifying")
-    check = run_job(verify(args.dst, n=max(0, args.samples), seed=args.seed), progress)
+    check = run_job(verify(args.dst, n=max(0, args.samples), seed=args.seed, records=True),
+                    progress)
     progress.end()
     if args.json:
         print(json.dumps({

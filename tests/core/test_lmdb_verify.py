@@ -106,3 +106,22 @@ def test_each_run_compares_other_samples_and_the_seed_repeats_one(converted, cap
     text = capsys.readouterr().out
     assert "all 300 records match their crc32; 4 random samples identical" in text
     assert "(--seed " in text and "checks the same samples again)" in text
+
+
+def test_a_big_lmdb_checks_the_sampled_records_after_converting(converted, tmp_path, monkeypatch):
+    from stallscope.core.lmdb import verify as verify_mod
+    from tests.core.test_lmdb_convert import flip_pixel
+
+    _src, pristine = converted
+    dst = tmp_path / "big.lmdb"
+    shutil.copytree(pristine, dst)
+    monkeypatch.setattr(verify_mod, "ALL_RECORDS_BYTES", 0)  # as if it were 24 GB
+    quick = run_job(verify(dst, n=10, seed=3))
+    assert quick.ok and quick.records_checked == 0 and not quick.all_records
+    assert "the sampled records match their crc32 (stallscope-cli verify DST" in quick.summary()
+    flip_pixel(dst, quick.samples[4])
+    again = run_job(verify(dst, n=10, seed=3))  # the same samples: the flipped one is among them
+    assert not again.ok and len(again.mismatches) == 1
+    assert f"sample {quick.samples[4]}" in again.mismatches[0] and "crc32" in again.mismatches[0]
+    full = run_job(check_records(dst))  # stallscope-cli verify: every record, whatever the size
+    assert full.records_checked == 300 and len(full.damaged) == 1
