@@ -10,6 +10,7 @@ code with the function as the script's body.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import types
@@ -41,7 +42,10 @@ class RankRun:
         return (eval, (_BOOTSTRAP, {"g": g}))
 
     def __call__(self, i: int, *args):
-        from . import run
+        # A spawned process enters the runner here, as runner.py does for a script: the runner
+        # is the caller of this module's hook (run -> stepping -> spawned), so it is looked up
+        # by name rather than imported as a dependency.
+        run = importlib.import_module(f"{__package__}.run")
         from .options import parse_args
 
         for key, value in (("RANK", i), ("LOCAL_RANK", i), ("WORLD_SIZE", self.nprocs)):
