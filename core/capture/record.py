@@ -95,6 +95,7 @@ class RunRecord:
         self.steps = 0
         self.saves = 0
         self.loaders: dict[str, _Loader] = {}
+        self.fed: dict[int, int] = {}  # loader -> steps it fed (the training loader: most)
         self.pending = _Pending()
         self._lock = threading.Lock()
         self._save_depth = 0
@@ -122,6 +123,15 @@ class RunRecord:
             if self._fd is not None and os.getpid() == self.pid:
                 os.close(self._fd)
             self._fd = None
+
+    def main_loader(self) -> _Loader | None:
+        """The loader that fed the most steps so far (before any step: the first iterated)."""
+        if not self.loaders:
+            return None
+        by_index = {lo.index: lo for lo in self.loaders.values()}
+        if self.fed:
+            return by_index.get(max(self.fed, key=self.fed.get))
+        return by_index[0]
 
     # -- hooks (the runner's main process only)
     def _loader(self, iterator) -> _Loader:
@@ -223,6 +233,8 @@ class RunRecord:
                 epoch_ms = p.epoch_ms[own] + ended
                 gap_ms -= ended
                 flags |= EPOCH_START
+        if own is not None:
+            self.fed[own] = self.fed.get(own, 0) + 1
         phase = fields.get("phase")
         flags |= PROFILED if phase == "active" else WARMUP if phase == "warmup" else 0
         row = STEP.pack(

@@ -25,17 +25,17 @@ class Windows:
         self.starts: list[int] = sorted(set(opts.profile_at))
         self.epochs = bool(opts.profile_epochs)
         self.record = record
-        self.epochs_seen = 0
+        self.epochs_seen: dict[int, int] = {}
         self.highest = -1  # the latest step the profiler has been answered for
 
     def _plan(self, n: int) -> None:
         fresh = n > self.highest
         self.highest = max(self.highest, n)
-        if not (self.epochs and self.record is not None and self.record.loaders):
+        main = self.record.main_loader() if self.epochs and self.record is not None else None
+        if main is None:
             return
-        main = next(iter(self.record.loaders.values()))  # the first DataLoader iterated
-        if main.epochs > self.epochs_seen:
-            self.epochs_seen = main.epochs
+        if main.epochs > self.epochs_seen.get(main.index, 0):  # the training loader's epochs
+            self.epochs_seen[main.index] = main.epochs
             begin = n if fresh else self.highest + 1  # warmup from the first undecided step
             self._add(begin + self.warmup)
 

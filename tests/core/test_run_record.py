@@ -171,12 +171,17 @@ from torch.utils.data import DataLoader, TensorDataset
 model = torch.nn.Linear(8, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = TensorDataset(torch.randn(80, 8), torch.randn(80, 1))
+val = DataLoader(TensorDataset(torch.randn(16, 8), torch.randn(16, 1)), batch_size=8)
+for x, y in val:  # a sanity check before training, as Lightning does: not the epochs to follow
+    model(x)
 for epoch in range(4):
     for x, y in DataLoader(data, batch_size=8):
         loss = ((model(x) - y) ** 2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
+    for x, y in val:
+        model(x)
 """)
     for options, windows in ((("--profile-every", "10"), [[2, 3], [12, 13], [22, 23], [32, 33]]),
                              (("--profile-at", "5,30"), [[5, 6], [30, 31]]),
