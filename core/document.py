@@ -1,22 +1,25 @@
 """What the app opens: one trace, or a folder of several ranks' traces, loaded and analysed.
 
 `plan(path)` decides which files a path stands for (the folder rules are core/folder.py's);
-`load_document_job` loads and analyses them as one generator job (progress in 0..1000), so the
-GUI runs it in a worker and the CLI/tests can drain it with `run_job`. A folder of many ranks is
-better opened as summaries (core/ranks): this keeps every rank's full Trace.
+`analyze_path` loads one trace, finds the line stats of its session and analyses it (the CLI,
+`run`'s summary and the rank tasks); `load_document_job` does that for every file a path
+stands for as one generator job (progress in 0..1000), so the GUI runs it in a worker and the
+CLI/tests can drain it with `run_job`. The line stats read for the advice stay on the Document
+for the heatmap. A folder of many ranks is better opened as summaries (core/ranks): this keeps
+every rank's full Trace.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from stallscope.core.advice import line_stats_near
 from stallscope.core.analysis import Report, analyze
 from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.folder import FolderPlan, plan_folder
-from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.jobs import CancelFlag, Job, run_job
+from stallscope.core.lineprof import SessionStats, session_of, session_stats
 from stallscope.core.trace import load_job
 
 _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis
@@ -24,11 +27,14 @@ _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis
 
 @dataclass
 class Document:
-    """An opened trace or multi-rank folder: one Report per rank, in rank order."""
+    """An opened trace or multi-rank folder: one Report per rank, in rank order, and the line
+    stats of the session it belongs to (read once: the advice had them, the heatmap shows
+    them)."""
 
     path: Path
     reports: list[Report]
     labels: list[str]
+    line_stats: SessionStats = field(default_factory=SessionStats)
 
     @property
     def multi_rank(self) -> bool:
@@ -65,6 +71,23 @@ def plan_path(path: str | os.PathLike, run: str | None = None,
         raise
 
 
+def analyze_path(path: str | os.PathLike, device: str | None = None,
+                 cancel: CancelFlag | None = None) -> Report:
+    """Load the trace `path` stands for and analyse it with its session's line stats."""
+    return run_job(analyze_job(path, device, cancel))
+
+
+def analyze_job(path: str | os.PathLike, device: str | None = None,
+                cancel: CancelFlag | None = None,
+                line_stats: SessionStats | None = None) -> Job[Report]:
+    """analyze_path as a job (yields loading's (done, 1000)); `line_stats`: the session's, when
+    the caller read them already."""
+    trace = yield from load_job(path, cancel)
+    (cancel or CancelFlag()).check()
+    stats = session_stats(trace.path) if line_stats is None else line_stats
+    return analyze(trace, device, stats.for_advice)
+
+
 def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None,
                       files: list[tuple[str, Path]] | None = None) -> Job[Document]:
     """Load and analyse every trace `path` stands for (`files`: its plan, when the caller made
@@ -73,22 +96,36 @@ def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None,
     files = plan(path) if files is None else files
     sizes = [max(f.stat().st_size, 1) for _, f in files]
     total = float(sum(sizes))
+    stats = _StatsBySession()
     reports, labels = [], []
     offset = 0.0
     for (label, f), size in zip(files, sizes, strict=True):
         share = size / total
-        job = load_job(f, cancel)
+        job = analyze_job(f, None, cancel, stats.of(f))
         try:
             while True:
                 done, of = next(job)
                 frac = offset + share * _LOAD_SHARE * (done / of if of else 1.0)
                 yield int(1000 * frac), 1000
         except StopIteration as stop:
-            trace = stop.value
-        cancel.check()
-        report = analyze(trace, line_stats=line_stats_near(f))
+            report = stop.value
+        trace = report.trace
         reports.append(report)
         labels.append(label or (f"rank {trace.rank}" if trace.rank is not None else f.name))
         offset += share
         yield int(1000 * offset), 1000
-    return Document(path=Path(path), reports=reports, labels=labels)
+    return Document(path=Path(path), reports=reports, labels=labels,
+                    line_stats=stats.of(Path(path)))
+
+
+class _StatsBySession:
+    """Each session's line stats read once, whichever of its traces asks."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path | None, SessionStats] = {None: SessionStats()}
+
+    def of(self, path: Path) -> SessionStats:
+        session = session_of(path)
+        if session not in self._read:
+            self._read[session] = session_stats(session)
+        return self._read[session]

@@ -11,12 +11,14 @@ install (is line_profiler there). The capture side lives in core/capture/linepro
 
 from stallscope.core.lineprof.files import (
     LINEPROF_DIR,
+    SessionStats,
     find_profiles,
     load_any,
     load_session,
     needs_trust,
     read_stats,
     session_of,
+    session_stats,
 )
 from stallscope.core.lineprof.heaviest import (
     evidence,
@@ -45,9 +47,10 @@ from stallscope.core.lineprof.stats import (
 from stallscope.core.lineprof.table import format_table
 
 __all__ = [
-    "FORMAT_VERSION", "LINEPROF_DIR", "Line", "LineprofError", "Profile", "SourceMatch",
-    "common_indent", "evidence", "find_profiles", "format_table", "from_json",
+    "FORMAT_VERSION", "LINEPROF_DIR", "Line", "LineprofError", "Profile", "SessionStats",
+    "SourceMatch", "common_indent", "evidence", "find_profiles", "format_table", "from_json",
     "heaviest_line", "heaviest_line_of", "install_command", "line_profiler_missing", "load",
     "load_any", "load_lprof", "load_session", "looks_like_pickle", "match_lines", "match_source",
-    "needs_trust", "primary", "read_stats", "save", "session_of", "with_sources",
+    "needs_trust", "primary", "read_stats", "save", "session_of", "session_stats",
+    "with_sources",
 ]

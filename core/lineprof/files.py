@@ -7,18 +7,35 @@ file, or a kernprof `.lprof` (a pickle, only when trusted).
     session_of(trace_or_session) -> Path | None
     read_stats(path) -> (session | None, [Profile])   # what the app shows for a path, each
                                                       # profile matched to its source file
+    session_stats(trace_or_session) -> SessionStats   # the same, an error kept, not raised
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from stallscope.core.errors import StallscopeError
 from stallscope.core.lineprof.kernprof import load_lprof, looks_like_pickle
 from stallscope.core.lineprof.source import with_sources
 from stallscope.core.lineprof.stats import LineprofError, Profile, load
 
 LINEPROF_DIR = "lineprof"
+
+
+@dataclass(frozen=True)
+class SessionStats:
+    """The line stats of the session a path belongs to: read once, for the advice and for the
+    heatmap (profiles matched to their source files)."""
+
+    session: Path | None = None                 # None: the path is in no session with stats
+    profiles: list[Profile] = field(default_factory=list)
+    error: str | None = None                    # why the session's line stats were not read
+
+    @property
+    def for_advice(self) -> list[Profile] | None:
+        return self.profiles or None
 
 
 def find_profiles(path: str | os.PathLike) -> list[Path]:
@@ -99,3 +116,15 @@ def read_stats(path: str | os.PathLike, *, trust_pickle: bool = False,
     if optional:
         return None, []
     return None, with_sources(load_any(path, trust_pickle=trust_pickle))
+
+
+def session_stats(path: str | os.PathLike | None) -> SessionStats:
+    """The line stats of the session `path` (a trace in one, or the folder) belongs to; a
+    session whose files cannot be read keeps the one-line reason instead of raising."""
+    session = session_of(path)
+    if session is None:
+        return SessionStats()
+    try:
+        return SessionStats(session, with_sources(load_session(session)))
+    except StallscopeError as exc:
+        return SessionStats(session, error=str(exc))

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from stallscope.core.advice import line_stats_near
-from stallscope.core.analysis import analyze
 from stallscope.core.causes import CAUSES
+from stallscope.core.compare import step_ms
+from stallscope.core.document import analyze_path
 from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import GPU_CATS, is_comm_name
 from stallscope.core.report import Report
-from stallscope.core.trace import load
 
 
 @dataclass
@@ -61,17 +60,15 @@ class RankSummary:
     device: str | None                  # the device whose collectives are compared
     report: dict                        # Report.to_json()
     steps: list[StepTiming]
+    mean_step_ms: float = 0.0
 
     @property
     def key(self) -> str:
         return self.label or Path(self.path).name
 
     def step_ms(self) -> float:
-        steps = self.report.get("steps") or []
-        if steps:
-            return float(np.mean([s["dur_us"] for s in steps])) / 1000.0
-        lo, hi = self.report["window_us"]
-        return (hi - lo) / 1000.0
+        """Mean step time, or the window without steps (compare.step_ms of the Report)."""
+        return self.mean_step_ms
 
     def device_json(self) -> dict | None:
         return self.report["devices"].get(self.device) if self.device is not None else None
@@ -108,9 +105,7 @@ def analyze_rank(path: str, label: str = "",
     """The task: never raises for a bad trace (a RankFailure says why). `device`: only that
     GPU (as `analyze --device`)."""
     try:
-        trace = load(path)
-        report = analyze(trace, device, line_stats_near(path))
-        return summarize(report, label)
+        return summarize(analyze_path(path, device), label)
     except StallscopeError as exc:
         return RankFailure(label, str(path), str(exc))
     except MemoryError:
@@ -130,7 +125,7 @@ def summarize(report: Report, label: str = "") -> RankSummary:
     steps = step_timings(report, device)
     return RankSummary(label=label, path=str(trace.path), rank=trace.rank,
                        world_size=trace.world_size, device=device, report=report.to_json(),
-                       steps=steps)
+                       steps=steps, mean_step_ms=step_ms(report))
 
 
 def comm_device(report: Report) -> str | None:

@@ -2,14 +2,14 @@
 
 - File > Open line profile: a session, a .json, or a .lprof (after asking: it is a pickle);
 - a run that wrote its line stats: shown without pulling the tab in front of the run's trace;
-- the open document's own session (and a compared one: after vs before), dropped again when a
-  document without line stats opens;
+- the open document's own session (and a compared one: after vs before), as its job read them
+  for the advice (Document.line_stats), dropped again when a document without line stats opens;
 - a run whose interpreter lacks line_profiler: the install banner, its button running pip
   with that interpreter once the user has seen the exact command and said yes (the interpreter
   is named by the run's events.jsonl, which may come from someone else's session).
 
-Line stats are read off the GUI thread by LineStatsController; this class only decides which
-tab shows what.
+Line stats are read off the GUI thread (by the document's job, or LineStatsController for a
+file or a run); this class only decides which tab shows what.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 
 from stallscope.core import lineprof
+from stallscope.core.document import Document
 from stallscope.gui.controllers.line_stats import LineStats, LineStatsController
 from stallscope.gui.dialogs.confirm import confirm_command
 from stallscope.gui.views.heatmap import HeatmapView, ask_trust
@@ -84,11 +85,17 @@ class HeatmapTabs(QObject):
         """A run wrote its line stats (JSON, never a pickle)."""
         self.stats.load(path, "run")
 
-    def show_session_line_stats(self, document, compared=None) -> None:
+    def show_session_line_stats(self, document: Document,
+                                compared: Document | None = None) -> None:
         """The open document's session has line stats: show them without switching tabs; with
-        a compared session that has them too, as after-vs-before."""
-        paths = [str(d.path) for d in (document, compared) if d is not None]
-        self.stats.load(paths, "session", optional=True)
+        a compared session that has them too, as after-vs-before. They are the ones the
+        document's job read for its advice (Document.line_stats): nothing is read again."""
+        docs = [d for d in (document, compared) if d is not None]
+        failed = next((d.line_stats.error for d in docs if d.line_stats.error), None)
+        if failed:
+            self._failed("session", failed)
+        self._show_session([LineStats(str(d.path), d.line_stats.session, d.line_stats.profiles)
+                            for d in docs])
 
     def show_line_profiler_missing(self, python: str) -> None:
         """A run asked for line stats but its interpreter lacks line_profiler: say so in the

@@ -269,3 +269,31 @@ def test_warning_strips_follow_the_theme(qtbot):
         assert WARNING_COLORS[True]["bg"] in view.missing.styleSheet()
     finally:
         theme.apply_theme(app, "system")
+
+
+def test_an_opened_session_fills_the_tab_from_the_documents_line_stats(
+        qtbot, window, open_and_wait, tmp_path, real_trace, monkeypatch):
+    """The document job read the session's line stats for its advice; the heatmap shows those
+    (no second read), and a document without line stats drops the tab again."""
+    import shutil
+
+    session = tmp_path / "run-7"
+    (session / "traces").mkdir(parents=True)
+    (session / "run.json").write_text('{"script": "train.py"}')
+    shutil.copy(real_trace("kineto_nw0"), session / "traces" / "host.pt.trace.json.gz")
+    profile = make_profile(tmp_path, {"img = decode(i)": 0.05, "arr = to_array(img)": 0.01})
+    lineprof.save(profile, session / "lineprof" / "Ds.__getitem__.json")
+    reads = []
+    real = lineprof.read_stats
+    monkeypatch.setattr(lineprof, "read_stats", lambda *a, **k: reads.append(a) or real(*a, **k))
+
+    doc = open_and_wait(session)
+    view = window.heatmap
+    assert view is not None and view.profiles == doc.line_stats.profiles  # at once, no job
+    assert reads == [] and not window.heatmaps.stats.busy
+    assert window.tabs.tabText(window.tabs.indexOf(view)) == "Line heatmap: run-7"
+    assert view.profile.total_s == pytest.approx(lineprof.load_session(session)[0].total_s)
+    assert window.tabs.currentWidget() is window.analysis  # the trace stays in front
+
+    open_and_wait(real_trace("kineto_nw0"))
+    assert window.heatmap is None
