@@ -203,9 +203,11 @@ class AdviceCard(QFrame):
         self.title = rich_label("<b>{}</b>", prefix + title)
         self.evidence = plain_label(evidence)
         self.evidence.setStyleSheet(f"color: {colors['dim']};")
-        # a long fix shows its first sentence and a "more" link that unfolds it (the per-step
-        # chart stays on the first screen); "less" folds it again
-        short = fix_summary(fix)
+        # a long fix (and long evidence) show their first sentence and a "more" link that
+        # unfolds both (the per-step chart stays on the first screen); "less" folds them again
+        short_evidence = fix_summary(evidence, EVIDENCE_FOLD_CHARS) if fix else ""
+        short = fix_summary(fix) or (fix if short_evidence else "")
+        self._evidence = {"#less": evidence, MORE: short_evidence or evidence}
         self._fix_html = {
             "#less": _linked(fix, links) + (f' <a href="{MORE}">less</a>' if short else ""),
             MORE: _linked(short, links) + f' <a href="{MORE}">more</a>' if short else "",
@@ -214,7 +216,9 @@ class AdviceCard(QFrame):
         if self.fix is not None:
             self._show_fix(MORE if short else "#less")
         # what covers the idle time: names from the trace, shown as plain text
-        self.culprits = plain_label("\n".join(f"• {c}" for c in culprits)) if culprits else None
+        # (a no-break space keeps the bullet on its name's line)
+        shown = "\n".join(f"•\u00a0{c}" for c in culprits or ())
+        self.culprits = plain_label(shown) if culprits else None
         if self.culprits is not None:
             self.culprits.setStyleSheet(f"color: {colors['dim']}; font-size: 11px;")
             self.culprits.setToolTip("The events that cover most of this idle time: count, "
@@ -253,6 +257,7 @@ class AdviceCard(QFrame):
 
     def _show_fix(self, which: str) -> None:
         self.fix.setText("<b>Fix:</b> " + self._fix_html[which])  # escaped by _linked
+        self.evidence.setText(self._evidence[which])
 
     def _fix_link(self, href: str) -> None:
         if href == MORE:
@@ -267,6 +272,7 @@ class AdviceCard(QFrame):
 
 MORE = "#more"
 FIX_FOLD_CHARS = 160  # a fix longer than this shows its first sentence (or ~this many chars)
+EVIDENCE_FOLD_CHARS = 200
 
 
 def fix_summary(fix: str, limit: int = FIX_FOLD_CHARS) -> str:

@@ -124,7 +124,7 @@ def test_cards_list_their_culprits_as_plain_text(qtbot):
     card = panel.advice_cards[0]
     assert card.culprits.textFormat() == Qt.TextFormat.PlainText
     assert card.culprits.text().startswith(
-        "• enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ ×6, 352.40 ms")
+        "•\u00a0enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ ×6, 352.40 ms")
     pageable = panel.advice_cards[[a.id for a in report.advice].index("pageable_h2d")]
     assert set(pageable.buttons) == {"try_it"} and "aten::to" in pageable.culprits.text()
     amd = analyze(load(fixture_path("hta_amd_trace")))
@@ -151,8 +151,9 @@ def test_the_hot_line_card_offers_the_wizard_only_for_decoding(qtbot):
 
 
 def test_a_long_fix_folds_so_the_step_chart_shows(qtbot):
-    """kineto_nw0's DataLoader fix is a paragraph: the card shows its first words and 'more'
-    (the per-step chart stays on the first screen at 1400x900); 'more' unfolds the whole fix,
+    """kineto_nw0's DataLoader fix is a paragraph: the card shows its first words, the first
+    sentence of its evidence and 'more' (the per-step chart stays on the first screen at
+    1400x900); 'more' unfolds the whole fix and evidence,
     'less' folds it again, the LMDB link still acts; a short fix is shown whole."""
     from stallscope.gui.views.analysis import AnalysisView
 
@@ -171,8 +172,11 @@ def test_a_long_fix_folds_so_the_step_chart_shows(qtbot):
     # the chart's top is inside the panel's viewport
     top = panel.step_plot.mapTo(panel.viewport(), panel.step_plot.rect().topLeft()).y()
     assert 0 < top < panel.viewport().height() - 100
+    evidence = report.advice[0].evidence
+    assert card.evidence.text() == evidence[:evidence.index("56.0%).") + 7]  # 1st sentence
     card.fix.linkActivated.emit("#more")
     assert not card.fix_folded and "LMDB wizard</a>" in card.fix.text()
+    assert card.evidence.text() == evidence
     assert card.fix.text().endswith('<a href="#more">less</a>')
     clicked = []
     card.sig_action.connect(clicked.append)
