@@ -23,13 +23,21 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.render.run_text import render_run
 from stallscope.core.session.record import Record, read_record, record_path, with_events
 from stallscope.core.session.stalls import RunReport, analyze_run, main_loader
-from stallscope.gui.colors import ALLOCATED_COLOR, BUSY_COLOR, CAUSE_COLORS, MUTED_TEXT, qcolor
+from stallscope.gui.colors import (
+    ALLOCATED_COLOR,
+    BUSY_COLOR,
+    CAUSE_COLORS,
+    MUTED_TEXT,
+    STEP_EDGE_COLOR,
+    qcolor,
+)
 from stallscope.gui.views.run_charts import StepAxis, swatch
 from stallscope.gui.widgets import plain_tooltip
 
 STEP_COLOR = BUSY_COLOR
 WAIT_COLOR = CAUSE_COLORS["data_loading"]
-EPOCH_COLOR = "#e8590c"
+EPOCH_COLOR = CAUSE_COLORS["data_loading"]  # an epoch start is a wait on the DataLoader
+SAVE_COLOR = STEP_EDGE_COLOR
 RSS_COLOR = MUTED_TEXT
 MAX_POINTS = 4000  # never more points than this on a curve, whatever the run's length
 
@@ -61,7 +69,8 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         self.step_plot = self.addPlot(row=0, col=0, axisItems={"bottom": StepAxis("bottom")})
         self.step_plot.setTitle(f"{swatch(STEP_COLOR)} step time (ms; the light band: the "
                                 f"slowest step of each point) &nbsp; {swatch(EPOCH_COLOR)} epoch "
-                                "start &nbsp; shaded: profiled (click to open)", size="9pt")
+                                f"start &nbsp; {swatch(SAVE_COLOR)} torch.save &nbsp; shaded: "
+                                "profiled (click to open)", size="9pt")
         self.wait_plot = self.addPlot(row=1, col=0, axisItems={"bottom": StepAxis("bottom")})
         self.wait_plot.setTitle(f"{swatch(WAIT_COLOR)} data wait (ms per step)", size="9pt")
         self.wait_plot.setXLink(self.step_plot)
@@ -91,8 +100,12 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         self.epoch_marks = pg.ScatterPlotItem(symbol="t", size=9, pen=pg.mkPen(None),
                                               brush=pg.mkBrush(EPOCH_COLOR))
         self.step_plot.addItem(self.epoch_marks)
+        self.save_marks = pg.ScatterPlotItem(symbol="d", size=8, pen=pg.mkPen(None),
+                                             brush=pg.mkBrush(SAVE_COLOR))
+        self.step_plot.addItem(self.save_marks)
         self.regions: list[WindowRegion] = []
         self.epochs = np.zeros(0)
+        self.saves = np.zeros(0)
         self.step_plot.sigXRangeChanged.connect(self._redraw)
 
     def show_record(self, record: Record, session: Path | None = None) -> None:
@@ -100,6 +113,7 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         main = main_loader(record)
         self.epochs = np.array([e.get("n", 0) for e in record.epochs if e.get("loader") == main],
                                dtype=np.float64)
+        self.saves = np.array([e.get("n", 0) for e in record.saves], dtype=np.float64)
         for r in self.regions:
             self.step_plot.removeItem(r)
         self.regions = [WindowRegion(w.first - 0.5, w.last + 0.5, self._trace_path(w.trace),
@@ -135,12 +149,14 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
             curve.setVisible(shown)
             curve.setData(edges if shown else [], y if shown else [],
                           stepMode="center" if shown else None)
-        epochs = self.epochs
-        if len(epochs) and len(x):
-            idx = np.clip(np.searchsorted(x, epochs, side="right") - 1, 0, len(x) - 1)
-            self.epoch_marks.setData(epochs, v["wall_max"][idx])
-        else:
-            self.epoch_marks.setData([], [])
+        top = float(np.nanmax(v["wall_max"])) if len(x) else 0.0
+        for marks, at, lift in ((self.epoch_marks, self.epochs, 0.0),
+                                (self.save_marks, self.saves, 0.06 * top)):
+            if len(at) and len(x):  # on top of the point (bucket) holding the step
+                idx = np.clip(np.searchsorted(x, at, side="right") - 1, 0, len(x) - 1)
+                marks.setData(at, v["wall_max"][idx] + lift)  # saves above an epoch's mark
+            else:
+                marks.setData([], [])
 
 
 class WholeRunPanel(QWidget):
