@@ -212,13 +212,19 @@ class AdviceCard(QFrame):
             "#less": _linked(fix, links) + (f' <a href="{MORE}">less</a>' if short else ""),
             MORE: _linked(short, links) + f' <a href="{MORE}">more</a>' if short else "",
         }
+        # what covers the idle time: names from the trace, shown as plain text (a no-break
+        # space keeps the bullet on its name's line); folded, the largest only
+        lines = [f"•\u00a0{c}" for c in culprits or ()]
+        self._culprits = {"#less": "\n".join(lines), MORE: "\n".join(lines[:1]) + (
+            f"\n+ {len(lines) - 1} more" if short and len(lines) > 1 else "")}
+        if not short:
+            self._culprits[MORE] = self._culprits["#less"]
+        self.culprits = plain_label("") if culprits else None
         self.fix = rich_label("") if fix else None
         if self.fix is not None:
             self._show_fix(MORE if short else "#less")
-        # what covers the idle time: names from the trace, shown as plain text
-        # (a no-break space keeps the bullet on its name's line)
-        shown = "\n".join(f"•\u00a0{c}" for c in culprits or ())
-        self.culprits = plain_label(shown) if culprits else None
+        elif self.culprits is not None:
+            self.culprits.setText(self._culprits["#less"])
         if self.culprits is not None:
             self.culprits.setStyleSheet(f"color: {colors['dim']}; font-size: 11px;")
             self.culprits.setToolTip("The events that cover most of this idle time: count, "
@@ -258,6 +264,8 @@ class AdviceCard(QFrame):
     def _show_fix(self, which: str) -> None:
         self.fix.setText("<b>Fix:</b> " + self._fix_html[which])  # escaped by _linked
         self.evidence.setText(self._evidence[which])
+        if self.culprits is not None:
+            self.culprits.setText(self._culprits[which])
 
     def _fix_link(self, href: str) -> None:
         if href == MORE:

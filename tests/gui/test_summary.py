@@ -185,6 +185,18 @@ def test_a_long_fix_folds_so_the_step_chart_shows(qtbot):
     assert clicked == ["lmdb"] and card.fix_folded
     pageable = panel.advice_cards[[a.id for a in report.advice].index("pageable_h2d")]
     assert not pageable.fix_folded and "more</a>" not in pageable.fix.text()
+    # a short fix and evidence: the card shows its culprits whole, no toggle
+    host = panel.advice_cards[[a.id for a in report.advice].index("host_bound")]
+    assert not host.fix_folded and host.culprits.text().count("\n") == 2
+    # folded, a card lists its largest culprit and how many more there are (hta_amd's backward)
+    amd = analyze(load(fixture_path("hta_amd_trace")))
+    panel.set_report(amd)
+    card = panel.advice_cards[0]
+    names = [c.text for c in amd.advice[0].culprits]
+    assert amd.advice[0].id == "backward_bound" and len(names) == 3 and card.fix_folded
+    assert card.culprits.text() == f"•\u00a0{names[0]}\n+ 2 more"
+    card.fix.linkActivated.emit("#more")
+    assert card.culprits.text() == "\n".join(f"•\u00a0{n}" for n in names)
 
 
 def test_an_mtia_trace_names_its_accelerator(qtbot):
