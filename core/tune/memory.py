@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -60,6 +61,10 @@ class TreeMemory:
     main: int = 0           # the runner's resident - shared memory
     per_worker: int = 0     # the largest unique memory of one leaf child (a DataLoader worker)
     workers: int = 0        # the most leaf children seen at once
+    # A child's USS reads its whole smaps: with 16 workers on 2 cores, four times a second,
+    # that took CPU from the trial it measures. Between USS samples, resident - shared stands.
+    uss_every_s: float = 2.0
+    _uss_at: float = -1e9
 
     def sample(self, root: psutil.Process) -> int:
         """Add one sample of the tree under `root`; returns its private memory now."""
@@ -70,11 +75,15 @@ class TreeMemory:
         rss = private = 0
         children = 0
         workers = {p.pid for p in leaves(procs)}
+        now = time.monotonic()
+        uss = now - self._uss_at >= self.uss_every_s
+        if uss:
+            self._uss_at = now
         for i, proc in enumerate(procs):
             try:
                 info = proc.memory_info()
                 own = max(0, info.rss - getattr(info, "shared", 0))
-                if i:
+                if i and uss:
                     own = getattr(proc.memory_full_info(), "uss", own)
             except psutil.Error:
                 continue
@@ -84,7 +93,8 @@ class TreeMemory:
                 self.main = max(self.main, own)
             elif proc.pid in workers:  # not torchrun nor a rank (they have children)
                 children += 1
-                self.per_worker = max(self.per_worker, own)
+                if uss:  # what one more worker costs: its unique memory only
+                    self.per_worker = max(self.per_worker, own)
         self.rss = max(self.rss, rss)
         self.private = max(self.private, private)
         self.workers = max(self.workers, children)
