@@ -64,7 +64,7 @@ def progress_line(trial) -> str:
         if trial.rank is not None:
             text += f" (slowest rank {trial.rank})"
         if trial.worker_cpu is not None:
-            text += f", workers on a CPU {units.pct(trial.worker_cpu)}"
+            text += f", workers want a CPU {units.pct(trial.worker_cpu)} of the time"
         if trial.utilization is not None:
             text += f", GPU {units.pct(trial.utilization)}"
     else:

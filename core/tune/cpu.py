@@ -1,10 +1,14 @@
-"""How much of their wall time a trial's DataLoader workers spend on a CPU (issue 21).
+"""How much of their wall time a trial's DataLoader workers want a CPU (issue 21).
 
 Workers that sleep on I/O (object stores, network file systems, a `time.sleep`) are not limited
 by the cores: more of them than cores still help. Workers that compute are: past the cores
 they only take turns. The trial samples its process tree (psutil) a few times a second; the
-workers are its leaves (under torchrun the ranks have children, the workers). Their share on a
-CPU over a time span = CPU seconds they used in it / (span x workers alive).
+workers are its leaves (under torchrun the ranks have children, the workers). Their share over
+a time span = seconds they were on a CPU *or runnable, waiting for one* / (span x workers
+alive). On-CPU time alone cannot tell the two cases apart on a busy machine: busy-looping
+workers on 2 shared cores were on a CPU 35% of their wall time and runnable most of the rest.
+Linux's /proc/<pid>/schedstat gives both (on-CPU and run-queue nanoseconds); elsewhere the CPU
+times stand.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-BUSY_SHARE = 0.5  # workers on a CPU less than this share of their wall time wait on I/O
+BUSY_SHARE = 0.5  # workers wanting a CPU less than this share of their wall time wait on I/O
 
 
 def tree(root: psutil.Process) -> list[psutil.Process]:
@@ -35,24 +39,38 @@ def leaves(procs: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in procs[1:] if p.pid not in parents]
 
 
+def wants_cpu_s(proc: psutil.Process) -> float | None:
+    """Seconds the process was on a CPU or waiting in a run queue for one (schedstat), else
+    its CPU time; None when it is gone."""
+    try:
+        with open(f"/proc/{proc.pid}/schedstat", "rb") as f:
+            on_cpu, queued = f.read().split()[:2]
+        return (int(on_cpu) + int(queued)) / 1e9
+    except (OSError, ValueError):
+        pass
+    try:
+        times = proc.cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
 @dataclass
 class WorkerCpu:
-    """CPU-time samples of a tree's leaf processes: (time, {pid: user+system seconds})."""
+    """Samples of a tree's leaf processes: (time, {pid: seconds on or waiting for a CPU})."""
 
     samples: list[tuple[float, dict[int, float]]] = field(default_factory=list)
 
     def sample(self, procs: list[psutil.Process], now: float) -> None:
         cpu = {}
         for proc in leaves(procs):
-            try:
-                times = proc.cpu_times()
-            except psutil.Error:
-                continue
-            cpu[proc.pid] = times.user + times.system
+            busy = wants_cpu_s(proc)
+            if busy is not None:
+                cpu[proc.pid] = busy
         self.samples.append((now, cpu))
 
     def share(self, t0: float | None = None, t1: float | None = None) -> float | None:
-        """Workers' CPU seconds / (wall x workers) between the first and last sample inside
+        """Workers' busy seconds / (wall x workers) between the first and last sample inside
         [t0, t1] (the whole trial when unset or too few samples fall inside); None without
         two samples that saw workers."""
         inside = [s for s in self.samples if s[1] and (t0 is None or s[0] >= t0)

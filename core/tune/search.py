@@ -149,8 +149,8 @@ class Search:
         if self._past_cores or workers < self.cores or cpu is None:
             return
         if cpu >= BUSY_SHARE:
-            self.climb = (f"workers are on a CPU {100 * cpu:.0f}% of the time (CPU-bound): "
-                          f"stopped at the {self.cores} cores")
+            self.climb = (f"workers are on a CPU or waiting for one {100 * cpu:.0f}% of the "
+                          f"time (CPU-bound): stopped at the {self.cores} cores")
             return
         waits = f"workers wait on I/O {100 * (1 - cpu):.0f}% of the time"
         if share < LARGE_WAIT:

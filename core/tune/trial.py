@@ -67,7 +67,7 @@ class Trial:
     steady_s: float | None = None
     steady_reached: bool = False     # False: the script ended before steady state
     rank: int | None = None          # under torchrun: the slowest rank, whose figures these are
-    worker_cpu: float | None = None  # workers' CPU time / their wall time in the window
+    worker_cpu: float | None = None  # share of the workers' wall time on or waiting for a CPU
     profiled: bool = False           # records a short window at its start (a trace)
     peak_rss: int | None = None      # the process tree's resident memory, peak
     peak_private: int | None = None  # its private memory, peak

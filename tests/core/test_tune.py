@@ -66,8 +66,8 @@ def test_search_climbs_while_it_helps_then_tunes_around_the_best():
         {**SCRIPT, "num_workers": 2, "persistent_workers": True},
         {**SCRIPT, "num_workers": 2, "prefetch_factor": 4}]
     assert search.best.settings == {**SCRIPT, "num_workers": 2, "prefetch_factor": 4}
-    assert search.climb_note() == ("workers are on a CPU 95% of the time (CPU-bound): stopped "
-                                   "at the 2 cores")
+    assert search.climb_note() == ("workers are on a CPU or waiting for one 95% of the time "
+                                   "(CPU-bound): stopped at the 2 cores")
     assert ("pin_memory=True", "no CUDA device: pinned memory does nothing") in search.skipped
     assert len(tried) < 1 + 4 * 2 * 2 * 2  # far fewer than the grid
 
@@ -265,6 +265,37 @@ def test_sizes_and_the_memory_sentence():
     assert over_limit_text(4, 300 << 20, 500 << 20, 1 << 30, "trial 2") == (
         "4 workers x 500.0 MiB (per worker in trial 2) + 300.0 MiB main = 2.25 GiB > 1.00 GiB "
         "available")
+
+
+def test_worker_cpu_tells_computing_workers_from_sleeping_ones():
+    """Two real children: one busy-loops (on a CPU, or waiting for one on a loaded machine),
+    one sleeps (as on I/O). Their share of wall time wanting a CPU tells them apart."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from stallscope.core.tune.cpu import WorkerCpu
+
+    code = {"busy": "import time\nt = time.time()\nwhile time.time() - t < 3: pass",
+            "sleep": "import time; time.sleep(3)"}
+    kids = {k: subprocess.Popen([sys.executable, "-c", c]) for k, c in code.items()}
+    try:
+        time.sleep(0.5)  # past the interpreter's start-up
+        shares = {}
+        for name, kid in kids.items():
+            cpu = WorkerCpu()
+            procs = [psutil.Process(), psutil.Process(kid.pid)]
+            cpu.sample(procs, time.time())
+            time.sleep(1.0)
+            cpu.sample(procs, time.time())
+            shares[name] = cpu.share()
+    finally:
+        for kid in kids.values():
+            kid.kill()
+            kid.wait()
+    assert shares["busy"] > 0.8 and shares["sleep"] < 0.1, shares
 
 
 def test_tree_memory_samples_a_process_tree():
