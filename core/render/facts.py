@@ -49,7 +49,7 @@ def memory_facts(report: Report) -> dict[str, list[Fact]]:
     the allocator's calls only when there were some."""
     rt = "hip" if report.runtime == "hip" else "cuda"
     out = {}
-    for dev, m in sorted(report.memory.items(), key=lambda kv: _dev_key(kv[0])):
+    for dev, m in report.memory.items():  # in device order (memory_by_device's)
         facts: list[Fact] = []
         if m.peak_allocated is not None and len(m.ts):
             facts.append(("peak allocated", units.mib(m.peak_allocated)))
@@ -77,10 +77,6 @@ def no_memory_text(report: Report) -> str:
 
 def _calls(n: int, us: float) -> str:
     return units.times(n) + (f" ({units.duration(us)})" if n else "")
-
-
-def _dev_key(dev: str) -> tuple[int, str]:
-    return (int(dev), "") if dev.isdigit() else (1 << 30, dev)
 
 
 # ---------------------------------------------------------------- the one JSON writer
