@@ -217,14 +217,16 @@ class Runner:
 def _duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
           tag: str, min_pairs: int = noise.MIN_PAIRS) -> Job[str]:
     """`slow` (the settings to beat) and `fast` again, in pairs that alternate which goes
-    first, until the gain is beyond the noise or not (core/tune/noise.py). `pairs` starts with
+    first, until the gain is beyond the noise or not (core/tune/noise.py; a pair under
+    OBVIOUS_GAIN asks for SMALL_GAIN_PAIRS of them). `pairs` starts with
     (slow, fast) of the trials already run and gets each repeat; returns noise.ADOPT, NOISE,
     or UNCONFIRMED (the budget, the trial limit or a failed repeat ended it first)."""
     cfg, result = run.cfg, run.result
     most = max(cfg.max_pairs, min_pairs)
 
     def decision() -> str:
-        return noise.decide(result.pair_ratios(pairs), cfg.min_gain, most, min_pairs)
+        return noise.decide(result.pair_ratios(pairs), cfg.min_gain, most, min_pairs,
+                            OBVIOUS_GAIN)
 
     while decision() == noise.MORE:
         if len(pairs) >= most:

@@ -9,7 +9,7 @@ lies above 1 + min_gain); it is "within noise" when no pair does or when `MAX_PA
 still straddle the threshold; the script's settings are kept then. The same duel guards the
 search itself (core/tune/job.py): a trial that beats the best so far by less than
 OBVIOUS_GAIN (core/tune/search.py) counts only when `SMALL_GAIN_PAIRS` back-to-back pairs all
-show the gain.
+show the gain; so does the final claim when one of its pairs is under that.
 
 The claim is the repeated pair with the median ratio (the lower middle one for an even
 count), so the two sessions tune.json names give that very ratio in `compare` and the compare
@@ -27,15 +27,18 @@ MAX_PAIRS = 3
 
 
 def decide(ratios: list[float], min_gain: float, max_pairs: int = MAX_PAIRS,
-           min_pairs: int = MIN_PAIRS) -> str:
-    """ADOPT, NOISE, or MORE (run another pair)."""
+           min_pairs: int = MIN_PAIRS, obvious: float | None = None) -> str:
+    """ADOPT, NOISE, or MORE (run another pair). With `obvious`, a gain whose lowest pair is
+    under 1 + obvious needs SMALL_GAIN_PAIRS pairs."""
     if not ratios:
         return MORE
     lo, hi = min(ratios), max(ratios)
     if hi < 1 + min_gain:
         return NOISE if len(ratios) >= min(min_pairs, MIN_PAIRS) else MORE
+    if obvious is not None and lo < 1 + obvious:
+        min_pairs = max(min_pairs, SMALL_GAIN_PAIRS)
     if len(ratios) < min_pairs:
-        return MORE
+        return MORE if len(ratios) < max(max_pairs, min_pairs) else NOISE
     if lo >= 1 + min_gain:
         return ADOPT
     return NOISE if len(ratios) >= max_pairs else MORE

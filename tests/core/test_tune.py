@@ -241,6 +241,11 @@ def test_noise_decides_on_the_interval_of_the_pairs():
     assert noise.decide([1.2, 1.01], gain) == noise.MORE      # straddles: one more pair
     assert noise.decide([1.2, 1.01, 1.1], gain) == noise.NOISE  # still straddles at the last
     assert noise.decide([1.04, 0.98], gain) == noise.NOISE    # no pair beyond the gain
+    # a pair under the obvious gain asks for a third (a CPU-bound bench read 2.11x then 1.13x)
+    assert noise.decide([2.11, 1.13], gain, obvious=0.3) == noise.MORE
+    assert noise.decide([2.11, 1.13, 1.2], gain, obvious=0.3) == noise.ADOPT
+    assert noise.decide([2.11, 1.13, 0.9], gain, obvious=0.3) == noise.NOISE
+    assert noise.decide([3.0, 2.8], gain, obvious=0.3) == noise.ADOPT
     assert noise.median_index([2.5, 2.9, 2.7]) == 2
     assert noise.median_index([1.2, 1.1]) == 1                # the lower middle one
     assert noise.interval_text([1.3]) == "1.30x over 1 pair (not repeated)"
