@@ -23,8 +23,14 @@ import msgspec
 from stallscope.core.errors import TraceError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.readers.columns import Columns
-from stallscope.core.readers.events import Complete, Event, Instant, InstantGlobal, typed
 from stallscope.core.readers.source import first_non_blank
+from stallscope.core.readers.trace_events import (
+    AnyPhase,
+    Complete,
+    Instant,
+    InstantGlobal,
+    by_phase,
+)
 from stallscope.core.units import plural
 
 KIND = "JSON"
@@ -73,8 +79,8 @@ _meta = msgspec.json.Decoder(_Meta)
 _tail = msgspec.json.Decoder(_Tail)
 _tail_raw = msgspec.json.Decoder(_TailRaw)
 _document = msgspec.json.Decoder(_Document)
-_event = msgspec.json.Decoder(Event)
-_event_lax = msgspec.json.Decoder(Event, strict=False)
+_event = msgspec.json.Decoder(AnyPhase)
+_event_lax = msgspec.json.Decoder(AnyPhase, strict=False)
 
 _PIECE = 16 << 20  # bytes of events decoded at a time
 _MAX_MISCUTS = 32  # cuts that fell inside a string or object before the slow path takes over
@@ -286,24 +292,24 @@ def _each(items: list, cols: Columns) -> list:
             if isinstance(item, msgspec.Raw):
                 ev = _event.decode(item)
             else:
-                ev = msgspec.convert(item, Event)
+                ev = msgspec.convert(item, AnyPhase)
         except (msgspec.ValidationError, msgspec.DecodeError):
             ev = _lax(item)
             if ev is None:
                 cols.drop("malformed event")
                 continue
-        ev = typed(ev)
+        ev = by_phase(ev)
         if ev is not None:
             out.append(ev)
     return out
 
 
-def _lax(item) -> Event | None:
+def _lax(item) -> AnyPhase | None:
     """Numbers written as strings are accepted; anything else not a valid event is dropped."""
     try:
         if isinstance(item, msgspec.Raw):
             return _event_lax.decode(item)
-        return msgspec.convert(item, Event, strict=False)
+        return msgspec.convert(item, AnyPhase, strict=False)
     except (msgspec.ValidationError, msgspec.DecodeError):
         if isinstance(item, msgspec.Raw):
             try:
@@ -316,7 +322,7 @@ def _lax(item) -> Event | None:
                 if isinstance(item.get(k), (str, int)) and not isinstance(item.get(k), bool)}
         keep.update({k: v for k in ("ts", "dur") if (v := _number(item.get(k))) is not None})
         try:
-            return msgspec.convert(keep, Event, strict=False)
+            return msgspec.convert(keep, AnyPhase, strict=False)
         except msgspec.ValidationError:
             return None
 

@@ -25,7 +25,7 @@ from stallscope.core.kineto import (
     category,
     is_step_name,
 )
-from stallscope.core.readers.events import Complete, Instant, InstantGlobal
+from stallscope.core.readers.trace_events import Complete, Instant, InstantGlobal
 
 # Times beyond 2**53 µs (285 years) are not exact in float64 and overflow the sums of analysis.
 MAX_US = float(2**53)

@@ -1,4 +1,5 @@
-"""The typed events every reader produces and core/readers/columns.py packs into columns.
+"""The typed trace events every reader produces and core/readers/columns.py packs into columns
+(a session's runner events are core/session/events.py's, another thing).
 
 Chrome-trace phases are the vocabulary (`X` complete, `i`/`I` instant); a reader of another
 format builds the same structs. Only what stallscope reads is declared: msgspec skips the rest.
@@ -51,7 +52,7 @@ class Fields(msgspec.Struct, gc=False):
     dur: float | None = None
 
 
-class Event(Fields):
+class AnyPhase(Fields):
     """Any event with its phase, for the lenient per-event path."""
 
     ph: str = ""
@@ -72,8 +73,8 @@ class InstantGlobal(Instant, tag="I"):
     pass
 
 
-def typed(ev: Event) -> Complete | Instant | None:
-    """The struct an Event of the lenient path stands for (None: a phase stallscope skips)."""
+def by_phase(ev: AnyPhase) -> Complete | Instant | None:
+    """The struct an event of the lenient path stands for (None: a phase stallscope skips)."""
     a = ev.args
     if ev.ph == "X":
         return Complete(ev.name, ev.cat, ev.pid, ev.tid, ev.ts, ev.dur,
