@@ -8,14 +8,13 @@ from functools import partial
 
 from stallscope.core import units
 from stallscope.core.causes import BY_CODE
+from stallscope.core.render.facts import window_kind_text
 from stallscope.core.report import Report
 from stallscope.core.units import duration, plural
 
 pct = partial(units.pct, digits=0)
 
 
-WINDOW_TAGS = {"startup": "start-up window", "graph_capture": "graph-capture window",
-               "one_step": "one step"}
 
 
 def tagline(report: Report) -> str:
@@ -25,8 +24,7 @@ def tagline(report: Report) -> str:
     With several GPUs it speaks of the one that idles most; with none, of the CPU steps.
     """
     line = _device_line(report)
-    tag = WINDOW_TAGS.get(report.window_kind)
-    return f"{line} ({tag})" if tag else line
+    return line if report.steady else f"{line} ({window_kind_text(report)})"
 
 
 def _device_line(report: Report) -> str:

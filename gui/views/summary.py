@@ -28,7 +28,13 @@ from PySide6.QtWidgets import (
 
 from stallscope.core import units
 from stallscope.core.compare import primary_device, step_breakdown
-from stallscope.core.render.facts import facts_text, memory_facts, no_memory_text, window_text
+from stallscope.core.render.facts import (
+    facts_text,
+    memory_facts,
+    no_memory_text,
+    window_kind_text,
+    window_text,
+)
 from stallscope.core.report import Report
 from stallscope.gui import lanes as lane_model
 from stallscope.gui.colors import (
@@ -55,17 +61,12 @@ CPU_NOTE = ("No GPU activity in this trace: the figures are the main thread's st
             "the other threads busy during the steps.")
 
 
-WINDOW_PHRASES = {"startup": "start-up", "graph_capture": "a graph capture",
-                  "one_step": "a single step"}
-
-
 def ceiling_text(report: Report, dev: str | None) -> str:
     """"Ceiling: up to 1.51x faster if the GPU never waited for data" (the largest of `dev`);
     a cause that is the whole step has no finite ceiling and is said as such; nothing below
     0.5%; none quoted for a window that is not steady training (start-up, one step)."""
-    kind = report.window_kind
-    if kind != "steady":
-        return f"Ceilings not quoted: this window is {WINDOW_PHRASES.get(kind, kind)}."
+    if not report.steady:
+        return f"Ceilings not quoted: this is a {window_kind_text(report)}."
     ceilings = [c for c in report.ceilings if c.device == dev]
     best = max(ceilings, key=lambda c: c.speedup, default=None)
     if best is None or best.speedup <= 1.005:

@@ -106,7 +106,7 @@ def test_ceiling_line_names_the_largest_ceiling(qtbot):
     cpu = analyze(load(fixture_path("hta_cpu_only")))
     panel.set_report(cpu)
     # one step (issue 22): no ceiling quoted; gloo's collectives lead, not Python
-    assert panel.ceiling.text() == "Ceilings not quoted: this window is a single step."
+    assert panel.ceiling.text() == "Ceilings not quoted: this is a one-step window."
     assert not panel.ceiling.isHidden()
     assert [a.id for a in cpu.advice][:1] == ["collective_wait"]
     assert all(not c.buttons for c in panel.advice_cards)  # no DataLoader card: no actions
@@ -130,7 +130,7 @@ def test_cards_list_their_culprits_as_plain_text(qtbot):
     amd = analyze(load(fixture_path("hta_amd_trace")))
     panel.set_report(amd)
     assert panel.note.text().startswith("This window is start-up, not steady training · ")
-    assert panel.ceiling.text() == "Ceilings not quoted: this window is start-up."
+    assert panel.ceiling.text() == "Ceilings not quoted: this is a start-up window."
 
 
 def test_the_hot_line_card_offers_the_wizard_only_for_decoding(qtbot):
