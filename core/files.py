@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from stallscope.core.units import mib
 
@@ -19,7 +20,12 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
 
 
 class Refused(Exception):
-    """Why a file was not read (the message does not repeat the path)."""
+    """Why a file was not read (the message does not repeat the path). `missing`: the name is
+    not there; `kind`: what it is when it is not a regular file ("a FIFO")."""
+
+    def __init__(self, message: str, *, missing: bool = False, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.missing, self.kind = missing, kind
 
 
 def kind_of(mode: int) -> str:
@@ -28,6 +34,25 @@ def kind_of(mode: int) -> str:
         if test(mode):
             return kind
     return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike) -> tuple[BinaryIO, os.stat_result]:
+    """The file opened for reading and the stat of what was opened, when it is a regular file
+    (O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; fstat: a name swapped
+    after a check changes nothing). The caller closes it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise Refused("not found", missing=True) from None
+    except OSError as exc:
+        raise Refused(f"cannot read: {exc.strerror or exc}") from None
+    f = open(fd, "rb", buffering=0)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        f.close()
+        kind = kind_of(st.st_mode)
+        raise Refused(f"is {kind}, not a regular file", kind=kind)
+    return f, st
 
 
 def read_regular(path: str | os.PathLike, cap: int,
@@ -39,16 +64,8 @@ def read_regular(path: str | os.PathLike, cap: int,
         real, root = os.path.realpath(p), os.path.realpath(inside)
         if os.path.commonpath([real, root]) != root:
             raise Refused(f"points outside its folder ({real}), not read")
-    try:  # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise Refused("not found") from None
-    except OSError as exc:
-        raise Refused(f"cannot read: {exc.strerror or exc}") from None
-    with open(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)  # the file opened, not whatever the name points at now
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"is {kind_of(st.st_mode)}, not a regular file")
+    f, st = open_regular(p)
+    with f:
         if st.st_size > cap:
             raise Refused(f"{mib(st.st_size)}, larger than the {mib(cap)} read of such a file")
         data = bytearray()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stallscope.core.errors import TraceError
-from stallscope.core.files import kind_of
+from stallscope.core.files import Refused, kind_of, open_regular
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.units import mib, plural
 
@@ -61,12 +61,21 @@ def check_kind(p: Path) -> os.stat_result:
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise TraceError(f"{p}: no such file or folder") from None
+        raise _refused(p, Refused("", missing=True)) from None
     except OSError as exc:
-        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        raise _refused(p, Refused(f"cannot read: {exc.strerror or exc}")) from None
     if not stat.S_ISREG(st.st_mode):
-        raise TraceError(f"{p}: is {kind_of(st.st_mode)}, not a trace file")
+        raise _refused(p, Refused("", kind=kind_of(st.st_mode)))
     return st
+
+
+def _refused(p: Path, why: Refused) -> TraceError:
+    """core/files' refusal in a trace's words."""
+    if why.missing:
+        return TraceError(f"{p}: no such file or folder")
+    if why.kind:
+        return TraceError(f"{p}: is {why.kind}, not a trace file")
+    return TraceError(f"{p}: {why}")
 
 
 def available_memory() -> int:
@@ -110,15 +119,10 @@ def _read_text(p: Path, cancel: CancelFlag, sniff: Sniff) -> Job[bytearray]:
     avail = available_memory()
     limit = int(avail / MEMORY_FACTOR)
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise TraceError(f"{p}: no such file or folder") from None
-    except OSError as exc:
-        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    with open(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)  # the opened file itself: a path swapped after stat() changes nothing
-        if not stat.S_ISREG(st.st_mode):
-            raise TraceError(f"{p}: is {kind_of(st.st_mode)}, not a trace file")
+        f, st = open_regular(p)
+    except Refused as why:
+        raise _refused(p, why) from None
+    with f:
         if st.st_size == 0:
             raise TraceError(f"{p}: file is empty")
         try:
