@@ -14,7 +14,7 @@ import pytest
 from hostile_files import cli_with_peak
 
 from stallscope.core import lineprof
-from stallscope.core.advice import line_stats_near
+from stallscope.core.lineprof import session_stats
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lineprof import DS, make_profile  # noqa: E402  (tests/core is not a package)
@@ -59,8 +59,11 @@ def test_a_sessions_hostile_line_stats_file_is_one_line(tmp_path, make, words):
     rc, out, err, seconds, peak = cli_with_peak("lineprof", session, timeout=60)
     _one_line(rc, err, str(folder / "x.json"), words)
     assert seconds < 30 and peak < 400 * MiB, (seconds, peak)  # nothing read unbounded
-    # the analysis of a trace of that session still loads: its advice simply has no line stats
-    assert line_stats_near(session) is None
+    # the analysis of a trace of that session still loads: its advice simply has no line stats,
+    # and the reason is kept for the app's heatmap tab
+    stats = session_stats(session)
+    assert stats.for_advice is None and stats.session == session
+    assert str(folder / "x.json") in stats.error and words in stats.error
 
 
 def _touch(p: Path) -> Path:
