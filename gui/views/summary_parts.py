@@ -208,9 +208,12 @@ class AdviceCard(QFrame):
         short_evidence = fix_summary(evidence, EVIDENCE_FOLD_CHARS) if fix else ""
         short = fix_summary(fix) or (fix if short_evidence else "")
         self._evidence = {"#less": evidence, MORE: short_evidence or evidence}
+        # folded, the actions its hidden part links to stay one click away ("· LMDB wizard")
+        hidden = [p for p in (links or {}) if p in fix and p not in short]
         self._fix_html = {
             "#less": _linked(fix, links) + (f' <a href="{MORE}">less</a>' if short else ""),
-            MORE: _linked(short, links) + f' <a href="{MORE}">more</a>' if short else "",
+            MORE: _linked(short, links) + f' <a href="{MORE}">more</a>'
+            + "".join(f" · {_linked(p, links)}" for p in hidden) if short else "",
         }
         # what covers the idle time: names from the trace, shown as plain text (a no-break
         # space keeps the bullet on its name's line); folded, the largest only
@@ -259,7 +262,7 @@ class AdviceCard(QFrame):
 
     @property
     def fix_folded(self) -> bool:
-        return self.fix is not None and self.fix.text().endswith(f'"{MORE}">more</a>')
+        return self.fix is not None and f'"{MORE}">more</a>' in self.fix.text()
 
     def _show_fix(self, which: str) -> None:
         self.fix.setText("<b>Fix:</b> " + self._fix_html[which])  # escaped by _linked
