@@ -41,10 +41,10 @@ from stallscope.core.capture import layout
 from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.files import kind_of
 from stallscope.core.readers.head import (
-    RANK_RE,
     distributed_info,
     file_time,
     looks_like_trace,
+    rank_in_name,
     read_head,
 )
 from stallscope.core.session.reader import is_session
@@ -304,8 +304,7 @@ def _candidate(root: Path, f: Path) -> Candidate | Skipped:
         return Skipped(f, "JSON without a traceEvents list: not a trace")
     rank, world, job = distributed_info(data)
     if rank is None:
-        m = RANK_RE.search(name)
-        rank = int(m.group(1)) if m else None
+        rank = rank_in_name(name)
     when, source = file_time(f, st.st_mtime, data)
     folder = f.parent.relative_to(root).as_posix() if f.parent != root else "."
     return Candidate(f, folder, rank, world, when, source, job)

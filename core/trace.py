@@ -21,13 +21,12 @@ from stallscope.core.folder import plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.kineto import ACCELERATOR_RUNTIMES, GPU_CATS, Cat, is_step_name
 from stallscope.core.readers.columns import MemorySamples
-from stallscope.core.readers.head import RANK_RE
+from stallscope.core.readers.head import rank_in_name
 from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, check_kind
 from stallscope.core.readers.source import read_bytes as _read_bytes
 from stallscope.core.units import mib
 
-__all__ = ["GPU_CATS", "Cat", "MemorySamples", "Trace", "find_traces", "load", "load_job",
-           "resolve", "RANK_RE"]
+__all__ = ["Trace", "device_kind", "find_traces", "load", "load_job", "resolve"]
 
 @dataclass
 class Trace:
@@ -149,5 +148,4 @@ def _rank_of(p: Path, info) -> tuple[int | None, int | None]:
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         ws = info.get("world_size")
         return info["rank"], ws if isinstance(ws, int) else None
-    m = RANK_RE.search(p.name)
-    return (int(m.group(1)), None) if m else (None, None)
+    return rank_in_name(p.name), None

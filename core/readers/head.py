@@ -31,6 +31,12 @@ _FIRST_TS_RE = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)')
 _EARLIEST, _LATEST = 946684800.0, 4102444800.0  # 2000-01-01 .. 2100-01-01: plausible stamps
 
 
+def rank_in_name(name: str) -> int | None:
+    """`rank<N>` (rank_3, rank-3, RANK3) in a file name, else None."""
+    m = RANK_RE.search(name)
+    return int(m.group(1)) if m else None
+
+
 def read_head(f: Path) -> tuple[bytes, bool] | str:
     """Up to HEAD_BYTES of the (decompressed) file, and whether that is all of it."""
     chunks: list[bytes] = []

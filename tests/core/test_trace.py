@@ -12,7 +12,8 @@ import pytest
 
 from stallscope.core.errors import TraceError
 from stallscope.core.folder import plan_folder
-from stallscope.core.trace import Cat, find_traces, load
+from stallscope.core.kineto import Cat
+from stallscope.core.trace import find_traces, load
 
 
 def _write(tmp_path, name, events=None, doc=None, raw=None, gz=False):
