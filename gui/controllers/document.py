@@ -65,59 +65,32 @@ class DocumentController(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.runner = JobRunner(self)
-        self._active: dict[str, JobWorker] = {}
+        self.runner = JobRunner(self)  # the one record of which loads run
+        self.runner.sig_busy_changed.connect(self.sig_busy_changed)
 
     @property
     def busy(self) -> bool:
-        return bool(self._active)
+        return self.runner.busy
 
     def open(self, path: str, role: str = "main") -> JobWorker:
         path = str(path)
         worker = JobWorker(lambda cancel: open_job(path, cancel, route_ranks=role == "main"))
         sig = worker.signals
-        sig.sig_progress.connect(lambda d, t, w=worker: self._progress(role, w, d, t))
-        sig.sig_result.connect(lambda doc, w=worker: self._result(role, w, doc))
-        sig.sig_error.connect(lambda msg, w=worker: self._error(role, w, path, msg))
-        sig.sig_cancelled.connect(lambda w=worker: self._cancelled(role, w))
-        sig.sig_finished.connect(lambda w=worker: self._finished(role, w))
-        was_busy = self.busy
-        self._active[role] = worker
-        self.runner.start(worker, role)
+        live = self.runner.while_current(worker, role)  # a superseded load's signals drop
+        sig.sig_progress.connect(live(self.sig_load_progress.emit))
+        sig.sig_result.connect(live(lambda doc: self._result(role, doc)))
+        sig.sig_error.connect(live(lambda msg: self.sig_load_failed.emit(
+            role, name_the_file(msg, path))))
+        sig.sig_cancelled.connect(live(lambda: self.sig_load_cancelled.emit(role)))
         self.sig_load_started.emit(role, path)
-        if not was_busy:
-            self.sig_busy_changed.emit(True)
+        self.runner.start(worker, role)
         return worker
 
     def cancel(self) -> None:
-        for role in list(self._active):
-            self.runner.cancel(role)
+        self.runner.cancel()
 
-    def _current(self, role: str, worker: JobWorker) -> bool:
-        return self._active.get(role) is worker
-
-    def _progress(self, role: str, worker: JobWorker, done: int, total: int) -> None:
-        if self._current(role, worker):
-            self.sig_load_progress.emit(done, total)
-
-    def _result(self, role: str, worker: JobWorker, doc: Document | RanksFolder) -> None:
-        if not self._current(role, worker):
-            return
+    def _result(self, role: str, doc: Document | RanksFolder) -> None:
         if isinstance(doc, RanksFolder):
             self.sig_ranks_folder.emit(doc.path, doc.plan)
         else:
             self.sig_document_loaded.emit(role, doc)
-
-    def _error(self, role: str, worker: JobWorker, path: str, message: str) -> None:
-        if self._current(role, worker):
-            self.sig_load_failed.emit(role, name_the_file(message, path))
-
-    def _cancelled(self, role: str, worker: JobWorker) -> None:
-        if self._current(role, worker):
-            self.sig_load_cancelled.emit(role)
-
-    def _finished(self, role: str, worker: JobWorker) -> None:
-        if self._current(role, worker):
-            del self._active[role]
-            if not self.busy:
-                self.sig_busy_changed.emit(False)

@@ -55,13 +55,12 @@ class LineStatsController(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.runner = JobRunner(self)
-        self._active: dict[str, JobWorker] = {}
+        self.runner = JobRunner(self)  # the one record of which reads run
         self.process: QProcess | None = None
 
     @property
     def busy(self) -> bool:
-        return bool(self._active)
+        return self.runner.busy
 
     def load(self, paths: str | Path | list, key: str = "default", *,
              trust_pickle: bool = False, optional: bool = False) -> JobWorker:
@@ -69,17 +68,15 @@ class LineStatsController(QObject):
         is read only with trust_pickle=True: ask the user first (heatmap.ask_trust)."""
         wanted = [str(p) for p in (paths if isinstance(paths, list) else [paths])]
         worker = JobWorker(lambda _cancel: read_all(wanted, trust_pickle, optional))
-        sig = worker.signals
-        sig.sig_result.connect(lambda result, w=worker: self._result(key, w, result))
-        sig.sig_error.connect(lambda msg, w=worker: self._error(key, w, msg))
-        sig.sig_finished.connect(lambda w=worker: self._finished(key, w))
-        self._active[key] = worker
+        live = self.runner.while_current(worker, key)  # a superseded read's results drop
+        worker.signals.sig_result.connect(live(lambda result: self.sig_stats_loaded.emit(
+            key, result)))
+        worker.signals.sig_error.connect(live(lambda msg: self.sig_stats_failed.emit(key, msg)))
         self.runner.start(worker, key)
         return worker
 
     def cancel(self) -> None:
-        for key in list(self._active):
-            self.runner.cancel(key)
+        self.runner.cancel()
 
     def install_line_profiler(self, python: str) -> bool:
         """Run `python -m pip install line_profiler` in a QProcess; False while one runs."""
@@ -94,18 +91,6 @@ class LineStatsController(QObject):
         return True
 
     # -- internals
-    def _result(self, key: str, worker: JobWorker, result: list[LineStats]) -> None:
-        if self._active.get(key) is worker:
-            self.sig_stats_loaded.emit(key, result)
-
-    def _error(self, key: str, worker: JobWorker, message: str) -> None:
-        if self._active.get(key) is worker:
-            self.sig_stats_failed.emit(key, message)
-
-    def _finished(self, key: str, worker: JobWorker) -> None:
-        if self._active.get(key) is worker:
-            del self._active[key]
-
     def _installed(self, code: int, _status=None) -> None:
         process, self.process = self.process, None
         if process is None:
