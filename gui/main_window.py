@@ -22,12 +22,14 @@ policy, the ranks tab, the advice cards' actions and the export; menus.py builds
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEventLoop, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QMainWindow,
+    QMenu,
     QProgressBar,
     QPushButton,
     QStackedWidget,
@@ -56,6 +58,9 @@ from stallscope.gui.views.analysis import AnalysisView
 from stallscope.gui.views.compare import CompareView
 from stallscope.gui.views.start import StartScreen
 from stallscope.gui.widgets import ElidedLabel, MessagePanel
+
+if TYPE_CHECKING:
+    from stallscope.gui.dialogs.help import HelpDialog
 
 TRACE_FILTER = "Traces (*.json *.json.gz);;All files (*)"
 
@@ -119,7 +124,8 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self.fix_loop = FixLoop(self)
         self.analysis.summary.sig_advice_action.connect(self.fix_loop.on_action)
-        self.help_dialog = None
+        self.help_dialog: HelpDialog | None = None
+        self.recent_menu: QMenu  # File > Recent, made by menus.build_menus
         self.actions_by_name = menus.build_menus(self)
         menus.set_action_icons(self.actions_by_name)
         # a bound method: Qt drops the connection when this window is destroyed
@@ -263,8 +269,9 @@ class MainWindow(QMainWindow):
         self.sig_document_shown.emit(document)
 
     def _show_compare(self) -> None:
-        before = self.analysis.report
-        after_doc = self.compare_document
+        before, after_doc = self.analysis.report, self.compare_document
+        if before is None or after_doc is None or self.document is None:
+            return  # only reached once both documents are loaded
         after = after_doc.reports[0]
         self.compare.set_reports(before, after, self._report_title(self.document, before),
                                  self._report_title(after_doc, after))
@@ -348,6 +355,10 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ tabs and controllers
 
+    def as_widget(self) -> QMainWindow:
+        """The window for controllers that see it as a WindowPort (gui/controllers)."""
+        return self
+
     def add_page(self, widget: QWidget, title: str) -> int:
         index = self.tabs.addTab(widget, title)
         self.tabs.setTabToolTip(index, title)
@@ -419,11 +430,12 @@ class MainWindow(QMainWindow):
     def show_help(self, section: str = "start") -> None:
         from stallscope.gui.dialogs.help import HelpDialog
 
-        if self.help_dialog is None:
-            self.help_dialog = HelpDialog(self.actions_by_name, section, self)
-        self.help_dialog.show_section(section)
-        self.help_dialog.show()
-        self.help_dialog.raise_()
+        dialog = self.help_dialog
+        if dialog is None:
+            dialog = self.help_dialog = HelpDialog(self.actions_by_name, section, self)
+        dialog.show_section(section)
+        dialog.show()
+        dialog.raise_()
 
     def show_about(self) -> None:
         dialog = AboutDialog(self)

@@ -75,14 +75,25 @@ class JobWorker(QRunnable):
 
 
 class JobRunner(QObject):
-    """Keeps at most one live job per slot: starting a new one cancels the one it supersedes."""
+    """Keeps at most one live job per slot: starting a new one cancels the one it supersedes.
+
+    The only record of which jobs run: `is_current(worker, slot)` tells a superseded job's
+    late signals apart, `busy` is True while any slot has a live job (sig_busy_changed on
+    each change)."""
+
+    sig_busy_changed = Signal(bool)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._current: dict[str, JobWorker] = {}
         self._all: set[JobWorker] = set()
 
+    @property
+    def busy(self) -> bool:
+        return bool(self._current)
+
     def start(self, worker: JobWorker, slot: str = "default") -> JobWorker:
+        was_busy = self.busy
         old = self._current.get(slot)
         if old is not None:
             old.cancel()
@@ -90,17 +101,33 @@ class JobRunner(QObject):
         self._all.add(worker)
         worker.signals.sig_finished.connect(lambda w=worker, s=slot: self._done(w, s))
         QThreadPool.globalInstance().start(worker)
+        if not was_busy:
+            self.sig_busy_changed.emit(True)
         return worker
 
-    def cancel(self, slot: str = "default") -> None:
-        worker = self._current.get(slot)
-        if worker is not None:
-            worker.cancel()
+    def cancel(self, slot: str | None = None) -> None:
+        """Cancel the live job of `slot` (None: of every slot)."""
+        for name in list(self._current) if slot is None else [slot]:
+            worker = self._current.get(name)
+            if worker is not None:
+                worker.cancel()
 
     def is_current(self, worker: JobWorker, slot: str = "default") -> bool:
         return self._current.get(slot) is worker
+
+    def while_current(self, worker: JobWorker, slot: str = "default"):
+        """`wrap(fn)`: fn, run only while `worker` is the live job of `slot`; a superseded
+        job's late signals are dropped.  sig.sig_result.connect(wrap(on_result))"""
+        def wrap(fn: Callable[..., object]) -> Callable[..., None]:
+            def call(*args: object) -> None:
+                if self.is_current(worker, slot):
+                    fn(*args)
+            return call
+        return wrap
 
     def _done(self, worker: JobWorker, slot: str) -> None:
         self._all.discard(worker)
         if self._current.get(slot) is worker:
             del self._current[slot]
+            if not self._current:
+                self.sig_busy_changed.emit(False)

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.render.export import comparison_to_markdown, save_report
+from stallscope.gui.controllers import WindowPort
 
 PLOTS_FILTER = "PNG image of the plots (*.png)"
 WINDOW_FILTER = "PNG image of the window (*.png)"
@@ -20,14 +21,15 @@ EXPORT_FILTERS = ";;".join((PLOTS_FILTER, WINDOW_FILTER, "Report as Markdown (*.
 GAP_PX = 8
 
 
-def choose_export(window) -> None:
-    if window.document is None:
+def choose_export(window: WindowPort) -> None:
+    report = window.analysis.report
+    if window.document is None or report is None:
         window.show_message("Nothing to export yet: open a trace first.", "info")
         return
-    trace = Path(window.analysis.report.trace.path)
+    trace = Path(report.trace.path)
     stem = trace.name.split(".")[0]
     path, chosen = QFileDialog.getSaveFileName(
-        window, "Export", str(Path(window.dialog_folder()) / f"{stem}-stallscope.png"),
+        window.as_widget(), "Export", str(Path(window.dialog_folder()) / f"{stem}-stallscope.png"),
         EXPORT_FILTERS)
     if path:
         if not Path(path).suffix:
@@ -35,21 +37,21 @@ def choose_export(window) -> None:
         export_to(window, path, whole_window=chosen == WINDOW_FILTER)
 
 
-def plots_image(window) -> QImage:
+def plots_image(window: WindowPort) -> QImage:
     """The current tab's plots: on the analysis page the timeline (legend, lanes, memory)
     beside the whole summary panel (also the part scrolled out of view); another tab as it
     is shown; the start screen as it is."""
     if window.stack.currentWidget() is not window.tabs:
-        return window.centralWidget().grab().toImage()
+        return window.as_widget().centralWidget().grab().toImage()
     page = window.tabs.currentWidget()
     if page is not window.analysis:
         return page.grab().toImage()
     timeline = window.analysis.timeline
     parts = [_stacked([timeline.legend, timeline.graphics])]
-    summary = window.analysis.summary
-    content = summary.widget() if hasattr(summary, "widget") else None
+    summary = window.analysis.summary  # a scroll area: its whole content, not the viewport
+    content = summary.widget()
     parts.append((content if content is not None else summary).grab().toImage())
-    return _side_by_side(parts, window.palette().color(QPalette.ColorRole.Window))
+    return _side_by_side(parts, window.as_widget().palette().color(QPalette.ColorRole.Window))
 
 
 def _stacked(widgets: list[QWidget]) -> QImage:
@@ -79,13 +81,13 @@ def _side_by_side(images: list[QImage], background) -> QImage:
     return out
 
 
-def export_to(window, path: str, whole_window: bool = False) -> bool:
+def export_to(window: WindowPort, path: str, whole_window: bool = False) -> bool:
     """PNG of the plots (or of the whole window), or the report as .md/.json. Errors become a
     message."""
     p = Path(path)
     try:
         if p.suffix.lower() == ".png":
-            image = window.grab().toImage() if whole_window else plots_image(window)
+            image = window.as_widget().grab().toImage() if whole_window else plots_image(window)
             if not image.save(str(p)):
                 raise StallscopeError(f"{p}: cannot write the PNG")
         elif window.tabs.currentWidget() is window.compare and p.suffix.lower() == ".md":

@@ -2,7 +2,7 @@
 being viewed, "Compare before/after" opens the compare view on the tune's baseline and best
 trials, and the LMDB mention opens the wizard with the script's Dataset as the factory source.
 
-    loop = FixLoop(window)               # window: analysis, document, open_path, open_compare ...
+    loop = FixLoop(window)               # window: a WindowPort (gui/controllers/__init__.py)
     loop.on_action("try_it", index)      # SummaryPanel.sig_advice_action
     loop.try_it(script=None)             # -> TuneDialog (None when no script was given)
     loop.open_lmdb()                     # -> the LMDB wizard
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from stallscope.core.session.factory_probe import Facts, probe
 from stallscope.core.tune.script import ScriptInfo, dataset_factory, script_of
+from stallscope.gui.controllers import WindowPort
 from stallscope.gui.dialogs.confirm import choose_run, confirm_import
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
 from stallscope.gui.dialogs.tune import TuneDialog
@@ -39,8 +40,8 @@ class FixLoop(QObject):
     sig_wizard_opened = Signal(object)  # LMDBWizard
     sig_probe_finished = Signal(object)  # factory_probe.Facts of the Dataset's file
 
-    def __init__(self, window) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowPort) -> None:
+        super().__init__(window.as_widget())
         self.window = window
         self.tune_dialog: TuneDialog | None = None
         self.wizard = None
@@ -92,7 +93,8 @@ class FixLoop(QObject):
             start = str(Path(trace).parent)
         self.window.status_bar.showMessage(
             f"Which script recorded this trace?{where}", 8000)
-        path, _ = QFileDialog.getOpenFileName(self.window, "The training script to tune",
+        path, _ = QFileDialog.getOpenFileName(self.window.as_widget(),
+                                              "The training script to tune",
                                               start, SCRIPT_FILTER)
         if path and trace:
             self._chosen[trace] = path
@@ -120,7 +122,7 @@ class FixLoop(QObject):
             old.activateWindow()
             return old
         recorded = None if script else self.recorded()
-        plan = choose_run(self.window, info.script, info.args,
+        plan = choose_run(self.window.as_widget(), info.script, info.args,
                           recorded.python if recorded else "", recorded.cwd if recorded else "",
                           button="Open the tune dialog",
                           recorded_script=recorded.script if recorded else "")
@@ -129,7 +131,7 @@ class FixLoop(QObject):
         if old is not None:
             old.deleteLater()
         dialog = TuneDialog(plan.script, plan.args, cwd=plan.cwd, python=plan.python,
-                            parent=self.window)
+                            parent=self.window.as_widget())
         dialog.sig_compare_requested.connect(self.compare_sessions)
         self.tune_dialog = dialog
         dialog.show()
@@ -171,7 +173,7 @@ class FixLoop(QObject):
                 "No Dataset found for this trace's script: choose a folder or a factory", 8000)
             return self._open_wizard("")
         file, _, name = source.rpartition(":")
-        if not confirm_import(self.window, file, name):
+        if not confirm_import(self.window.as_widget(), file, name):
             return self._open_wizard("")
         self.window.status_bar.showMessage(f"Importing {file} in a separate process…")
         worker = JobWorker(lambda _cancel: probe(source))
@@ -185,6 +187,6 @@ class FixLoop(QObject):
         self._open_wizard(facts.spec if facts.ok else "")
 
     def _open_wizard(self, source: str):
-        self.wizard = open_lmdb_wizard(self.window, source)
+        self.wizard = open_lmdb_wizard(self.window.as_widget(), source)
         self.sig_wizard_opened.emit(self.wizard)
         return self.wizard

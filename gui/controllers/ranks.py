@@ -45,15 +45,14 @@ class RanksController(QObject):
         super().__init__(parent)
         self.workers = workers
         self.scheduler = scheduler
-        self.runner = JobRunner(self)
-        self._job: JobWorker | None = None
-        self._rank: JobWorker | None = None
+        self.runner = JobRunner(self)  # slots "ranks" (the folder) and "rank" (one in full)
+        self.runner.sig_busy_changed.connect(self.sig_busy_changed)
         self._sig_plan.connect(self._on_plan)
         self._sig_result.connect(self._on_result)
 
     @property
     def busy(self) -> bool:
-        return self._job is not None
+        return self.runner.busy
 
     # ------------------------------------------------------------------ a folder of ranks
 
@@ -76,28 +75,21 @@ class RanksController(QObject):
         worker = JobWorker(make)
         token.append(worker)
         sig = worker.signals
-        sig.sig_progress.connect(lambda d, t, w=worker: self._current(w)
-                                 and self.sig_rank_progress.emit(d, t))
-        sig.sig_result.connect(lambda job, w=worker: self._current(w)
-                               and self.sig_job_finished.emit(job))
-        sig.sig_error.connect(lambda msg, w=worker: self._current(w)
-                              and self.sig_job_failed.emit(name_the_file(msg, path)))
-        sig.sig_cancelled.connect(lambda w=worker: self._current(w)
-                                  and self.sig_job_cancelled.emit())
-        sig.sig_finished.connect(lambda w=worker: self._finished(w))
-        was_busy = self.busy
-        self._job = worker
+        current = self.runner.while_current(worker, "ranks")
+        sig.sig_progress.connect(current(self.sig_rank_progress.emit))
+        sig.sig_result.connect(current(self.sig_job_finished.emit))
+        sig.sig_error.connect(current(lambda msg: self.sig_job_failed.emit(name_the_file(msg,
+                                                                                       path))))
+        sig.sig_cancelled.connect(current(self.sig_job_cancelled.emit))
         self.runner.start(worker, "ranks")
         self.sig_job_started.emit(path)
-        if not was_busy:
-            self.sig_busy_changed.emit(True)
         return worker
 
     def cancel(self) -> None:
         self.runner.cancel("ranks")
 
     def _current(self, worker: JobWorker) -> bool:
-        return self._job is worker
+        return self.runner.is_current(worker, "ranks")
 
     def _on_plan(self, worker: JobWorker, plan) -> None:
         if self._current(worker):
@@ -107,11 +99,6 @@ class RanksController(QObject):
         if self._current(worker):
             self.sig_rank_finished.emit(index, result)
 
-    def _finished(self, worker: JobWorker) -> None:
-        if self._current(worker):
-            self._job = None
-            self.sig_busy_changed.emit(False)
-
     # ------------------------------------------------------------------ one rank in full
 
     def open_rank(self, trace_path: str) -> JobWorker:
@@ -119,11 +106,10 @@ class RanksController(QObject):
         trace_path = str(trace_path)
         worker = JobWorker(lambda cancel: load_document_job(trace_path, cancel))
         sig = worker.signals
-        sig.sig_result.connect(lambda doc, w=worker: self._rank is w
-                               and self.sig_rank_document_loaded.emit(doc))
-        sig.sig_error.connect(lambda msg, w=worker: self._rank is w
-                              and self.sig_rank_load_failed.emit(name_the_file(msg, trace_path)))
-        self._rank = worker
+        current = self.runner.while_current(worker, "rank")
+        sig.sig_result.connect(current(self.sig_rank_document_loaded.emit))
+        sig.sig_error.connect(current(lambda msg: self.sig_rank_load_failed.emit(
+            name_the_file(msg, trace_path))))
         self.runner.start(worker, "rank")
         self.sig_rank_load_started.emit(trace_path)
         return worker

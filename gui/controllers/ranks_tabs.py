@@ -1,7 +1,7 @@
 """The main window's "Ranks" tab: a folder of many ranks as the rank table (File > Open folder
 of ranks, or a folder whose plan picks a job of more than RANKS_IN_FULL ranks).
 
-    ranks = RanksTabs(window)          # window: add_page, open_path, tabs, status_bar
+    ranks = RanksTabs(window)          # window: a WindowPort (gui/controllers/__init__.py)
     ranks.open_folder(path, plan=None) # per-rank progress; the table fills as ranks finish
     ranks.closed(widget)               # the tab was closed: its job is cancelled
 
@@ -16,13 +16,14 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 
 from stallscope.core import units
+from stallscope.gui.controllers import WindowPort
 from stallscope.gui.controllers.ranks import RanksController
 from stallscope.gui.views.ranks import RanksView
 
 
 class RanksTabs(QObject):
-    def __init__(self, window, workers: int | None = None) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowPort, workers: int | None = None) -> None:
+        super().__init__(window.as_widget())
         self.window = window
         self.workers = workers
         self.view: RanksView | None = None

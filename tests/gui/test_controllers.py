@@ -1,0 +1,50 @@
+"""gui/controllers: the WindowPort is what the controllers use of the main window, all of it,
+and the main window has every part of it."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+from stallscope.gui import controllers
+from stallscope.gui.controllers import WindowPort
+
+PORT_USERS = ("fix_loop.py", "ranks_tabs.py", "export.py")
+QT_OBJECT = {"deleteLater", "parent", "objectName"}  # QObject API every window has
+
+
+def port_names() -> set[str]:
+    methods = {n for n, v in vars(WindowPort).items() if inspect.isfunction(v)}
+    return set(WindowPort.__annotations__) | {n for n in methods if not n.startswith("_")}
+
+
+def window_uses(path: Path) -> set[str]:
+    """The attributes a module reads of `window` / `self.window`."""
+    used = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        base = node.value
+        if (isinstance(base, ast.Name) and base.id == "window") or (
+                isinstance(base, ast.Attribute) and base.attr == "window"
+                and isinstance(base.value, ast.Name) and base.value.id == "self"):
+            used.add(node.attr)
+    return used
+
+
+def test_controllers_use_only_the_window_port():
+    folder = Path(controllers.__file__).parent
+    for name in PORT_USERS:
+        used = window_uses(folder / name)
+        assert used and used <= port_names() | QT_OBJECT, (name, used - port_names())
+
+
+def test_the_main_window_has_every_part_of_the_port(qtbot):
+    from stallscope.gui.main_window import MainWindow
+
+    window = MainWindow(persist=False)
+    qtbot.addWidget(window)
+    missing = [n for n in port_names() if not hasattr(window, n)]
+    assert missing == []
+    assert window.as_widget() is window
