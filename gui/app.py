@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
         theme.apply_theme(app, "light" if args.screenshot or headless_demo
                           else theme.saved_mode())
-        app.setWindowIcon(theme.app_icon())
+        QApplication.setWindowIcon(theme.app_icon())
     except (ImportError, AttributeError):
         pass
 

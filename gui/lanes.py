@@ -91,10 +91,14 @@ def per_report(fn):
         if hit is not None and hit[0]() is report:
             return hit[1]
         out = fn(report, *args)
-        memo[key] = (weakref.ref(report, lambda _r, k=key: memo.pop(k, None)), out)
+        memo[key] = (weakref.ref(report, functools.partial(_forget, memo, key)), out)
         return out
 
     return once
+
+
+def _forget(memo: dict, key: tuple, _ref: weakref.ref) -> None:
+    memo.pop(key, None)
 
 
 def build_lanes(report: Report, streams: bool = False) -> list[LaneSpec]:

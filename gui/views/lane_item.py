@@ -200,7 +200,7 @@ class LaneItem(pg.GraphicsObject):
                     self._paint_band(painter, t, layers, edges, first, top, height, from_top)
                 painter.restore()
         if self.texts is not None:
-            self._paint_texts(painter, lo, hi, px_per_ms)
+            self._paint_texts(painter, self.texts, lo, hi, px_per_ms)
 
     def _paint_band(self, painter: QPainter, t, layers: list[Layer], edges: np.ndarray,
                     first: int, top: float, height: float, from_top: bool) -> None:
@@ -223,9 +223,10 @@ class LaneItem(pg.GraphicsObject):
         image.setColorTable([ly.rgba() for ly in layers] + [0])  # the last: transparent
         painter.drawImage(QPointF(first, r0), image)
 
-    def _paint_texts(self, painter: QPainter, lo: float, hi: float, px_per_ms: float) -> None:
+    def _paint_texts(self, painter: QPainter, texts: tuple[np.ndarray, np.ndarray, Sequence[str]],
+                     lo: float, hi: float, px_per_ms: float) -> None:
         """Names centred in their interval when they fit (never per-event items)."""
-        starts, ends, names = self.texts
+        starts, ends, names = texts
         i0 = int(np.searchsorted(ends, lo, "left"))
         i1 = int(np.searchsorted(starts, hi, "right"))
         if i1 <= i0:

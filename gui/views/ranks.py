@@ -52,8 +52,9 @@ class RankTable(QTableWidget):
         # two-line headers ("queued\nwork"): the numbers below are narrower than the words
         self.setHorizontalHeaderLabels([h.replace(" ", "\n", 1) for h in headers])
         for c in range(3, len(headers)):
-            self.horizontalHeaderItem(c).setToolTip(f"GPU idle per step (ms) while the CPU was "
-                                                    f"in {headers[c]}")
+            item = self.horizontalHeaderItem(c)
+            if item is not None:  # set by setHorizontalHeaderLabels
+                item.setToolTip(f"GPU idle per step (ms) while the CPU was in {headers[c]}")
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -257,8 +258,7 @@ class RanksView(QWidget):
         controller.sig_job_finished.connect(self.set_job)
         controller.sig_job_failed.connect(self.show_error)
         controller.sig_job_cancelled.connect(lambda: self._end("cancelled"))
-        controller.sig_rank_load_started.connect(
-            lambda p: self.details is not None and self.details.setPlainText(f"loading {p} ..."))
+        controller.sig_rank_load_started.connect(self._show_loading)
         controller.sig_rank_document_loaded.connect(self.show_document)
         controller.sig_rank_load_failed.connect(self.show_error)
         self.sig_cancel_requested.connect(controller.cancel)
@@ -325,6 +325,10 @@ class RanksView(QWidget):
         set_rich(self.straggler, '<span style="color:{}">{}</span>', error_text(), message)
         if self.job is None and self.cancel_button.isEnabled():
             self._end("failed")
+
+    def _show_loading(self, path: str) -> None:
+        if self.details is not None:
+            self.details.setPlainText(f"loading {path} ...")
 
     def show_document(self, document) -> None:
         """A rank's full trace, loaded: its text report in the details pane (standalone)."""

@@ -259,7 +259,7 @@ class ActionCard(QToolButton):
         self.setAccessibleName(title)
         self.setToolTip(hint)
 
-        layout = QHBoxLayout(self)
+        layout = self.box = QHBoxLayout(self)
         layout.setContentsMargins(14, 10, 14, 10)
         layout.setSpacing(12)
         self.glyph = QLabel()
@@ -293,16 +293,16 @@ class ActionCard(QToolButton):
         self.glyph.setPixmap(theme.icon(self.icon_name, color).pixmap(QSize(24, 24)))
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
-        return self.layout().sizeHint().expandedTo(QSize(280, 60))
+        return self.box.sizeHint().expandedTo(QSize(280, 60))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt API
-        return self.layout().minimumSize()
+        return self.box.minimumSize()
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt API
         return True
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt API
-        return max(60, self.layout().totalHeightForWidth(width))
+        return max(60, self.box.totalHeightForWidth(width))
 
 
 class RecentRow(QWidget):
@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         render(argv[0], argv[1] if len(argv) > 1 else "system")
         return 0
     theme.apply_theme(app, theme.saved_mode())
-    app.setWindowIcon(theme.app_icon())
+    QApplication.setWindowIcon(theme.app_icon())
     screen = StartScreen()
     screen.sig_recent_activated.connect(print)
     screen.resize(1100, 680)

@@ -10,8 +10,6 @@ Standalone: `python -m stallscope.gui.views.timeline TRACE [--screenshot OUT.png
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
@@ -177,7 +175,7 @@ class TimelineView(QWidget):
         """Add or drop the stream sub-lanes: the other lanes keep their items and only move."""
         if self.report is not None:
             x_range = self.view_box.viewRange()[0]
-            self._lay_out()
+            self._lay_out(self.report)
             self.view_box.setXRange(*x_range, padding=0)
 
     def clear(self) -> None:
@@ -198,15 +196,14 @@ class TimelineView(QWidget):
         self.t0_us = lo
         self.span_ms = max((hi - lo) / 1000.0, 1e-3)
         self.streams_button.setVisible(bool(report.devices))
-        self._lay_out()
+        self._lay_out(report)
         self.memory.set_memory(report.memory, self.t0_us, self.span_ms, self.colors)
         self._show_memory_plot(bool(self.memory.lines))
         self.fit()
 
-    def _lay_out(self) -> None:
+    def _lay_out(self, report: Report) -> None:
         """The rows of the report (with or without streams), top to bottom: a lane already
         built for this report is moved, not rebuilt."""
-        report = self.report
         self.specs = lane_model.build_lanes(report, streams=self.streams_button.isChecked())
         comm = any(len(spec.extra.get("comm", ())) for spec in self.specs)
         # Our own labels and colours only: trusted markup.
@@ -219,7 +216,8 @@ class TimelineView(QWidget):
         for row, spec in enumerate(self.specs):
             item = self._items.get(spec.key)
             if item is None or item.spec is not spec:
-                item = self._items[spec.key] = self._lane_item(row, spec, float(tops[row]))
+                item = self._items[spec.key] = self._lane_item(report, row, spec,
+                                                               float(tops[row]))
             item.move_to(row, float(tops[row]))
             self.lanes.append(item)
             self.plot.addItem(item)
@@ -271,11 +269,13 @@ class TimelineView(QWidget):
     def _text_color(self, spec: lane_model.LaneSpec) -> str:
         return TEXT_ON_COLOR if spec.kind == "thread" else self.colors["text"]
 
-    def _lane_item(self, row: int, spec: lane_model.LaneSpec, y: float) -> LaneItem:
+    def _lane_item(self, report: Report, row: int, spec: lane_model.LaneSpec,
+                   y: float) -> LaneItem:
         layers = [Layer(ls.key, ls.intervals[:, 0], ls.intervals[:, 1], self._color(ls.color),
                         top=ls.band[0], height=ls.band[1], from_top=ls.from_top)
                   for ls in spec.layers]
-        item = LaneItem(row, spec.label, layers, spec.kind, self._describer(spec),
+        item = LaneItem(row, spec.label, layers, spec.kind,
+                        hover.describer(spec, report.trace, self.t0_us),
                         texts=spec.texts, text_color=self._text_color(spec), key=spec.key, y=y,
                         height=spec.height)
         item.spec = spec
@@ -283,11 +283,6 @@ class TimelineView(QWidget):
         if spec.kind == "gpu":
             item.gaps = spec.extra["gaps"]
         return item
-
-    # ------------------------------------------------------------------ hover text
-
-    def _describer(self, spec: lane_model.LaneSpec) -> Callable[[float], str | None]:
-        return hover.describer(spec, self.report.trace, self.t0_us)
 
     # ------------------------------------------------------------------ navigation
 

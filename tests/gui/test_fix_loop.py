@@ -237,6 +237,8 @@ def test_the_cards_lmdb_mention_opens_the_wizard_with_the_dataset(qtbot, window,
     with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
         window.open_path(str(session))
     card = dataloader_card(window)
+    if 'href="#more"' in card.fix.text():  # a folded card: its "more" unfolds the whole fix
+        card.fix.linkActivated.emit("#more")
     assert '<a href="lmdb">LMDB wizard</a>' in card.fix.text()
     with qtbot.waitSignal(window.fix_loop.sig_wizard_opened, timeout=120_000) as opened:
         card.fix.linkActivated.emit("lmdb")  # what a click on the link emits
