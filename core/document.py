@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stallscope.core.analysis import Report, analyze
-from stallscope.core.errors import NoTraceInFolder, TraceError
+from stallscope.core.errors import TraceError
 from stallscope.core.folder import FolderPlan, plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.lineprof import SessionStats, session_of, session_stats
@@ -57,18 +57,8 @@ def plan(path: str | os.PathLike, run: str | None = None) -> list[tuple[str, Pat
 
 def plan_path(path: str | os.PathLike, run: str | None = None,
               every: bool = False) -> FolderPlan:
-    """The folder plan (picks, runs, skips with reasons); a session without a trace says why."""
-    p = Path(path)
-    try:
-        return plan_folder(p, run=run, every=every)
-    except NoTraceInFolder:
-        from stallscope.core.session.reader import no_trace_reason
-
-        reason = no_trace_reason(p)
-        if reason:  # "<session>: <why>": the script's exception, no finished record...
-            why = reason.removeprefix(f"{p}: ")
-            raise NoTraceInFolder(f"{p}: folder holds no trace: {why}") from None
-        raise
+    """The folder plan (picks, runs, skips with reasons): core/folder.plan_folder's."""
+    return plan_folder(path, run=run, every=every)
 
 
 def analyze_path(path: str | os.PathLike, device: str | None = None,

@@ -47,7 +47,7 @@ from stallscope.core.readers.head import (
     rank_in_name,
     read_head,
 )
-from stallscope.core.session.reader import is_session
+from stallscope.core.session.reader import is_session, no_trace_reason
 
 JOB_GAP_S = 600.0         # ranks of one job were recorded within 10 minutes of each other
 MAX_FILES = 20_000        # a folder scan stops here (and says so)
@@ -214,8 +214,20 @@ class FolderPlan:
 def plan_folder(path: str | os.PathLike, run: str | None = None,
                 every: bool = False) -> FolderPlan:
     """Scan a folder and decide (rules in the module docstring). Raises NoTraceInFolder when
-    it holds no trace, naming what it holds; TraceError when `run` names no run."""
+    it holds no trace, naming what it holds (a session: why its run wrote none); TraceError
+    when `run` names no run."""
     root = Path(path)
+    try:
+        return _plan(root, run, every)
+    except NoTraceInFolder:
+        reason = no_trace_reason(root)
+        if reason:  # "<session>: <why>": the script's exception, no finished record...
+            why = reason.removeprefix(f"{root}: ")
+            raise NoTraceInFolder(f"{root}: folder holds no trace: {why}") from None
+        raise
+
+
+def _plan(root: Path, run: str | None, every: bool) -> FolderPlan:
     files, truncated = _scan(root)
     if not files:
         raise NoTraceInFolder(f"{root}: folder is empty")

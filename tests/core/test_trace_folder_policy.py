@@ -71,3 +71,15 @@ def test_no_trace_in_a_folder_is_a_typed_error(tmp_path):
     with pytest.raises(NoTraceInFolder, match="folder is empty"):
         load(empty)
     assert issubclass(NoTraceInFolder, TraceError)  # callers that catch TraceError still do
+
+
+def test_info_and_analyze_say_alike_why_a_session_holds_no_trace(tmp_path):
+    (tmp_path / "run.json").write_text('{"script": "/work/train.py"}')
+    (tmp_path / "events.jsonl").write_text("")
+    with pytest.raises(NoTraceInFolder, match="the run of train.py holds no trace and no "
+                                              r"finished record \(still running, or killed\)"):
+        resolve(tmp_path)
+    info, analyze = _cli("info", tmp_path), _cli("analyze", tmp_path)
+    assert info.returncode == analyze.returncode == 2
+    assert info.stderr == analyze.stderr and info.stderr.count("\n") == 1
+    assert f"{tmp_path}: folder holds no trace: the run of train.py" in info.stderr
