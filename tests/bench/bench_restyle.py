@@ -3,8 +3,9 @@
     .venv/bin/python tests/bench/bench_restyle.py [--copies 111] [--keep]
 
 On kineto_nw0 and on that trace tiled to >= 1,000,000 GPU events (as bench_timeline.py), prints
-the time of TimelineView.apply_theme (the timeline's part of a theme change: recolour, then
-render the plots into an image) and of the Streams toggle on and off (each followed by a
+the time of a render alone (the baseline), of TimelineView.apply_theme (the timeline's part of
+a theme change) alone and followed by a render, of a whole theme change (the app's style sheet,
+then every follower, then a render) and of the Streams toggle on and off (each followed by a
 render), median of 5, wall and CPU. A theme change only recolours (no lanes, coverage or memory
 series rebuilt); the stream sub-lanes are built once, on first demand.
 """
@@ -37,7 +38,7 @@ def timed(fn) -> tuple[float, float]:
 
 
 def median_ms(fn, runs: int = 5) -> str:
-    walls, cpus = zip(*(timed(fn) for _ in range(runs)))
+    walls, cpus = zip(*(timed(fn) for _ in range(runs)), strict=True)
     return f"{statistics.median(walls):7.1f} ms wall, {statistics.median(cpus):7.1f} ms CPU"
 
 
@@ -67,9 +68,17 @@ def bench(name: str, path: Path, app) -> None:
         view.streams_button.toggle()
         view.graphics.grab()
 
+    def render():
+        view.graphics.grab()
+
+    def restyle_only():
+        view.apply_theme()
+
     print(f"{name}: {report.trace.n_events:,} events")
+    print(f"  render only (no change)    {median_ms(render)}")
+    print(f"  timeline.apply_theme alone {median_ms(restyle_only)}")
+    print(f"  timeline.apply_theme+render{median_ms(timeline_restyle)}")
     print(f"  theme change, whole app    {median_ms(theme_change)}")
-    print(f"  timeline.apply_theme       {median_ms(timeline_restyle)}")
     print(f"  Streams toggle (on or off) {median_ms(streams, 6)}")
     view.close()
 
