@@ -27,6 +27,7 @@ import functools
 import inspect
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -41,8 +42,9 @@ PARTS_DIR = ".parts"
 _MARK = "__stallscope_lineprof__"
 
 
-def install_command(python: str | None = None) -> str:
-    return f"{python or sys.executable} -m pip install line_profiler"
+def install_command(python: str | None = None) -> list[str]:
+    """The command that installs line_profiler into the interpreter that runs the script."""
+    return [python or sys.executable, "-m", "pip", "install", "line_profiler"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -955,9 +957,9 @@ def start(target: str, depth: int, out_dir: str, emit: Callable[[dict], None]):
     except ImportError:
         emit({"event": "warning", "source": "lineprof", "code": "line_profiler_missing",
               "python": sys.executable,
-              "install": install_command(),
+              "install": shlex.join(install_command()),
               "message": f"line_profiler is not installed in {sys.executable}, so there is no "
-                         f"line heatmap; install it with: {install_command()}"})
+                         f"line heatmap; install it with: {shlex.join(install_command())}"})
         return _Disabled()
     if target != "auto":
         try:

@@ -1,14 +1,13 @@
-"""Is line_profiler importable by the interpreter that runs the user's script, and how to add it."""
+"""Is line_profiler importable by the interpreter that runs the user's script, and how to add it
+(the command itself is the runner's, which prints it in interpreters without stallscope)."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 
-
-def install_command(python: str | None = None) -> list[str]:
-    """The command that installs line_profiler into the interpreter that runs the script."""
-    return [python or sys.executable, "-m", "pip", "install", "line_profiler"]
+from stallscope.core.capture.lineprof_capture import install_command
 
 
 def line_profiler_missing(python: str | None = None, timeout: float = 30.0) -> str | None:
@@ -22,4 +21,4 @@ def line_profiler_missing(python: str | None = None, timeout: float = 30.0) -> s
     if proc.returncode == 0:
         return None
     return (f"line_profiler is not installed in {exe}; install it with: "
-            f"{' '.join(install_command(exe))}")
+            f"{shlex.join(install_command(exe))}")
