@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stallscope.core import causes
+from stallscope.core import intervals as iv
 from stallscope.core.causes import BY_CODE
 from stallscope.core.memory import MemoryStats
 from stallscope.core.trace import Trace
@@ -250,17 +251,9 @@ class Report:
 
     def worst_gap(self, cause: str, device: str | None = None) -> tuple[float, float] | None:
         """The longest idle piece charged to `cause` (on `device`, else on any device)."""
-        code = causes.index(cause)
-        best = None
-        for dev, stats in self.devices.items():
-            if device is not None and dev != device:
-                continue
-            spans = stats.cause_spans[stats.cause_codes == code]
-            if len(spans):
-                k = int(np.argmax(spans[:, 1] - spans[:, 0]))
-                if best is None or spans[k, 1] - spans[k, 0] > best[1] - best[0]:
-                    best = (float(spans[k, 0]), float(spans[k, 1]))
-        return best
+        picks = [iv.longest(stats.spans_of(cause)) for dev, stats in self.devices.items()
+                 if device is None or dev == device]
+        return max((p for p in picks if p is not None), key=lambda p: p[1] - p[0], default=None)
 
     def to_json(self) -> dict:
         main = self.main_thread

@@ -6,7 +6,8 @@ import numpy as np
 
 from stallscope.core import intervals as iv
 from stallscope.core import units
-from stallscope.core.advice.registry import CAUSE_SHARE, Context, longest, rule
+from stallscope.core.advice.registry import CAUSE_SHARE, Context, rule
+from stallscope.core.intervals import longest
 from stallscope.core.kineto import PAGEABLE_H2D, Cat
 from stallscope.core.report import Advice
 from stallscope.core.units import duration, pct

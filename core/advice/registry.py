@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from stallscope.core import causes
 from stallscope.core.causes import CAUSES
+from stallscope.core.intervals import longest
 from stallscope.core.lineprof import Profile
 from stallscope.core.report import Advice, Culprit, DeviceStats, Report
 
@@ -151,14 +151,9 @@ class Context:
         if dev is not None:
             return self.report.worst_gap(cause, dev)
         r = self.report
-        return longest(r.host_spans[r.host_codes == CAUSES.index(cause)])
+        return longest(r.host_spans[r.host_codes == causes.index(cause)])
 
 
-def longest(spans: np.ndarray) -> tuple[float, float] | None:
-    if len(spans) == 0:
-        return None
-    k = int(np.argmax(spans[:, 1] - spans[:, 0]))
-    return float(spans[k, 0]), float(spans[k, 1])
 
 
 def _ordinal(k: int) -> str:
