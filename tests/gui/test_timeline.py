@@ -475,3 +475,15 @@ def test_launching_threads_are_the_analysis_launch_join(nw0_report):
     backward = [lane for lane in lane_model.build_lanes(nw0_report) if lane.kind == "thread"]
     assert [lane.track for lane in backward] == [t for t in want
                                                   if t != nw0_report.main_track]
+
+
+def test_the_lanes_kept_for_a_report_go_with_it():
+    import gc
+    import weakref
+
+    report = analyze(load(fixture_path("hta_cpu_only")))
+    lane_model.build_lanes(report, streams=True)
+    gone = weakref.ref(report)
+    del report
+    gc.collect()
+    assert gone() is None  # the lanes kept for it (per_report) hold no reference to it
