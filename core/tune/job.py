@@ -45,6 +45,7 @@ from stallscope.core.tune.trial import (
 )
 
 DEFAULT_BUDGET_S = 600.0
+SHORT_EPOCHS = 3  # epoch starts in the first trial that make the climb keep its workers
 # the profiled window (a trace for the compare view) opens each trial; the figures come later
 TRIAL_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 
@@ -313,7 +314,16 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
     if len(loaders) > 1:
         result.notes.append(f"the script builds {len(loaders)} DataLoaders; tuned the one at "
                             f"{result.site} (it served the most batches)")
-    return Search(script, cores, bool(s.run.get("cuda_available")), min_gain, most=most)
+    epochs = [e for e in s.events if e.get("event") == "epoch"
+              and str(e.get("site", "")) == str(tuned.get("site", ""))]
+    epoch_steps = None
+    if len(epochs) >= SHORT_EPOCHS and base.steps:
+        epoch_steps = base.steps / len(epochs)
+        result.notes.append(f"the script starts its DataLoader anew every {epoch_steps:.0f} "
+                            "steps: workers in the climb are kept across epochs "
+                            "(persistent_workers=True)")
+    return Search(script, cores, bool(s.run.get("cuda_available")), min_gain, most=most,
+                  epoch_steps=epoch_steps)
 
 
 def _memory_check(result: TuneResult, settings: dict, limit: int, nproc: int = 1) -> str:

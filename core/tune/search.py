@@ -11,6 +11,7 @@
    skips a trial that would not fit); each such rung costs a trial of many workers, so one
    that is not better ends the climb. Workers on a CPU: the climb stops at the cores.
    `climb` says which case it was.
+   With short epochs (`epoch_steps`) the rungs keep their workers across epochs.
 3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
    up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
    without one), persistent_workers, then a deeper prefetch_factor; each kept only when it
@@ -70,6 +71,10 @@ class Search:
     cuda: bool = False
     min_gain: float = MIN_GAIN
     most: int | None = None      # the most workers ever tried (default: the cores)
+    # Steps per epoch when the script iterates its DataLoader anew every few steps: workers
+    # then start over each epoch (the demo: 8 steps an epoch), so the climb keeps them
+    # (persistent_workers=True); else None.
+    epoch_steps: float | None = None
     best: Outcome | None = None
     climb: str = ""              # why the climb stopped where it did, past the cores or not
     stage: str = "baseline"
@@ -117,6 +122,8 @@ class Search:
         base["num_workers"] = n
         if n == 0:
             base["persistent_workers"], base["prefetch_factor"] = False, None
+        elif self.epoch_steps is not None:  # short epochs: workers that start once
+            base["persistent_workers"] = True
         return base
 
     def _candidate(self, key: str) -> dict | None:

@@ -72,6 +72,17 @@ def test_search_climbs_while_it_helps_then_tunes_around_the_best():
     assert len(tried) < 1 + 4 * 2 * 2 * 2  # far fewer than the grid
 
 
+def test_short_epochs_climb_with_workers_kept_across_epochs():
+    short = Search(SCRIPT, cores=2, epoch_steps=8.0)
+    assert short.next() == SCRIPT
+    short.record(SCRIPT, 100.0, 0.6)
+    assert short.next() == {**SCRIPT, "num_workers": 1, "persistent_workers": True}
+    long = Search(SCRIPT, cores=2)
+    long.next()
+    long.record(SCRIPT, 100.0, 0.6)
+    assert long.next() == {**SCRIPT, "num_workers": 1}
+
+
 def test_workers_that_wait_on_io_climb_past_the_cores_up_to_the_limit():
     # every batch sleeps 400 ms in a worker (off the CPU), compute 10 ms: more workers help
     # until 32 of them, far past 2 cores
