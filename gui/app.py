@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 from stallscope.core import __version__
 from stallscope.core.commands.terminal import escape
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     install_message_filter()
     from PySide6.QtWidgets import QApplication
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     pyside_workaround.collect_on_gui_thread()
     from stallscope.gui.widgets import install_plain_text_guard
 

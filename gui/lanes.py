@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 
@@ -33,6 +35,9 @@ from stallscope.gui.colors import (
     OTHER_THREAD_COLOR,
     STREAM_COLORS,
 )
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # Where the bands sit inside a row (fractions of the row height, from the top).
 BUSY_BAND = (0.06, 0.50)     # GPU busy: rising from the band's bottom, on top
@@ -79,18 +84,19 @@ def device_sort_key(dev: str) -> tuple[int, int, str]:
         return (1, 0, dev)
 
 
-def per_report(fn):
+def per_report(fn: Callable[P, T]) -> Callable[P, T]:
     """`fn(report, *args)` computed once per Report and arguments: the timeline, its Streams
     re-layout and the summary panel ask for the same rows. Dropped with the Report."""
-    memo: dict[tuple, tuple[weakref.ref, object]] = {}
+    memo: dict[tuple, tuple[weakref.ref, T]] = {}
 
     @functools.wraps(fn)
-    def once(report: Report, *args):
-        key = (id(report), *args)
+    def once(*args: P.args, **kwargs: P.kwargs) -> T:
+        report = args[0]
+        key = (id(report), *args[1:], *sorted(kwargs.items()))
         hit = memo.get(key)
         if hit is not None and hit[0]() is report:
             return hit[1]
-        out = fn(report, *args)
+        out = fn(*args, **kwargs)
         memo[key] = (weakref.ref(report, functools.partial(_forget, memo, key)), out)
         return out
 
@@ -110,9 +116,8 @@ def build_lanes(report: Report, streams: bool = False) -> list[LaneSpec]:
         lanes.append(lane)
         if streams:
             lanes += stream_lanes(report, dev, t0)
-    if report.main_track is not None:
-        lanes.append(main_thread_lane(report, t0))
-    return lanes + thread_lanes(report, t0)
+    main = main_thread_lane(report, t0)
+    return lanes + ([main] if main is not None else []) + thread_lanes(report, t0)
 
 
 def to_ms(intervals, t0: float) -> np.ndarray:
@@ -213,8 +218,11 @@ def stream_lanes(report: Report, dev: str, t0: float) -> list[LaneSpec]:
 
 
 @per_report
-def main_thread_lane(report: Report, t0: float) -> LaneSpec:
-    """What the main thread was in, by cause: the analysis' disjoint pieces (host_spans)."""
+def main_thread_lane(report: Report, t0: float) -> LaneSpec | None:
+    """What the main thread was in, by cause: the analysis' disjoint pieces (host_spans);
+    None without a main thread."""
+    if report.main_track is None:
+        return None
     spans = to_ms(report.host_spans, t0)
     codes = np.asarray(report.host_codes, np.int64)
     pieces = {cause: spans[codes == causes.index(cause)] for cause in causes.HOST_CAUSES}

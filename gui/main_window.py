@@ -321,10 +321,11 @@ class MainWindow(QMainWindow):
         self.loaded_label.setText(" · ".join(parts))
 
     def _remember(self, document: Document) -> None:
-        if not self.persist:
+        report = self.analysis.report
+        if not self.persist or report is None:
             return
         try:
-            self.recent_store.add(str(document.path), headline=tagline(self.analysis.report))
+            self.recent_store.add(str(document.path), headline=tagline(report))
         except (OSError, ValueError, StallscopeError):
             return  # a recent list that cannot be written must not spoil an open
         self.start.refresh()

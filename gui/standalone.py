@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -31,7 +32,7 @@ def show_view(build: Callable[[list[Report]], QWidget], description: str,
     except StallscopeError as exc:
         print(f"stallscope: error: {exc}", file=sys.stderr)
         return 2
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     install_plain_text_guard(app)
     view = build(reports)
     view.resize(*size)

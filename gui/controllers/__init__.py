@@ -10,17 +10,20 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from PySide6.QtCore import SignalInstance
+    from PySide6.QtGui import QAction
     from PySide6.QtWidgets import QMainWindow, QStackedWidget, QStatusBar, QTabWidget, QWidget
 
     from stallscope.core.document import Document
     from stallscope.gui.controllers.document import DocumentController
+    from stallscope.gui.controllers.heatmap_tabs import HeatmapTabs
     from stallscope.gui.views.analysis import AnalysisView
     from stallscope.gui.views.compare import CompareView
     from stallscope.gui.widgets import MessagePanel
 
 
 class WindowPort(Protocol):
-    """What the controllers (fix_loop, ranks_tabs, export) need of the main window."""
+    """What the controllers (fix_loop, ranks_tabs, export, run_tabs, heatmap_tabs) need of the
+    main window."""
 
     document: Document | None            # the open document, None before the first
     analysis: AnalysisView               # the analysis page (its report, timeline, summary)
@@ -30,6 +33,8 @@ class WindowPort(Protocol):
     messages: MessagePanel
     status_bar: QStatusBar
     controller: DocumentController       # loads: sig_load_failed, sig_load_cancelled
+    heatmaps: HeatmapTabs                # the line heatmap tab (a run hands its line stats on)
+    actions_by_name: dict[str, QAction]  # the menus' actions (menus.build_menus): "Stop", ...
     sig_document_shown: SignalInstance   # (Document) once a document is on screen
 
     def as_widget(self) -> QMainWindow:
@@ -42,6 +47,8 @@ class WindowPort(Protocol):
     def open_compare(self, path: str) -> None: ...
 
     def add_page(self, widget: QWidget, title: str) -> int: ...
+
+    def close_tab(self, index: int) -> None: ...
 
     def show_message(self, text: str, level: str = "error") -> None: ...
 

@@ -42,7 +42,7 @@ def plots_image(window: WindowPort) -> QImage:
     beside the whole summary panel (also the part scrolled out of view); another tab as it
     is shown; the start screen as it is."""
     if window.stack.currentWidget() is not window.tabs:
-        return window.as_widget().centralWidget().grab().toImage()
+        return (window.as_widget().centralWidget() or window.as_widget()).grab().toImage()
     page = window.tabs.currentWidget()
     if page is not window.analysis:
         return page.grab().toImage()

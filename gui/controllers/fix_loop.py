@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QWizard
 
 from stallscope.core.session.factory_probe import Facts, probe
 from stallscope.core.tune.script import ScriptInfo, dataset_factory, script_of
@@ -44,7 +44,7 @@ class FixLoop(QObject):
         super().__init__(window.as_widget())
         self.window = window
         self.tune_dialog: TuneDialog | None = None
-        self.wizard = None
+        self.wizard: QWizard | None = None
         self._chosen: dict[str, str] = {}   # trace path -> the script the user gave for it
         self._after: str | None = None      # compare this once the "before" document is shown
         self.runner = JobRunner(self)

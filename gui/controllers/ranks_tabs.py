@@ -30,7 +30,7 @@ class RanksTabs(QObject):
         self.controller: RanksController | None = None
 
     def _make(self) -> tuple[RanksView, RanksController]:
-        if self.view is None:
+        if self.view is None or self.controller is None:
             view = RanksView()
             ctl = RanksController(self, workers=self.workers)
             view.bind(ctl, open_ranks=False)

@@ -130,7 +130,7 @@ class RankModel(QAbstractTableModel):
             "-" if fig is None else units.duration(fig.held_up_us / compared),
             "-" if fig is None else units.duration(fig.waited_us / compared),
             "-" if fig is None else str(fig.last_count),
-            "-" if cause is None else
+            "-" if cause is None or dev is None else
             f"{causes.label(cause)} {units.duration(dev['idle_by_cause'][cause] / per)}",
         ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 from PySide6.QtCore import QPoint, QSize, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPixmap
@@ -411,7 +412,7 @@ def _empty_state() -> QWidget:
 
 def render(out: str, mode: str = "system", size: tuple[int, int] = (1100, 680)) -> QPixmap:
     """Render a start screen (with the current recent list) into a PNG."""
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     theme.apply_theme(app, mode)
     screen = StartScreen()
     screen.resize(*size)
@@ -425,7 +426,7 @@ def render(out: str, mode: str = "system", size: tuple[int, int] = (1100, 680)) 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     if argv:
         render(argv[0], argv[1] if len(argv) > 1 else "system")
         return 0

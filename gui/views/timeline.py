@@ -214,10 +214,10 @@ class TimelineView(QWidget):
             self.plot.removeItem(item)
         self.lanes = []
         for row, spec in enumerate(self.specs):
-            item = self._items.get(spec.key)
-            if item is None or item.spec is not spec:
-                item = self._items[spec.key] = self._lane_item(report, row, spec,
-                                                               float(tops[row]))
+            kept = self._items.get(spec.key)
+            item = kept if kept is not None and kept.spec is spec else \
+                self._lane_item(report, row, spec, float(tops[row]))
+            self._items[spec.key] = item
             item.move_to(row, float(tops[row]))
             self.lanes.append(item)
             self.plot.addItem(item)
