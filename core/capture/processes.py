@@ -48,16 +48,41 @@ def end_children(timeout: float = 2.0) -> None:
         child.join(max(0.0, deadline - time.monotonic()))
 
 
+class _Ending:
+    """The signal the run is ending by, until the runner has caught its exception. Raised in
+    a place that swallows it (a DataLoader iterator's __del__ prints and drops exceptions),
+    the exception is raised again, after a random pause of RETRY_S, until it reaches the
+    runner."""
+
+    signum: int | None = None
+    caught = False
+    retrying = False
+
+
+RETRY_S = (0.2, 0.7)  # a random pause: a loop of a fixed period cannot swallow every retry
+
+
 def install_stop_handler() -> None:
     """SIGTERM (Stop) and the deadly signals raise in the main thread, so the run still ends
-    with `finished`; a forked process that inherited the handler just dies of the signal."""
+    with `finished`; a forked process that inherited the handler just dies of the signal. A
+    second SIGTERM from outside ends the runner at once."""
     main_pid = os.getpid()
 
     def on_signal(signum, frame):
-        signal.signal(signum, signal.SIG_DFL)  # a second one ends the runner at once
         if os.getpid() != main_pid:
+            signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        if _Ending.retrying:
+            _Ending.retrying = False
+        elif _Ending.signum is not None:  # a second one from outside: end now
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        else:
+            _Ending.signum = signum
+            threading.Thread(target=_raise_until_caught, args=(signum,), daemon=True,
+                             name="stallscope-stop").start()
         raise Stopped(signum) if signum == signal.SIGTERM else Killed(signum)
 
     for signum in (signal.SIGTERM, *DEADLY):
@@ -66,6 +91,39 @@ def install_stop_handler() -> None:
                 signal.signal(signum, on_signal)
         except (ValueError, OSError):
             pass
+
+
+def _raise_until_caught(signum: int) -> None:
+    import random
+
+    while True:
+        time.sleep(random.uniform(*RETRY_S))
+        if _Ending.caught:
+            return
+        _Ending.retrying = True
+        try:
+            signal.pthread_kill(threading.main_thread().ident, signum)
+        except (OSError, ValueError, AttributeError):
+            return
+
+
+def ending_caught() -> None:
+    """The runner has the Stopped/Killed exception: no more retries."""
+    _Ending.caught = True
+
+
+def script_over() -> None:
+    """The script has ended: a Stop now lets the runner write what it has and `finished`
+    (a second one still ends it at once); nothing is raised into the runner's own ending."""
+    ending_caught()
+
+    def on_term(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except (ValueError, OSError):
+        pass
 
 
 def disarm_timers() -> None:

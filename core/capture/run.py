@@ -33,10 +33,12 @@ from .processes import (
     disarm_timers,
     end_children,
     end_leftovers,
+    ending_caught,
     exit_watchdog,
     has_children,
     install_stop_handler,
     new_process_group,
+    script_over,
 )
 from .record import RunRecord, install_record_hooks
 from .script import check_script, compile_check, script_traceback
@@ -129,11 +131,13 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
             end_children()   # their iterator wait out torch's 5 s join (line profiling
             #                  workers still have stats to write, so they end as usual)
     except Killed as exc:
+        ending_caught()
         name = signal.Signals(exc.signum).name
         result = {"rc": exc.code, "reason": f"killed by {name}", "signal": name,
                   "died_of": exc.signum}
         end_children()
     except Stopped as exc:
+        ending_caught()
         name = signal.Signals(exc.signum).name
         result = {"rc": exc.code, "reason": f"stopped by {name}", "signal": name}
         end_children()
@@ -234,6 +238,7 @@ def run_single(opts: argparse.Namespace) -> tuple[int, int | None]:
                      overrides=list(opts.sets), **info)
             install_stop_handler()
             result = run_script(opts, session, log, script, rank)
+            script_over()
             end_of_script(result)
             if owner and result.get("dataloaders"):
                 update_run_json(session, dataloaders=result["dataloaders"])
