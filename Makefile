@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 
-.PHONY: setup run test quick lint bench gpu-check screenshots package clean
+.PHONY: setup run test quick lint typecheck bench gpu-check screenshots package clean
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,14 @@ test: setup
 quick: setup
 	$(PY) -m pytest -q -rs -p no:cacheprovider -m "not runner and not packaging"
 
+## ruff over the sources and tests, then the type check.
 lint: setup
 	$(VENV)/bin/ruff check core gui tests
+	MYPY=$(VENV)/bin/mypy .ci/typecheck
+
+## mypy over stallscope.core and stallscope.gui (pyproject [tool.mypy]; .ci/typecheck).
+typecheck: setup
+	MYPY=$(VENV)/bin/mypy .ci/typecheck
 
 ## Benchmarks: run by hand, not part of `make test`.
 bench: setup
