@@ -15,11 +15,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stallscope.core.analysis import Report, analyze
+from stallscope.core.analysis import analyze
 from stallscope.core.errors import TraceError
 from stallscope.core.folder import FolderPlan, plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.lineprof import SessionStats, session_of, session_stats
+from stallscope.core.report import Report
 from stallscope.core.trace import load_job
 
 _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis

@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor
 from stallscope.core import causes
 
 # Cause names and labels live in core/causes.py (causes.CAUSES, causes.label). These two are
-# kept only until gui/views/compare.py and summary_parts.py import from there: then delete.
+# kept only until gui/views/compare.py imports from there: then delete.
 CAUSE_ORDER = causes.CAUSES
 
 CAUSE_COLORS = {

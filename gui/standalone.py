@@ -13,8 +13,9 @@ from typing import cast
 
 from PySide6.QtWidgets import QApplication, QWidget
 
-from stallscope.core.analysis import Report, analyze
+from stallscope.core.analysis import analyze
 from stallscope.core.errors import StallscopeError
+from stallscope.core.report import Report
 from stallscope.core.trace import load
 from stallscope.gui.widgets import install_plain_text_guard
 

@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stallscope.core import units
+from stallscope.core import causes, units
 from stallscope.core.causes import CAUSES
-from stallscope.core.causes import label as cause_label
 from stallscope.core.ranks.tasks import RankSummary
 
 COMPUTE = "compute"  # the cause name for "longer compute" beside the idle causes
@@ -84,7 +83,7 @@ class Slowest:
                 f"per step for it on average")
         if self.cause is None:
             return head + "; its step figures do not show where the extra time went"
-        what = "longer compute" if self.cause == COMPUTE else cause_label(self.cause)
+        what = "longer compute" if self.cause == COMPUTE else causes.label(self.cause)
         extra = units.duration(self.cause_extra_us / max(self.steps, 1))
         return head + f"; its extra time: {what} (+{extra} per step vs the median rank)"
 

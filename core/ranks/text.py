@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from stallscope.core import units
-from stallscope.core.causes import label as cause_label
+from stallscope.core import causes, units
 from stallscope.core.ranks.job import RankJob
 from stallscope.core.ranks.tasks import RankSummary
 
@@ -49,8 +48,8 @@ def top_cause(s: RankSummary) -> str:
         return "-"
     us = s.device_json()["idle_by_cause"][cause]
     if s.steps:
-        return f"{cause_label(cause)} {units.duration(us / len(s.steps))}/step"
-    return f"{cause_label(cause)} {units.duration(us)}"
+        return f"{causes.label(cause)} {units.duration(us / len(s.steps))}/step"
+    return f"{causes.label(cause)} {units.duration(us)}"
 
 
 def render_job(job: RankJob) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stallscope.core.causes import CAUSE_LABELS, CAUSES
+from stallscope.core import causes
+from stallscope.core.causes import CAUSES
 from stallscope.core.compare import Metric, primary_device
 from stallscope.core.errors import StallscopeError
 from stallscope.core.render.facts import (
@@ -69,18 +70,18 @@ def _gpu_section(report: Report) -> list[str]:
         return ["## Main thread", "",
                 "No GPU activity in this trace: the main thread's "
                 + ("step time" if report.steps else "time") + " by cause.", "",
-                "| " + " | ".join(CAUSE_LABELS[c] for c in host) + " |",
+                "| " + " | ".join(causes.label(c) for c in host) + " |",
                 "|---" * len(host) + "|",
                 "| " + " | ".join(ms(report.host_by_cause.get(c, 0.0)) for c in host) + " |", ""]
     lines = [f"## {report.trace.device_kind}", ""]
     lines.append("| device | utilization | busy | idle | gaps | "
-                 + " | ".join(f"idle: {CAUSE_LABELS[c]}" for c in CAUSES)
+                 + " | ".join(f"idle: {causes.label(c)}" for c in CAUSES)
                  + " | communication | exposed | overlap |")
     lines.append("|---" * (8 + len(CAUSES)) + "|")
     for dev, s in report.devices.items():
-        causes = " | ".join(ms(s.idle_by_cause.get(c, 0.0)) for c in CAUSES)
+        idle_cells = " | ".join(ms(s.idle_by_cause.get(c, 0.0)) for c in CAUSES)
         lines.append(f"| {report.trace.device_label(dev)} | {pct(s.utilization)} | "
-                     f"{ms(s.busy_us)} | {ms(s.idle_us)} | {count(s.idle_gaps)} | {causes} | "
+                     f"{ms(s.busy_us)} | {ms(s.idle_us)} | {count(s.idle_gaps)} | {idle_cells} | "
                      f"{ms(s.comm_us)} | {ms(s.exposed_comm_us)} | {pct(s.comm_overlap)} |")
     lines.append("")
     for dev, s in report.devices.items():
@@ -118,7 +119,7 @@ def _step_section(report: Report) -> list[str]:
         by = st.idle_by_cause.get(dev, {}) if dev is not None else st.host_by_cause
         top = max(by, key=by.get) if by and max(by.values()) > 0 else None
         lines.append(f"| {st.name} | {ms(st.dur_us)} | {ms(st.data_loading_us)} | "
-                     f"{ms(st.optimizer_us)} |{busy} {CAUSE_LABELS[top] if top else '-'} |")
+                     f"{ms(st.optimizer_us)} |{busy} {causes.label(top) if top else '-'} |")
     return lines + [""]
 
 

@@ -3,8 +3,8 @@ communication, ceilings, steps, memory, and the advice with what each could save
 
 from __future__ import annotations
 
-from stallscope.core import units
-from stallscope.core.causes import CAUSE_LABELS, CAUSES
+from stallscope.core import causes, units
+from stallscope.core.causes import CAUSES
 from stallscope.core.render.facts import facts_text, memory_facts, window_kind_text
 from stallscope.core.report import Report
 from stallscope.core.units import duration, ms, pct
@@ -39,11 +39,11 @@ def render(report: Report) -> str:
 
 
 def _table(by_cause: dict[str, float], total: float, window: float, total_name: str,
-           causes=CAUSES) -> list[str]:
+           order=CAUSES) -> list[str]:
     out = [f"  {'cause':<14}{'time':>14}{total_name:>12}{'% of window':>13}"]
-    for cause in causes:
+    for cause in order:
         us = by_cause.get(cause, 0.0)
-        out.append(f"  {CAUSE_LABELS[cause]:<14}{ms(us):>14}"
+        out.append(f"  {causes.label(cause):<14}{ms(us):>14}"
                    f"{pct(us / total if total else 0.0):>12}"
                    f"{pct(us / window if window else 0.0):>13}")
     return out
@@ -117,7 +117,7 @@ def _steps(report: Report) -> list[str]:
         for d in devs:
             by = st.idle_by_cause.get(d, {})
             top = max(by, key=by.get) if by and max(by.values()) > 0 else None
-            row += f"{ms(st.gpu_busy_us[d]):>14}{CAUSE_LABELS[top] if top else '-':>18}"
+            row += f"{ms(st.gpu_busy_us[d]):>14}{causes.label(top) if top else '-':>18}"
         lines.append(row)
     return lines + [""]
 

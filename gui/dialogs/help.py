@@ -11,8 +11,8 @@ import html
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout, QWidget
 
+from stallscope.core import causes
 from stallscope.core.causes import BY_CODE, CAUSES
-from stallscope.core.causes import label as cause_label
 
 SECTIONS = {"start": "Getting started", "timeline": "Reading the timeline",
             "causes": "Idle causes", "keys": "Keyboard shortcuts"}
@@ -58,7 +58,7 @@ on the right to jump to its worst gap.</p>
 
 
 def causes_html() -> str:
-    rows = "".join(f"<tr><td><b>{html.escape(cause_label(c))}</b></td>"
+    rows = "".join(f"<tr><td><b>{html.escape(causes.label(c))}</b></td>"
                    f"<td>{html.escape(BY_CODE[c].description)}</td></tr>" for c in CAUSES)
     return ("<p>Every idle microsecond of a GPU goes to the first of these that covers it; the "
             "eight add up to the idle time.</p>"

@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from stallscope.core import units
+from stallscope.core import causes, units
 from stallscope.core.causes import BY_CODE, CAUSES
-from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, LIGHT_PLOT, cause_label, qcolor
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, LIGHT_PLOT, qcolor
 from stallscope.gui.widgets import ElidedLabel, plain_label, rich_label
 
 PART_COLORS = {"compute": BUSY_COLOR, **CAUSE_COLORS}
@@ -110,7 +110,7 @@ class CauseRow(QWidget):
         row.setHorizontalSpacing(6)
         chip = QLabel()
         chip.setPixmap(chip_icon(CAUSE_COLORS[cause]).pixmap(11, 11))
-        self.name = ElidedLabel(cause_label(cause))
+        self.name = ElidedLabel(causes.label(cause))
         self.name.setMinimumWidth(56)
         self.time = QLabel(units.duration(us))
         self.share = QLabel(units.pct(share))
@@ -161,11 +161,11 @@ class CauseTable(QWidget):
             us = values.get(cause, 0.0)
             if us <= 0:
                 if cause not in never:
-                    empty.append(cause_label(cause))
+                    empty.append(causes.label(cause))
                 continue
             tip = (tips or {}).get(cause) or BY_CODE[cause].description
             row = CauseRow(cause, us, us / total if total else 0.0,
-                           f"{tip}. Click: the longest {cause_label(cause)} span", dim)
+                           f"{tip}. Click: the longest {causes.label(cause)} span", dim)
             row.sig_clicked.connect(self.sig_cause_clicked)
             self.box.addWidget(row)
             self.rows.append(row)
@@ -359,5 +359,5 @@ def parts_legend(parts: dict[str, np.ndarray], labels: dict[str, str]) -> str:
     """Chips for the parts that appear in the chart, in stacking order."""
     return " &nbsp;".join(
         f'<span style="white-space:nowrap"><span style="color:{PART_COLORS[p]}">&#9632;</span>'
-        f"&nbsp;{labels.get(p) or cause_label(p)}</span>"
+        f"&nbsp;{labels.get(p) or causes.label(p)}</span>"
         for p in shown_parts(parts))

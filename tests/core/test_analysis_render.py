@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from stallscope.core import causes
 from stallscope.core.analysis import analyze
-from stallscope.core.causes import CAUSE_LABELS
 from stallscope.core.render.export import report_to_markdown, save_report
 from stallscope.core.render.text import render
 from stallscope.core.trace import load
@@ -19,7 +19,7 @@ def test_text_report_of_a_two_thread_ddp_rank(real_trace):
     text = render(report)
     stats = report.devices["0"]
     assert not RAW_FLOAT.search(text), RAW_FLOAT.search(text)
-    for label in CAUSE_LABELS.values():
+    for label in map(causes.label, causes.CAUSES):
         assert f"\n  {label} " in text, label
     assert f"GPU 0: utilization {pct(stats.utilization):>6}" in text
     assert "!! GPU 0 is busy only 44.5% of the time" in text

@@ -17,7 +17,8 @@ from fixture_traces import fixture_path
 from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor, QImage
 
-from stallscope.core.analysis import CAUSES, analyze
+from stallscope.core.analysis import analyze
+from stallscope.core.causes import CAUSES
 from stallscope.core.trace import load
 from stallscope.gui import theme
 from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, COMM_COLOR

@@ -17,7 +17,7 @@ from fixture_traces import fixture_path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 
-from stallscope.core.analysis import CAUSES
+from stallscope.core.causes import CAUSES
 from stallscope.core.compare import step_ms
 from stallscope.gui import app as app_module
 from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS
