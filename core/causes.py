@@ -60,7 +60,6 @@ CAUSES = tuple(c.code for c in CAUSE_LIST)
 REST = "uncovered"  # what no cause covers: the remainder, so the causes add up to idle
 HOST_CAUSES = tuple(c.code for c in CAUSE_LIST if c.host)
 BY_CODE = {c.code: c for c in CAUSE_LIST}
-CAUSE_LABELS = {c.code: c.label for c in CAUSE_LIST}
 
 
 def label(code: str) -> str:
