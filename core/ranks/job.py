@@ -42,14 +42,15 @@ class RankJob:
         return out
 
 
-def analyze_ranks_job(tasks: Sequence[Task], workers: int | None = None,
+def analyze_ranks_job(picks: Sequence[tuple[str, str | Path]], workers: int | None = None,
                       scheduler: str | None = None, cancel: CancelFlag | None = None,
                       on_result: Callable[[int, Result], None] | None = None,
                       plan: FolderPlan | None = None, compare: bool = True,
                       device: str | None = None) -> Job[RankJob]:
-    """Analyse every (label, path) task; yields (done, total). `compare=False` skips the
-    straggler table (traces that are not one job's ranks). Raises when no task succeeds."""
-    tasks = [(label, str(Path(path).absolute())) for label, path in tasks]
+    """Analyse every (label, path) pick (FolderPlan.picks); yields (done, total).
+    `compare=False` skips the straggler table (traces that are not one job's ranks). Raises
+    when no task succeeds."""
+    tasks: list[Task] = [(label, str(Path(path).absolute())) for label, path in picks]
     if scheduler:
         from stallscope.core.ranks.cluster import run_dask
 

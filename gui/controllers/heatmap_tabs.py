@@ -15,6 +15,7 @@ file or a run); this class only decides which tab shows what.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
@@ -24,10 +25,13 @@ from stallscope.gui.controllers.line_stats import LineStats, LineStatsController
 from stallscope.gui.dialogs.confirm import confirm_command
 from stallscope.gui.views.heatmap import HeatmapView, ask_trust
 
+if TYPE_CHECKING:
+    from stallscope.gui.controllers import WindowPort
+
 
 class HeatmapTabs(QObject):
-    def __init__(self, window) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowPort) -> None:
+        super().__init__(window.as_widget())
         self.window = window
         self.view: HeatmapView | None = None
         self.auto = False  # the tab shows the open document's own session (or a run's)
@@ -75,7 +79,7 @@ class HeatmapTabs(QObject):
     # ------------------------------------------------------------------ what fills it
 
     def open_line_profile(self, path: str) -> None:
-        trust = ask_trust(path, self.window)
+        trust = ask_trust(path, self.window.as_widget())
         if trust is None:
             return
         self._titles["open"] = f"Line heatmap: {Path(path).name}"
@@ -116,7 +120,7 @@ class HeatmapTabs(QObject):
         command = lineprof.install_command(python or None)
         text = ("This runs pip with the Python interpreter the run named, to install "
                 "line_profiler into it. Run it only if that interpreter is yours.")
-        if not confirm_command(self.window, "Install line_profiler?", text, command,
+        if not confirm_command(self.window.as_widget(), "Install line_profiler?", text, command,
                                button="Install"):
             if self.view is not None and self.view.missing is not None:
                 self.view.missing.install_cancelled()
@@ -146,7 +150,7 @@ class HeatmapTabs(QObject):
             self.show(after.profiles, f"Line heatmap: {before.name} → {after.name}",
                       compare=before.profiles, focus=False)
         else:
-            stats = before or after
+            stats = next(s for s in (before, after) if s is not None)
             self.show(stats.profiles, f"Line heatmap: {stats.name}", focus=False)
         self.auto = True
 
