@@ -5,7 +5,6 @@ Holds layout; the logic (which report, where to zoom) is small and lives here as
 
 from __future__ import annotations
 
-import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
@@ -19,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import causes, units
+from stallscope.core import intervals as iv
 from stallscope.core.document import Document
 from stallscope.core.report import Report
 from stallscope.gui.colors import follow_theme, plot_theme
@@ -219,8 +219,4 @@ class AnalysisView(QWidget):
 
 def longest_host_span(report: Report, cause: str) -> tuple[float, float] | None:
     """The longest piece of the main thread's time charged to `cause` (absolute µs)."""
-    picked = report.host_spans[report.host_codes == causes.index(cause)]
-    if not len(picked):
-        return None
-    k = int(np.argmax(picked[:, 1] - picked[:, 0]))
-    return float(picked[k, 0]), float(picked[k, 1])
+    return iv.longest(report.host_spans[report.host_codes == causes.index(cause)])

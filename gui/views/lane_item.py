@@ -30,22 +30,24 @@ class Coverage:
     """A layer's intervals as a disjoint sorted set with prefix sums of the covered length."""
 
     def __init__(self, starts, ends) -> None:
-        union = iv.union(iv.as_intervals(np.asarray(starts, np.float64),
-                                         np.asarray(ends, np.float64)))
-        self.starts, self.ends = union[:, 0].copy(), union[:, 1].copy()
-        self._before = np.concatenate([[0.0], np.cumsum(self.ends - self.starts)])
+        self.set = iv.union(iv.as_intervals(np.asarray(starts, np.float64),
+                                            np.asarray(ends, np.float64)))
+        self._before = iv.lengths_before(self.set)
+
+    @property
+    def starts(self) -> np.ndarray:
+        return self.set[:, 0]
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self.set[:, 1]
 
     def __len__(self) -> int:
-        return len(self.starts)
+        return len(self.set)
 
     def covered_upto(self, x: np.ndarray) -> np.ndarray:
         """Covered length up to each x (O(log n) per point)."""
-        if not len(self.starts):
-            return np.zeros(np.shape(x))
-        i = np.searchsorted(self.starts, x, side="right") - 1
-        j = np.maximum(i, 0)
-        inside = np.clip(x - self.starts[j], 0.0, self.ends[j] - self.starts[j])
-        return np.where(i >= 0, self._before[j] + inside, 0.0)
+        return iv.covered_upto(self.set, x, self._before)
 
 
 def column_shares(coverages: Sequence[Coverage], edges: np.ndarray) -> np.ndarray:
