@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from stallscope.core.capture.options import default_session_dir
 from stallscope.core.capture.overrides import DEFAULTS, KEYS
 from stallscope.core.errors import Cancelled, StallscopeError
@@ -264,17 +266,23 @@ def _duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
 
 def _confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     """Whether a trial that beat the best by less than OBVIOUS_GAIN really did (a duel of
-    back-to-back pairs); None when it did not beat it or beat it by far (no duel needed)."""
-    best = run.result.best_trial
+    back-to-back pairs); None when it did not beat it or beat it by far (no duel needed).
+    After a duel the winner's reference is the median of its repeats (search.rebase), so a
+    later trial is not measured against one lucky or unlucky figure."""
+    result = run.result
+    best = result.best_trial
     gain = search.gain(trial.step_ms if trial.ok else None)
     if best is None or gain is None or not 1 + run.cfg.min_gain <= gain < 1 + OBVIOUS_GAIN:
         return None
     pairs = [(best.index, trial.index)]
     decision = yield from _duel(run, best, trial, pairs, False, "check",
                                 noise.SMALL_GAIN_PAIRS)
-    run.result.notes.append(
-        f"{trial.label} against {best.label}: {noise.interval_text(run.result.pair_ratios(pairs))}"
+    result.notes.append(
+        f"{trial.label} against {best.label}: {noise.interval_text(result.pair_ratios(pairs))}"
         + (": kept" if decision == noise.ADOPT else f": {decision}, not kept"))
+    side = 1 if decision == noise.ADOPT else 0
+    steps = [result.trial(p[side]).step_ms for p in pairs]
+    search.rebase(float(np.median([s for s in steps if s])), decision == noise.ADOPT)
     return decision == noise.ADOPT
 
 

@@ -83,6 +83,7 @@ class Search:
     _rungs: list[int] = field(default_factory=list)
     _misses: int = 0
     _around: list[str] = field(default_factory=list)
+    _rebased: float | None = None
 
     def __post_init__(self) -> None:
         self.script = {k: self.script.get(k) for k in
@@ -196,11 +197,22 @@ class Search:
             return None
         return self.best.step_ms / step_ms
 
+    def rebase(self, step_ms: float, for_next: bool) -> None:
+        """A duel measured the best again (`for_next`: the coming record() takes its place,
+        so the figure is kept for it): its step time is that median from now on."""
+        if for_next:
+            self._rebased = step_ms
+        elif self.best is not None:
+            self.best.step_ms = step_ms
+
     def record(self, settings: dict, step_ms: float | None,
                data_wait_share: float | None = None, worker_cpu: float | None = None,
                better: bool | None = None) -> bool:
         """Take a trial's outcome; returns whether it became the best. `better` overrides
         the comparison with the best so far (a duel decided it, core/tune/job.py)."""
+        if better and self._rebased is not None:
+            step_ms = self._rebased
+        self._rebased = None
         outcome = Outcome(dict(settings), step_ms, data_wait_share, worker_cpu)
         self.history.append(outcome)
         if better is None:

@@ -83,6 +83,18 @@ def test_short_epochs_climb_with_workers_kept_across_epochs():
     assert long.next() == {**SCRIPT, "num_workers": 1}
 
 
+def test_a_duel_rebases_the_best_on_the_median_of_its_repeats():
+    search = Search(SCRIPT, cores=4)
+    search.record(search.next(), 100.0, 0.6)
+    one = search.next()
+    search.rebase(80.0, True)          # the duel kept it: the median of its repeats counts
+    assert search.record(one, 90.0, 0.5, better=True) and search.best.step_ms == 80.0
+    two = search.next()
+    search.rebase(70.0, False)         # the duel did not: the best measured again
+    assert not search.record(two, 75.0, 0.4, better=False)
+    assert search.best.settings == one and search.best.step_ms == 70.0
+
+
 def test_workers_that_wait_on_io_climb_past_the_cores_up_to_the_limit():
     # every batch sleeps 400 ms in a worker (off the CPU), compute 10 ms: more workers help
     # until 32 of them, far past 2 cores
