@@ -159,15 +159,17 @@ class FolderPlan:
         if self.every:
             return (f"--all: every trace in the folder ({units.plural(len(self.picks), 'file')}), "
                     "each analysed on its own")
-        run = self.runs[self.chosen]
-        order = "newest run" if self.chosen == 0 else "run chosen with --run"
+        chosen = self.chosen
+        assert chosen is not None  # without every=True a run is always chosen
+        run = self.runs[chosen]
+        order = "newest run" if chosen == 0 else "run chosen with --run"
         if run.kind == "job":
-            return (f"run {self.chosen + 1} ({run.name}): {run.describe()}; the {order}; ranks "
+            return (f"run {chosen + 1} ({run.name}): {run.describe()}; the {order}; ranks "
                     "grouped by folder, distributedInfo and time (each rank's newest trace)")
         src = run.files[0].time_source
         stamp = {"name": "Kineto's timestamp in the file name", "trace": "the trace's own clock",
                  "mtime": "the file's modification time"}[src]
-        return (f"run {self.chosen + 1} ({run.name}): the newest trace by {stamp}, "
+        return (f"run {chosen + 1} ({run.name}): the newest trace by {stamp}, "
                 f"{_when(run.files[0].time)}; the {order}")
 
     def lines(self) -> list[str]:
@@ -186,9 +188,9 @@ class FolderPlan:
         for s in self.all_skipped:
             if not s.reason.startswith("in run "):  # those are listed with their run above
                 by_reason.setdefault(s.reason, []).append(self._rel(s.path))
-        for reason, names in by_reason.items():
-            out.append(f"  skipped {units.plural(len(names), 'file')} ({reason}): "
-                       f"{_names(names, 8)}")
+        for reason, paths in by_reason.items():
+            out.append(f"  skipped {units.plural(len(paths), 'file')} ({reason}): "
+                       f"{_names(paths, 8)}")
         return out
 
     def _rel(self, p: Path) -> str:
@@ -231,7 +233,8 @@ def _plan(root: Path, run: str | None, every: bool) -> FolderPlan:
     files, truncated = _scan(root)
     if not files:
         raise NoTraceInFolder(f"{root}: folder is empty")
-    candidates, skipped = [], []
+    candidates: list[Candidate] = []
+    skipped: list[Skipped] = []
     session = _session_files(root)
     for f in files:
         c = Skipped(f, SESSION_FILE) if session(f) else _candidate(root, f)
@@ -360,21 +363,24 @@ def _split_by_time(group: list[Candidate]) -> list[list[Candidate]]:
 
 
 def _job(folder: str, world: int | None, files: list[Candidate]) -> Run:
+    """One job's traces (each with a rank, as _runs passes them): each rank's newest."""
     newest: dict[int, Candidate] = {}
     older: list[Skipped] = []
     for c in sorted(files, key=_newest_first):
+        if c.rank is None:
+            continue
         if c.rank in newest:
             older.append(Skipped(c.path, f"rank {c.rank} again in this job: older than "
                                          f"{newest[c.rank].path.name}"))
         else:
             newest[c.rank] = c
-    out_of_range = [c for c in newest.values() if world is not None and c.rank >= world]
-    for c in out_of_range:  # distributedInfo says the rank cannot exist in this world
-        del newest[c.rank]
-        older.append(Skipped(c.path, f"rank {c.rank} is outside world size {world}"))
-    picked = sorted(newest.values(), key=lambda c: c.rank)
+    out_of_range = [(rank, c) for rank, c in newest.items() if world is not None and rank >= world]
+    for rank, c in out_of_range:  # distributedInfo says the rank cannot exist in this world
+        del newest[rank]
+        older.append(Skipped(c.path, f"rank {rank} is outside world size {world}"))
+    picked = [c for _, c in sorted(newest.items())]
     if not picked:  # only impossible ranks: keep them as single traces
-        return Run(folder, "traces", sorted(out_of_range, key=_newest_first))
+        return Run(folder, "traces", sorted((c for _, c in out_of_range), key=_newest_first))
     return Run(folder, "job", picked, older, world)
 
 

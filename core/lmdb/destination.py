@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import lmdb
@@ -24,11 +24,12 @@ LOCK_NAME = "stallscope.lock"
 
 @dataclass
 class DestState:
-    """What a destination path holds: 'missing', 'empty', 'foreign' or 'ours'."""
+    """What a destination path holds: 'missing', 'empty', 'foreign' or 'ours' (only 'ours'
+    has meta and progress)."""
 
     kind: str
-    meta: dict | None = None
-    progress: dict | None = None
+    meta: dict = field(default_factory=dict)
+    progress: dict = field(default_factory=dict)
     report: dict | None = None
     reason: str = ""
 
@@ -56,17 +57,17 @@ def destination_state(dst: str | os.PathLike) -> DestState:
         return DestState("foreign", reason=f"holds a data.mdb that LMDB cannot open ({exc})")
     try:
         with env.begin() as txn:
-            meta, progress, report = (txn.get(k) for k in (fmt.META_KEY, fmt.PROGRESS_KEY,
-                                                            fmt.REPORT_KEY))  # fmt: skip
+            raw_meta, progress, report = (txn.get(k) for k in (fmt.META_KEY, fmt.PROGRESS_KEY,
+                                                                fmt.REPORT_KEY))  # fmt: skip
             entries = txn.stat()["entries"]
     finally:
         env.close()
-    if meta is None:
+    if raw_meta is None:
         if entries == 0:  # killed before its first commit: nothing to lose
             return DestState("empty")
         return DestState("foreign", reason="holds an LMDB that stallscope did not write")
     try:
-        meta = fmt.loads(meta)
+        meta = fmt.loads(raw_meta)
     except ValueError:
         return DestState("foreign", reason="holds an LMDB whose metadata is not stallscope's")
     if not isinstance(meta, dict) or meta.get("format") != fmt.FORMAT:

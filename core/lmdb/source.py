@@ -21,6 +21,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -280,7 +281,7 @@ def folder_from_listing(root: str, classes: list[str], listing) -> FolderSource:
 @dataclass
 class FactorySource:
     spec: str
-    dataset: object
+    dataset: Any  # the user's map-style dataset
     classes: list[str] = field(default_factory=list)
     kind: str = "factory"
 
@@ -490,6 +491,8 @@ def load_factory(path: str, name: str):
         sys.path.insert(0, folder)  # so the factory's own sibling imports work
     try:
         spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("not a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
         spec.loader.exec_module(module)
@@ -522,7 +525,7 @@ class Decoder:
         self.kind = source_desc["kind"]
         self.pre = Preprocess.from_dict(preprocess)
         self.structure = structure
-        self.dataset = None
+        self.dataset: Any = None
         self.name = Path(source_desc["spec"]).name
         if self.kind == "factory":
             path, name = source_desc["spec"].rsplit(":", 1)
@@ -558,7 +561,7 @@ class Decoder:
         (shared memory) names the sample being decoded, for when a __getitem__ kills its
         process."""
 
-        out = []
+        out: list[tuple[int, tuple | None, str]] = []
         for entry in task:
             index = entry if self.kind == "factory" else entry[0]
             if current is not None:

@@ -47,7 +47,7 @@ _Skipped = tuple(msgspec.defstruct(f"_Skip{ord(c)}", [], gc=False, tag_field="ph
                  for c in _SKIPPED_PHASES)
 _Tagged = Complete | Instant | InstantGlobal
 for _skip in _Skipped:
-    _Tagged = _Tagged | _skip
+    _Tagged = _Tagged | _skip  # type: ignore[misc]  # phases made at run time; typed as above
 
 
 _ABSENT = msgspec.Raw(b"")
@@ -153,6 +153,7 @@ def _fast(p, data: bytearray, start: int, cancel: CancelFlag) -> Job[Decoded | N
     rest = bytes(data[pos:])
     if is_doc:
         text = b'{"traceEvents":[' + rest
+        tail: _Tail | _TailRaw
         try:
             tail = _tail.decode(text)
             cols.add(tail.traceEvents)
@@ -294,13 +295,14 @@ def _each(items: list, cols: Columns) -> list:
             else:
                 ev = msgspec.convert(item, AnyPhase)
         except (msgspec.ValidationError, msgspec.DecodeError):
-            ev = _lax(item)
-            if ev is None:
+            lax = _lax(item)
+            if lax is None:
                 cols.drop("malformed event")
                 continue
-        ev = by_phase(ev)
-        if ev is not None:
-            out.append(ev)
+            ev = lax
+        picked = by_phase(ev)
+        if picked is not None:
+            out.append(picked)
     return out
 
 

@@ -218,7 +218,8 @@ class Columns:
         its runtime's launches or device categories stallscope does not know are there."""
         if np.isin(cat, np.array(GPU_CATS, dtype=np.int8)).any():
             return None
-        counts = np.bincount(raw_cat, minlength=len(self.cats)) if len(raw_cat) else []
+        counts = (np.bincount(raw_cat, minlength=len(self.cats)) if len(raw_cat)
+                  else np.zeros(0, dtype=np.int64))
         seen = [c for c, n in zip(self.cats, counts, strict=False) if n]
         runtimes = sorted({ACCELERATOR_RUNTIMES[c] for c in seen if c in ACCELERATOR_RUNTIMES})
         unknown = sorted(c for c in seen if c not in CATEGORY_CODES and c not in KNOWN_OTHER_CATS)

@@ -14,6 +14,7 @@ import re
 import time
 import zlib
 from pathlib import Path
+from typing import TypeGuard
 
 from stallscope.core.readers.source import first_non_blank
 
@@ -98,7 +99,7 @@ def distributed_info(data: bytes) -> tuple[int | None, int | None, tuple]:
             job)
 
 
-def _count(v) -> bool:
+def _count(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
@@ -107,8 +108,8 @@ def file_time(f: Path, mtime: float, head: bytes = b"") -> tuple[float, str]:
     first event (baseTimeNanoseconds + the first `ts`, or a first `ts` that reads as a date),
     or mtime."""
     stem = f.name
-    for m in _EPOCH_RE.finditer(stem):
-        digits = m.group(1)
+    for stamp in _EPOCH_RE.finditer(stem):
+        digits = stamp.group(1)
         t = int(digits) / 10 ** (len(digits) - 10)
         if _EARLIEST <= t <= _LATEST:
             return t, "name"

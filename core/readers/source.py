@@ -243,14 +243,14 @@ class _Watch:
         if self.first is None:
             self.first = first
         if not self.sniffed and end - self.first >= 64:
-            self._sniff(buf)
+            self._sniff(buf, self.first)
 
-    def _sniff(self, buf) -> None:
+    def _sniff(self, buf, first: int) -> None:
         self.sniffed = True
-        self.sniff(bytes(buf[self.first:self.first + 64]))
+        self.sniff(bytes(buf[first:first + 64]))
 
     def finish(self, buf) -> None:
         if self.first is None:
             raise TraceError(f"{self.p}: file is empty")
         if not self.sniffed:
-            self._sniff(buf)
+            self._sniff(buf, self.first)

@@ -114,51 +114,58 @@ def _strs(value) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
 
 
-def _int(value, default: int | None = 0) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+def _opt_int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _int(value) -> int:
+    number = _opt_int(value)
+    return 0 if number is None else number
 
 
 def _exception(value) -> ScriptException | None:
     if not isinstance(value, dict):
         return None
     return ScriptException(str(value.get("type", "Exception")), str(value.get("message", "")),
-                           str(value.get("traceback", "")), _int(value.get("step"), None))
+                           str(value.get("traceback", "")), _opt_int(value.get("step")))
 
 
 def typed(record: dict) -> Event:
     """One decoded events line as a typed event (unknown kinds stay a plain Event)."""
     kind = str(record.get("event", ""))
     t = _num(record.get("t"))
-    base = {"kind": kind, "t": 0.0 if np.isnan(t) else t, "rank": _rank(record)}
+    base = (kind, 0.0 if np.isnan(t) else t, _rank(record))
     g = record.get
     if kind == layout.STEP:
-        return StepEvent(**base, n=_int(g("n")), phase=str(g("phase", "")),
-                         batches=_int(g("batches")),
-                         **{k: _num(g(k)) for k in STEP_FIELDS})
+        return StepEvent(*base, n=_int(g("n")), phase=str(g("phase", "")),
+                         batches=_int(g("batches")), wall_ms=_num(g("wall_ms")),
+                         data_wait_ms=_num(g("data_wait_ms")), rss=_num(g("rss")),
+                         cuda_allocated=_num(g("cuda_allocated")),
+                         cuda_reserved=_num(g("cuda_reserved")))
     if kind == layout.STARTED:
-        return Started(**base, script=str(g("script", "")), args=_strs(g("args")),
+        return Started(*base, script=str(g("script", "")), args=_strs(g("args")),
                        python=str(g("python", "")), torch=str(g("torch", "")),
                        devices=_strs(g("devices")), overrides=_strs(g("overrides")))
     if kind == layout.DATALOADER:
-        return DataLoaderBuilt(**base, index=_int(g("index")), site=str(g("site", "")),
+        return DataLoaderBuilt(*base, index=_int(g("index")), site=str(g("site", "")),
                                file=str(g("file", "")), line=_int(g("line")),
                                passed=_dict(g("passed")), overridden=_dict(g("overridden")),
                                effective=_dict(g("effective")), notes=_strs(g("notes")))
     if kind == layout.TRACE_READY:
-        return TraceReady(**base, path=str(g("path") or ""), complete=bool(g("complete", True)))
+        return TraceReady(*base, path=str(g("path") or ""), complete=bool(g("complete", True)))
     if kind == layout.LINEPROF_READY:
-        return LineprofReady(**base, path=str(g("path") or ""))
+        return LineprofReady(*base, path=str(g("path") or ""))
     if kind in (layout.WARNING, layout.ERROR):
-        return Message(**base, message=str(g("message", "")), code=str(g("code") or ""),
+        return Message(*base, message=str(g("message", "")), code=str(g("code") or ""),
                        python=str(g("python") or ""))
     if kind == layout.FINISHED:
         loaders = g("dataloaders")
-        return Finished(**base, rc=_int(g("rc"), None), reason=str(g("reason") or ""),
-                        steps=_int(g("steps"), None), warning=str(g("warning") or ""),
+        return Finished(*base, rc=_opt_int(g("rc")), reason=str(g("reason") or ""),
+                        steps=_opt_int(g("steps")), warning=str(g("warning") or ""),
                         exception=_exception(g("exception")), traces=_strs(g("traces")),
                         dataloaders=tuple(d for d in loaders if isinstance(d, dict))
                         if isinstance(loaders, list) else ())
-    return Event(**base)
+    return Event(*base)
 
 
 def _dict(value) -> dict:

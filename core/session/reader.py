@@ -155,13 +155,15 @@ class Session:
         """The launcher's (or single process's) finished record; else the last rank's."""
         done = [e for e in self.events if e.get("event") == "finished"]
         top = [e for e in done if "rank" not in e]
-        return (top or done or [None])[-1]
+        picked = top or done
+        return picked[-1] if picked else None
 
     @property
     def end(self) -> Finished | None:
         """The finished record, typed."""
         fin = self.finished
-        return typed(fin) if fin is not None else None  # type: ignore[return-value]
+        end = typed(fin) if fin is not None else None
+        return end if isinstance(end, Finished) else None
 
     @property
     def ranks(self) -> list[int]:
@@ -187,8 +189,9 @@ class Session:
         """rank -> its steady window (None for a rank without steps); one entry, rank None,
         for a run without ranks."""
         queued = queued_batches(self.loaders())
-        out = {}
-        for rank in self.ranks or [None]:
+        out: dict[int | None, Steady | None] = {}
+        ranks: list[int | None] = [*self.ranks] or [None]
+        for rank in ranks:
             steps = self.steps(rank)
             out[rank] = steps.steady(queued, **limits) if len(steps) else None
         return out
