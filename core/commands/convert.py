@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 from stallscope.core import units
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
+from stallscope.core.render.facts import write_json
 
 
 def register(sub) -> None:
@@ -135,7 +135,7 @@ def run(args) -> int:
             print("\nuse it in your training script:\n")
             print(snippet)
     if args.json:
-        print(json.dumps(out, indent=1))
+        write_json(out, sys.stdout)
     return rc
 
 

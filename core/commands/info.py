@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from stallscope.core.kineto import Cat
+from stallscope.core.render.facts import write_json
 from stallscope.core.trace import find_traces, load, resolve
 from stallscope.core.units import count, duration, plural
 
@@ -55,8 +55,7 @@ def run(args) -> int:
     if Path(args.trace).is_dir():
         info["traces_in_folder"] = [str(p) for p in find_traces(args.trace)]
     if args.json:
-        json.dump(info, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(info, sys.stdout)
         return 0
     print(f"trace      {info['trace']}")
     print(f"events     {plural(info['events'], 'complete event')}, "

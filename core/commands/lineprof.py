@@ -3,10 +3,10 @@ stats of a session's Dataset.__getitem__ as kernprof does (or as JSON)."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from stallscope.core import lineprof
+from stallscope.core.render.facts import write_json
 
 
 def register(sub) -> None:
@@ -32,8 +32,7 @@ def run(args) -> int:
             if m.warning:
                 obj["warnings"] = [*obj["warnings"], m.warning]
             out.append(obj)
-        json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(out if len(out) > 1 else out[0], sys.stdout)
         return 0
     for i, (p, m) in enumerate(zip(profiles, matches, strict=True)):
         if i:

@@ -3,10 +3,11 @@ and random samples against the source when it is still there."""
 
 from __future__ import annotations
 
-import json
+import sys
 
 from stallscope.core.commands.convert import Progress, print_verify
 from stallscope.core.jobs import run_job
+from stallscope.core.render.facts import write_json
 
 
 def register(sub) -> None:
@@ -37,11 +38,11 @@ def run(args) -> int:
                     progress)
     progress.end()
     if args.json:
-        print(json.dumps({
+        write_json({
             "ok": check.ok, "records_checked": check.records_checked, "damaged": check.damaged,
             "checked": check.checked, "mismatches": check.mismatches, "problem": check.problem,
             "seed": check.seed, "checksums": check.checksums,
-        }, indent=1))  # fmt: skip
+        }, sys.stdout)  # fmt: skip
     else:
         print_verify(check)
     return 1 if check.damaged or check.mismatches else 0
