@@ -147,7 +147,7 @@ def device_lanes(report: Report, t0: float) -> dict[str, LaneSpec]:
             for dev in sorted(report.devices, key=device_sort_key)}
 
 
-def device_lane(dev: str, stats: DeviceStats, t0: float, name: str = "") -> LaneSpec:
+def device_lane(dev: str, stats: DeviceStats, t0: float, name: str) -> LaneSpec:
     spans = to_ms(stats.cause_spans, t0)
     codes = np.asarray(stats.cause_codes, dtype=np.int64)
     # The cause band: every cause's pieces, stacked per pixel column by their share of it.
@@ -159,7 +159,6 @@ def device_lane(dev: str, stats: DeviceStats, t0: float, name: str = "") -> Lane
     # the step waits on), every other busy moment as compute.
     layers.append(LayerSpec("busy", to_ms(iv.subtract(busy, alone), t0), BUSY_COLOR, BUSY_BAND))
     layers.append(LayerSpec("comm", to_ms(alone, t0), COMM_COLOR, BUSY_BAND))
-    name = name or f"GPU {dev}"
     return LaneSpec(f"gpu:{dev}", name, "gpu", layers,
                     f"{name}: busy above (communication alone in its own colour), idle below "
                     "it by cause; a column's filled height is its share of the time",

@@ -10,6 +10,7 @@ Standalone: `python -m stallscope.gui.views.memory TRACE`.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -48,6 +49,7 @@ class MemoryPlot(pg.PlotItem):
         self._empty_text: pg.TextItem | None = None
         self._series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.scale, self.unit = float(1024**2), "MiB"
+        self.device_label: Callable[[str], str] = _gpu_label
 
     def clear_memory(self) -> None:
         for alloc, reserved in self.lines.values():
@@ -78,9 +80,12 @@ class MemoryPlot(pg.PlotItem):
             self._empty_text.setColor(colors["dim"])
 
     def set_memory(self, memory: dict[str, MemoryStats], t0_us: float, span_ms: float,
-                   colors: dict | None = None) -> None:
-        """`memory`: Report.memory (device id -> MemoryStats); `t0_us`: the window start."""
+                   colors: dict | None = None,
+                   device_label: Callable[[str], str] | None = None) -> None:
+        """`memory`: Report.memory (device id -> MemoryStats); `t0_us`: the window start;
+        `device_label`: Report.trace.device_label ("GPU 0", "MTIA 17")."""
         self.clear_memory()
+        self.device_label = device_label or _gpu_label
         self.restyle(colors or LIGHT_PLOT)
         series = {dev: m for dev, m in sorted(memory.items()) if len(m.ts)}
         if not series:
@@ -97,7 +102,7 @@ class MemoryPlot(pg.PlotItem):
             reserved = np.asarray(m.reserved, dtype=np.float64) / self.scale
             self._series[dev] = (x, alloc, reserved)
             # legend labels are HTML (pyqtgraph's LabelItem): the device id escaped
-            suffix = f" GPU {html.escape(str(dev))}" if len(series) > 1 else ""
+            suffix = f" {html.escape(self.device_label(dev))}" if len(series) > 1 else ""
             a_item = self._line(x, alloc, ALLOCATED_COLOR, style, f"allocated{suffix}")
             r_item = None
             if np.isfinite(reserved).any():
@@ -147,9 +152,14 @@ class MemoryPlot(pg.PlotItem):
             if 0 <= i < len(x):
                 kept = "not recorded" if not np.isfinite(reserved[i]) else \
                     units.mib(reserved[i] * self.scale)
-                parts.append(f"GPU {dev}: allocated {units.mib(alloc[i] * self.scale)}, "
-                             f"reserved {kept}")
+                parts.append(f"{self.device_label(dev)}: allocated "
+                             f"{units.mib(alloc[i] * self.scale)}, reserved {kept}")
         return " | ".join(parts) if parts else None
+
+
+def _gpu_label(dev: str) -> str:
+    """Until every caller passes Report.trace.device_label (gui/views/timeline.py)."""
+    return f"GPU {dev}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         colors = plot_theme()
         view.setBackground(colors["bg"])
         lo, hi = report.window
-        plot.set_memory(report.memory, lo, max((hi - lo) / 1000.0, 1e-3), colors)
+        plot.set_memory(report.memory, lo, max((hi - lo) / 1000.0, 1e-3), colors,
+                        report.trace.device_label)
         plot.setXRange(0, (hi - lo) / 1000.0)
         view.plot = plot
         return view
