@@ -65,7 +65,7 @@ def main() -> int:
     report, t_analyze = timed(lambda: analyze(trace))
     import numpy as np
 
-    from stallscope.core.trace import GPU_CATS
+    from stallscope.core.kineto import GPU_CATS
 
     n_gpu = int(np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)).sum())
     dev = next(iter(report.devices))
