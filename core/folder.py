@@ -238,7 +238,10 @@ def _plan(root: Path, run: str | None, every: bool) -> FolderPlan:
     session = _session_files(root)
     for f in files:
         c = Skipped(f, SESSION_FILE) if session(f) else _candidate(root, f)
-        (candidates if isinstance(c, Candidate) else skipped).append(c)
+        if isinstance(c, Candidate):
+            candidates.append(c)
+        else:
+            skipped.append(c)
     if not candidates:
         raise NoTraceInFolder(f"{root}: folder holds no trace (*.pt.trace.json, *.json.gz): "
                          + _skip_summary(skipped))

@@ -41,7 +41,7 @@ class _LprofUnpickler(pickle.Unpickler):
         if (module, name) == ("copyreg", "_reconstructor"):
             import copyreg
 
-            return copyreg._reconstructor
+            return copyreg._reconstructor  # type: ignore[attr-defined]  # not in typeshed
         if (module, name) in (("builtins", "object"), ("__builtin__", "object")):
             return object
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}")

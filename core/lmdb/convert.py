@@ -295,10 +295,13 @@ def _structure(source: Source, pre: Preprocess) -> tuple[dict, list, list]:
     if isinstance(source, FolderSource):
         return source.structure, [], [shape for shape, _ in header_shapes(source, pre, 48)]
     decoder = Decoder(source_desc(source), pre.to_dict(), None)
-    errors, found = [], []
+    errors: list[str] = []
+    found: list[tuple[dict, list]] = []
     for index in range(min(len(source), 2 * PROBE)):
         try:
-            found.append(decoder.sample(index)[1:])
+            _, st, leaves = decoder.sample(index)
+            assert st is not None  # a factory's sample carries its own structure
+            found.append((st, leaves))
         except SampleError as exc:
             errors.append(f"[{index}] {exc}")
         if len(found) >= PROBE:

@@ -94,7 +94,7 @@ class LMDBDataset:
         self._kinds = [leaf["kind"] for leaf in self._leaves]
         self._folder = meta["source"]["kind"] == "folder"
         self._pid: int | None = None
-        self._env = None
+        self._env: lmdb.Environment | None = None
         self._txn = None
 
     def __len__(self) -> int:
@@ -125,6 +125,7 @@ class LMDBDataset:
     @property
     def env(self) -> lmdb.Environment:
         self._open()
+        assert self._env is not None  # _open acquired it
         return self._env
 
     def _index(self, index) -> int:
@@ -320,7 +321,7 @@ class LMDBDataset:
         if not uniform:
             return self._columns_slow(indices)
         rows = np.empty((len(spans), width), np.uint8)
-        mv = memoryview(rows).cast("B")
+        mv = rows.data.cast("B")
         for k, (buf, s, e) in enumerate(spans):
             mv[k * width : (k + 1) * width] = buf[s + hlen : e]
         return [self._column(leaf, view, rows, view.offset - hlen)
@@ -352,7 +353,7 @@ class LMDBDataset:
                 a.shape != b.shape or a.dtype != b.dtype for a, b in zip(views, first, strict=True)
             ):
                 return None
-        columns = []
+        columns: list = []
         for f, (leaf, view) in enumerate(zip(self._leaves, first, strict=True)):
             if leaf["kind"] == "str":
                 columns.append([fmt.view_array(buf, views[f]).tobytes().decode(

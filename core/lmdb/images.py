@@ -104,7 +104,7 @@ def preprocess_image(img: Image.Image, pre: Preprocess) -> Image.Image:
     if pre.resize:
         size = _short_side(*img.size, pre.resize) if isinstance(pre.resize, int) else pre.resize
         if size != img.size:
-            img = img.resize(size, Image.BILINEAR)
+            img = img.resize(size, Image.Resampling.BILINEAR)
     if pre.crop:
         w, h = img.size
         cw, ch = pre.crop

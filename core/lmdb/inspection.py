@@ -97,7 +97,8 @@ def inspect_source(
     decoder = Decoder(source_desc(source), pre.to_dict(), None)
     notes: list[str] = []
     preview: list = []
-    structure, first = None, None
+    structure: dict | None = None
+    first: list = []  # sample 0's leaves, with structure
     sizes: list[int] = []
     shapes: list[tuple[int, ...]] = []
     candidates = dict.fromkeys(_spread(n, max(n_preview, 1)) + _spread(n, 3 * n_preview + 3))
@@ -111,7 +112,7 @@ def inspect_source(
             notes.append(f"{source.name_of(index)}: {exc}")
             continue
         if structure is None:
-            structure = st if source.kind == "factory" else source.structure
+            structure = st if isinstance(source, FactorySource) else source.structure
             first = leaves
         sizes.append(record_size([(d, a.shape) for _k, d, a in leaves]))
         shapes.append(tuple(leaves[0][2].shape))
@@ -134,7 +135,7 @@ def inspect_source(
                 "(ImageFolder layout: only class subfolders count)"
             )
     preview = [(caption, picture) for _i, caption, picture in sorted(preview, key=lambda p: p[0])]
-    names = leaf_names(structure) if source.kind == "factory" else source.fields()
+    names = leaf_names(structure) if isinstance(source, FactorySource) else source.fields()
     info = field_lines(stored_fields(structure, names, first))
     mean = float(np.mean(sizes))
     found = survey(shapes)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -112,8 +113,8 @@ class SourceDataset:
 
     def __init__(self, spec: str, preprocess: dict, structure: dict, source=None) -> None:
         self.spec, self.preprocess, self.structure = spec, preprocess, structure
-        self._pid = None
-        self._decoder = None
+        self._pid: int | None = None
+        self._decoder: Decoder | None = None
         self._source = source if source is not None else open_source(spec)
         self._n = len(self._source)
 
@@ -126,14 +127,14 @@ class SourceDataset:
     def __getitem__(self, index: int):
         import torch
 
-        if self._pid != os.getpid():
+        if self._pid != os.getpid() or self._decoder is None:
             self._decoder = Decoder(source_desc(self._source), self.preprocess, self.structure)
             self._pid = os.getpid()
         try:
             _, _, leaves = self._decoder.sample(self._source.task(index, index + 1)[0])
         except SampleError:
             return None  # a corrupt source file: the collate leaves it out
-        values = []
+        values: list = []
         for kind, _dtype, arr in leaves:
             if kind in ("image", "tensor"):
                 values.append(torch.from_numpy(np.array(arr)))
@@ -201,14 +202,15 @@ def measure(
             finally:
                 _shutdown(loader)
             tried[w] = rate.samples_per_s
-        workers = max(tried, key=tried.get)
+        workers = max(tried, key=tried.__getitem__)
     try:
         before_ds = SourceDataset(meta["source"]["spec"], meta["preprocess"], meta["structure"],
                                   _stored_source(dst, meta))  # fmt: skip
     except StallscopeError as exc:
         raise StallscopeError(f"cannot measure the original pipeline: {exc}") from exc
     fn = collate if stackable else collate_list
-    passes = [("original (decode per sample)", before_ds, fn)]
+    passes: list[tuple[str, SourceDataset | LMDBDataset, Callable | None]] = [
+        ("original (decode per sample)", before_ds, fn)]
     passes.append(("LMDBDataset", LMDBDataset(dst), None if stackable else collate_list))
     phases = (2 if cold else 1) * len(passes)
     rates: dict[tuple[str, bool], Rate] = {}

@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
+from typing import Any
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
@@ -65,7 +66,8 @@ class DecodePool:
     _procs: list = field(default_factory=list, init=False)
     _conns: list = field(default_factory=list, init=False)
     _tasks: object = field(default=None, init=False)
-    _current: object = field(default=None, init=False)  # per worker: sample being decoded
+    # per worker: sample being decoded (a ctypes array in shared memory)
+    _current: Any = field(default=None, init=False)
     _results: dict = field(default_factory=dict, init=False)  # seq -> answer, out of order
     _seq: int = field(default=0, init=False)
 
@@ -85,7 +87,7 @@ class DecodePool:
         for w in range(self.workers):
             self._current[w] = -1
             reader, writer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
+            proc = ctx.Process(  # type: ignore[attr-defined]  # typeshed: only on concrete contexts
                 target=_worker_main, daemon=True, name=f"stallscope-decoder-{w}",
                 args=(os.getpid(), prefix, args, self._tasks, writer, self._current, w),
             )  # fmt: skip
@@ -113,6 +115,7 @@ class DecodePool:
         """The result of a submitted task; its slot is free again once the writer is done,
         which is before the next submit (the writer runs in this thread)."""
         if isinstance(pending, _Local):
+            assert self._local is not None  # workers=0 made it
             return ("inline", self._local.records(pending.task))
         seq, slot, task = pending
         answer = self._wait_for(seq, task, timeout)

@@ -531,7 +531,7 @@ class Decoder:
             path, name = source_desc["spec"].rsplit(":", 1)
             self.dataset = load_factory(path, name)
 
-    def sample(self, entry) -> tuple[int, dict, list[tuple[str, str, np.ndarray]]]:
+    def sample(self, entry) -> tuple[int, dict | None, list[tuple[str, str, np.ndarray]]]:
         """-> (source index, structure, leaves). Raises SampleError."""
         if self.kind == "folder":
             index, path, label = entry
