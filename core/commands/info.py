@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from stallscope.core.folder import plan_folder
 from stallscope.core.kineto import Cat
 from stallscope.core.render.facts import write_json
-from stallscope.core.trace import find_traces, load, resolve
+from stallscope.core.trace import load, resolve
 from stallscope.core.units import count, duration, plural
 
 
@@ -50,10 +51,12 @@ def summarize(path) -> dict:
 
 
 def run(args) -> int:
-    target = resolve(args.trace)
-    info = summarize(target)
-    if Path(args.trace).is_dir():
-        info["traces_in_folder"] = [str(p) for p in find_traces(args.trace)]
+    if Path(args.trace).is_dir():  # one plan: the trace `analyze` reads, then the others
+        plan = plan_folder(args.trace)
+        info = summarize(plan.picks[0][1])
+        info["traces_in_folder"] = [str(p) for p in plan.traces]
+    else:
+        info = summarize(resolve(args.trace))
     if args.json:
         write_json(info, sys.stdout)
         return 0
