@@ -13,10 +13,9 @@ from typing import cast
 
 from PySide6.QtWidgets import QApplication, QWidget
 
-from stallscope.core.analysis import analyze
+from stallscope.core import document
 from stallscope.core.errors import StallscopeError
 from stallscope.core.report import Report
-from stallscope.core.trace import load
 from stallscope.gui.widgets import install_plain_text_guard
 
 
@@ -29,7 +28,7 @@ def show_view(build: Callable[[list[Report]], QWidget], description: str,
     parser.add_argument("--screenshot", metavar="OUT.png", help="save a PNG and exit")
     args = parser.parse_args(argv)
     try:
-        reports = [analyze(load(getattr(args, name))) for name in traces]
+        reports = [document.analyze_path(getattr(args, name)) for name in traces]
     except StallscopeError as exc:
         print(f"stallscope: error: {exc}", file=sys.stderr)
         return 2

@@ -33,9 +33,9 @@ TIMEOUT_S = 150
 
 def run_scenario(script: Path, device: str, tmp: Path) -> tuple[list[str], str]:
     """Run one script under the runner; (advice ids, a line about the run)."""
-    from stallscope.core.analysis import analyze
+    from stallscope.core.document import analyze_path
     from stallscope.core.errors import StallscopeError
-    from stallscope.core.trace import find_traces, load
+    from stallscope.core.trace import find_traces
 
     session = tmp / script.stem
     env = dict(os.environ, STALLSCOPE_GPU_CHECK_DEVICE=device)
@@ -48,7 +48,7 @@ def run_scenario(script: Path, device: str, tmp: Path) -> tuple[list[str], str]:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return [], f"no trace (rc {proc.returncode}): " + " | ".join(tail)
     try:
-        report = analyze(load(traces[0]))
+        report = analyze_path(traces[0])
     except StallscopeError as exc:
         return [], f"analysis failed: {exc}"
     ids = [a.id for a in report.advice]
