@@ -20,6 +20,7 @@ set_rich_tooltip marked its widget: a view that forgets gets literal tags, never
 from __future__ import annotations
 
 import html
+from typing import cast
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt
 from PySide6.QtGui import QFontMetrics
@@ -78,7 +79,7 @@ def plain_label(text: str = "", parent: QWidget | None = None) -> QLabel:
     return label
 
 
-def set_rich_tooltip(widget: QObject, template: str, *values, **named) -> None:
+def set_rich_tooltip(widget: QWidget, template: str, *values, **named) -> None:
     widget.setProperty(RICH_TIP, True)
     widget.setToolTip(rich(template, *values, **named))
 
@@ -156,12 +157,12 @@ def _widget_tip(w: QWidget, pos) -> str | None:
 
 def install_plain_text_guard(app: QApplication | None = None) -> PlainTextGuard:
     """The guard on the application (once; later calls return the same one)."""
-    app = app or QApplication.instance()
+    app = app or cast(QApplication, QApplication.instance())
     guard = getattr(app, "_stallscope_plain_text_guard", None)
     if guard is None:
         guard = PlainTextGuard(app)
         app.installEventFilter(guard)
-        app._stallscope_plain_text_guard = guard
+        app._stallscope_plain_text_guard = guard  # type: ignore[attr-defined]  # kept on the app
     return guard
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import shutil
 import sys
+from typing import cast
 
 from PySide6.QtCore import QProcess, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
@@ -85,7 +86,7 @@ class TorchProbe(QProcess):
         self.start()
 
     def _on_finished(self, code: int, _status) -> None:
-        out = bytes(self.readAllStandardOutput()).decode(errors="replace").strip()
+        out = bytes(self.readAllStandardOutput().data()).decode(errors="replace").strip()
         if code == 0 and out:
             self._report(out)
         else:
@@ -176,7 +177,7 @@ class AboutDialog(QDialog):
 
 
 def main() -> int:
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     theme.apply_theme(app, theme.saved_mode())
     dialog = AboutDialog()
     if len(sys.argv) > 1:  # render to a PNG once torch answered

@@ -106,8 +106,8 @@ class OptionsPage(QWizardPage):
         self._timer.timeout.connect(self._estimate)
         for w in (self.resize_box, self.crop_box, self.rgb_box):
             w.toggled.connect(self._options_changed)
-        for w in (self.resize_spin, self.crop_w, self.crop_h):
-            w.valueChanged.connect(self._options_changed)
+        for box in (self.resize_spin, self.crop_w, self.crop_h):
+            box.valueChanged.connect(self._options_changed)
         self.floats_combo.currentIndexChanged.connect(self._options_changed)
         self.dst_edit.textChanged.connect(self._update_checks)
 

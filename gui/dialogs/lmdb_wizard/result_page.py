@@ -85,6 +85,7 @@ class ResultPage(QWizardPage):
 
     def initializePage(self) -> None:  # noqa: N802 - Qt API
         result = self.wiz.result
+        assert result is not None  # the convert page goes on only with a result
         self.skipped.clear()
         for s in result.skipped:
             self.skipped.addItem(f"{s['path']}  —  {s['reason']}")
@@ -141,7 +142,8 @@ class ResultPage(QWizardPage):
         plot.setXRange(-0.6, 1.6, padding=0)
         plot.setYRange(0, float(heights.max()) * 1.2 or 1.0, padding=0)
         cold = ""
-        if t.cold_speedup is not None:
+        if (t.cold_speedup is not None and t.before_cold is not None
+                and t.after_cold is not None):  # measured together
             cold = (f"<br>Cold page cache: {t.before_cold.samples_per_s:,.0f} → "
                     f"{t.after_cold.samples_per_s:,.0f} samples/s, "
                     f"{esc(speed_words(t.cold_speedup))}.")  # fmt: skip

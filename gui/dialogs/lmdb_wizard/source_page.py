@@ -156,7 +156,8 @@ class SourcePage(QWizardPage):
     def _fill_thumbs(self, preview) -> None:
         while self.thumbs.count():
             item = self.thumbs.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         for i, (caption, image) in enumerate(preview):
             self.thumbs.addWidget(thumb(caption, image), i // 6, i % 6)

@@ -12,6 +12,7 @@ All work runs in JobWorkers (core/lmdb/); the pages only show what the jobs repo
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget, QWizard
@@ -47,7 +48,8 @@ class LMDBWizard(QWizard):
         self.resize(880, 720)
         self.runner = JobRunner(self)
         self.info: SourceInfo | None = None
-        self.result: ConvertResult | None = None
+        # shadows QDialog.result(), which the wizard never calls
+        self.result: ConvertResult | None = None  # type: ignore[assignment]
         self.source_page = SourcePage(self)
         self.options_page = OptionsPage(self)
         self.convert_page = ConvertPage(self)
@@ -83,7 +85,7 @@ class LMDBWizard(QWizard):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     try:
         from stallscope.gui import theme
 
