@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stallscope.core.analysis import analyze
-from stallscope.core.errors import TraceError
+from stallscope.core.errors import StallscopeError, TraceError
 from stallscope.core.folder import FolderPlan, plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.lineprof import SessionStats, session_of, session_stats
 from stallscope.core.report import Report
+from stallscope.core.session.reader import open_session, session_of_trace
 from stallscope.core.trace import load_job
 
 _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis
@@ -76,7 +77,18 @@ def analyze_job(path: str | os.PathLike, device: str | None = None,
     trace = yield from load_job(path, cancel)
     (cancel or CancelFlag()).check()
     stats = session_stats(trace.path) if line_stats is None else line_stats
-    return analyze(trace, device, stats.for_advice)
+    return analyze(trace, device, stats.for_advice, session_loaders(trace.path))
+
+
+def session_loaders(trace_path: str | os.PathLike) -> list[dict]:
+    """The DataLoaders of the session a trace was recorded in (run.json); [] outside one."""
+    session = session_of_trace(trace_path)
+    if session is None:
+        return []
+    try:
+        return open_session(session).loaders()
+    except StallscopeError:
+        return []
 
 
 def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None,

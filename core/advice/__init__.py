@@ -30,10 +30,12 @@ __all__ = ["MINOR_SHARE", "RULES", "Advice", "Context", "Profile", "advise", "he
            "line_stats_near", "rule"]
 
 
-def advise(report: Report, line_stats: list[Profile] | None = None) -> list[Advice]:
+def advise(report: Report, line_stats: list[Profile] | None = None,
+           loaders: list[dict] | None = None) -> list[Advice]:
     """Every rule's card, largest saving first; cards worth < 1% of the base are minor and
-    come after the others."""
-    ctx = Context(report, line_stats)
+    come after the others. `loaders`: the session's DataLoaders (run.json `dataloaders`), so a
+    fix can name the user's line."""
+    ctx = Context(report, line_stats, loaders=loaders or [])
     cards = [card for fn in RULES.values() if (card := fn(ctx)) is not None]
     for card in cards:
         card.minor = card.saving_us < MINOR_SHARE * ctx.base_us

@@ -10,6 +10,7 @@ import os
 import re
 
 from stallscope.core.advice.registry import Context
+from stallscope.core.capture.overrides import change_line
 from stallscope.core.report import Culprit
 from stallscope.core.units import duration
 
@@ -81,10 +82,25 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
         why = (f"the loader already has worker processes and still keeps each step waiting "
                f"{duration(per_batch)}: try more of them (up to this machine's {cores} cores)")
     fix = (f"Load batches ahead of the step: DataLoader(num_workers={n}, "
-           f"persistent_workers=True{pin}, prefetch_factor=4): {why}. Try it without editing "
-           f"the script: stallscope-cli run --set num_workers={n} -- script.py, or let "
-           f"stallscope-cli tune -- script.py find the best settings.")
+           f"persistent_workers=True{pin}, prefetch_factor=4): {why}.")
+    loader = busiest_loader(ctx.loaders)
+    if loader.get("site"):  # a session's run: the user's own line, and --set aimed at it
+        fix += (f" The line to change: {change_line(loader, {'num_workers': n})}. Try it "
+                f"without editing the script: stallscope-cli run --set "
+                f"{loader['site']}:num_workers={n} -- script.py, or let stallscope-cli tune "
+                f"-- script.py find the best settings.")
+    else:
+        fix += (f" Try it without editing the script: stallscope-cli run --set num_workers={n}"
+                f" -- script.py, or let stallscope-cli tune -- script.py find the best "
+                f"settings.")
     return said, fix
+
+
+def busiest_loader(loaders: list[dict]) -> dict:
+    """The DataLoader that served the most batches (the first of equals); {} without any."""
+    if not loaders:
+        return {}
+    return max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
 
 
 # ----------------------------------------------------------------------------- sync

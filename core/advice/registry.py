@@ -42,6 +42,7 @@ class Context:
     report: Report
     line_stats: list[Profile] | None = None
     forced: dict[str, str] = field(default_factory=dict)  # cause -> device whose largest it is
+    loaders: list[dict] = field(default_factory=list)  # run.json `dataloaders`: site, passed...
 
     def __post_init__(self) -> None:
         width = self.report.window_us

@@ -4,6 +4,7 @@ the advice and headlines read the finished Report.
 
     report = analyze(trace)                        # pure: reads only the Trace
     report = analyze(trace, line_stats=profiles)   # + the line heatmap's numbers for the advice
+    report = analyze(trace, loaders=entries)       # + the session's DataLoaders (run.json)
 
 Modules: threads (steps, main thread, window, the launch join), idle (one device's causes,
 python by annotation, communication), steps (per-step figures, ceilings).
@@ -33,7 +34,8 @@ __all__ = ["analyze"]
 
 
 def analyze(trace: Trace, device: int | str | None = None,
-            line_stats: list[Profile] | None = None) -> Report:
+            line_stats: list[Profile] | None = None,
+            loaders: list[dict] | None = None) -> Report:
     devices = trace.gpu_devices()
     if device is not None:
         if int(device) not in devices:
@@ -65,7 +67,7 @@ def analyze(trace: Trace, device: int | str | None = None,
     )
     explain(report, r, comm)
     report.headlines = headlines(report)
-    report.advice = advise(report, line_stats)
+    report.advice = advise(report, line_stats, loaders)
     return report
 
 
