@@ -43,7 +43,7 @@ class RunRequest:
     schedule: dict[str, int] = field(default_factory=lambda: dict(run_options.DEFAULT_SCHEDULE))
     options: dict = field(default_factory=lambda: dict(DEFAULT_OPTIONS))
     session: str = ""       # the exact session folder; empty: a new one under session_root
-    session_root: str = ""  # empty: <cwd>/stallscope-sessions
+    session_root: str = ""  # empty: the user's data folder (capture.options.sessions_root)
 
     @property
     def workdir(self) -> Path:
@@ -52,8 +52,7 @@ class RunRequest:
     def new_session_dir(self) -> Path:
         if self.session:
             return Path(self.session).expanduser().resolve()
-        root = Path(self.session_root or self.workdir / "stallscope-sessions")
-        return run_options.default_session_dir(self.script, root)
+        return run_options.default_session_dir(self.script, self.session_root or None)
 
     def command(self, session: Path) -> tuple[str, list[str]]:
         """(program, arguments) that run this request through the runner, by file path."""

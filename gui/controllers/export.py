@@ -6,18 +6,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QPoint
+from PySide6.QtCore import QCoreApplication, QPoint
 from PySide6.QtGui import QImage, QPainter, QPalette
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.render.export import comparison_to_markdown, save_report
+from stallscope.core.render.perfetto import write_perfetto_job
 from stallscope.gui.controllers import WindowPort
+from stallscope.gui.workers import JobRunner, JobWorker
 
 PLOTS_FILTER = "PNG image of the plots (*.png)"
 WINDOW_FILTER = "PNG image of the window (*.png)"
+PERFETTO_FILTER = "Trace with stallscope's tracks, for Perfetto (*.json)"
 EXPORT_FILTERS = ";;".join((PLOTS_FILTER, WINDOW_FILTER, "Report as Markdown (*.md)",
-                            "Report as JSON (*.json)"))
+                            "Report as JSON (*.json)", PERFETTO_FILTER))
 GAP_PX = 8
 
 
@@ -31,10 +34,32 @@ def choose_export(window: WindowPort) -> None:
     path, chosen = QFileDialog.getSaveFileName(
         window.as_widget(), "Export", str(Path(window.dialog_folder()) / f"{stem}-stallscope.png"),
         EXPORT_FILTERS)
-    if path:
-        if not Path(path).suffix:
-            path += ".md" if "Markdown" in chosen else ".json" if "JSON" in chosen else ".png"
-        export_to(window, path, whole_window=chosen == WINDOW_FILTER)
+    if not path:
+        return
+    if not Path(path).suffix:
+        path += ".md" if "Markdown" in chosen else ".json" if ".json" in chosen else ".png"
+    if chosen == PERFETTO_FILTER:
+        export_perfetto(window, path)
+        return
+    export_to(window, path, whole_window=chosen == WINDOW_FILTER)
+
+
+_jobs: JobRunner | None = None
+
+
+def export_perfetto(window: WindowPort, path: str) -> JobWorker:
+    """The trace's own events plus stallscope's idle/step/advice tracks, written off the GUI
+    thread (a trace of hundreds of MB takes seconds)."""
+    global _jobs
+    if _jobs is None:
+        _jobs = JobRunner(QCoreApplication.instance())
+    report = window.analysis.report
+    worker = JobWorker(lambda cancel: write_perfetto_job(report, path, cancel))
+    worker.signals.sig_result.connect(
+        lambda _n: window.show_message(f"Saved {path} (open it at ui.perfetto.dev)", "info"))
+    worker.signals.sig_error.connect(lambda msg: window.show_message(msg, "error"))
+    window.show_message(f"Exporting {Path(path).name} ...", "info")
+    return _jobs.start(worker, "perfetto")
 
 
 def plots_image(window: WindowPort) -> QImage:

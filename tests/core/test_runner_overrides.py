@@ -5,6 +5,7 @@ subprocesses on tiny scripts; bad values are refused before anything starts."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -181,15 +182,17 @@ def test_bad_set_refused_before_the_script_starts(tmp_path, sets, words):
 
 
 def test_cli_missing_script_creates_no_session_folder(tmp_path):
+    # Sessions default to the user's data folder: point it here, so a stray one would show.
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
     proc = subprocess.run([sys.executable, "-m", "stallscope.core.cli", "run", "--",
                            "nothere.py"], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=60)
+                          timeout=60, env=env)
     assert proc.returncode == 2
     assert proc.stderr == f"stallscope: error: script not found: {tmp_path / 'nothere.py'}\n"
     assert list(tmp_path.iterdir()) == []
     # the runner alone, without --session, likewise
     proc = subprocess.run([sys.executable, str(RUNNER), "--", "nothere.py"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env)
     assert proc.returncode == 2 and "script not found" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
