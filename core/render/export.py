@@ -117,7 +117,7 @@ def _step_section(report: Report) -> list[str]:
     for st in report.steps:
         busy = f" {ms(st.gpu_busy_us.get(dev, 0.0))} |" if dev is not None else ""
         by = st.idle_by_cause.get(dev, {}) if dev is not None else st.host_by_cause
-        top = max(by, key=by.get) if by and max(by.values()) > 0 else None
+        top = max(by, key=by.__getitem__) if by and max(by.values()) > 0 else None
         lines.append(f"| {st.name} | {ms(st.dur_us)} | {ms(st.data_loading_us)} | "
                      f"{ms(st.optimizer_us)} |{busy} {causes.label(top) if top else '-'} |")
     return lines + [""]

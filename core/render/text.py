@@ -116,7 +116,7 @@ def _steps(report: Report) -> list[str]:
                f"{ms(st.optimizer_us):>13}")
         for d in devs:
             by = st.idle_by_cause.get(d, {})
-            top = max(by, key=by.get) if by and max(by.values()) > 0 else None
+            top = max(by, key=by.__getitem__) if by and max(by.values()) > 0 else None
             row += f"{ms(st.gpu_busy_us[d]):>14}{causes.label(top) if top else '-':>18}"
         lines.append(row)
     return lines + [""]
