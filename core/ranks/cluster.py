@@ -59,9 +59,9 @@ def run_dask(tasks: Sequence[Task], scheduler: str, cancel: CancelFlag | None = 
                 continue
             for fut in batch:
                 i = index[fut.key]
-                results[i] = _result(fut, tasks[i])
+                result = results[i] = _result(fut, tasks[i])
                 if on_result is not None:
-                    on_result(i, results[i])
+                    on_result(i, result)
                 done += 1
             cancel.check()
             yield done, total

@@ -113,18 +113,20 @@ def run_local(tasks: Sequence[Task], workers: int | None = None,
             retry = []
             for fut in ready:
                 i = running.pop(fut)
+                result: Result
                 try:
-                    results[i] = fut.result()
+                    result = fut.result()
                 except cf.process.BrokenProcessPool:
                     if i not in lost:  # maybe another task's worker died: run it again
                         lost.add(i)
                         retry.append(i)
                         continue
-                    results[i] = RankFailure(tasks[i][0], tasks[i][1],
-                                             f"{tasks[i][1]}: the worker process analysing it "
-                                             "died twice (out of memory?)")
+                    result = RankFailure(tasks[i][0], tasks[i][1],
+                                         f"{tasks[i][1]}: the worker process analysing it "
+                                         "died twice (out of memory?)")
+                results[i] = result
                 if on_result is not None:
-                    on_result(i, results[i])
+                    on_result(i, result)
                 done += 1
             if retry or (ready and _broken(pool)):  # a fresh pool for what is left
                 pending.extend(sorted(retry + list(running.values()), reverse=True))

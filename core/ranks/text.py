@@ -16,7 +16,7 @@ def rank_rows(job: RankJob) -> list[tuple[str, ...]]:
     order = job.stragglers.order() if job.stragglers else list(by_key)
     figures = job.stragglers.ranks if job.stragglers else {}
     per = max(len(job.stragglers.steps), 1) if job.stragglers else 1
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for key in order:
         s = by_key[key]
         fig = figures.get(key)
@@ -43,10 +43,10 @@ def _exposed(s: RankSummary) -> str:
 
 def top_cause(s: RankSummary) -> str:
     """The largest idle cause per step: "data loading 20.01 ms/step"."""
-    cause = s.largest_cause()
-    if cause is None:
+    cause, dev = s.largest_cause(), s.device_json()
+    if cause is None or dev is None:
         return "-"
-    us = s.device_json()["idle_by_cause"][cause]
+    us = dev["idle_by_cause"][cause]
     if s.steps:
         return f"{causes.label(cause)} {units.duration(us / len(s.steps))}/step"
     return f"{causes.label(cause)} {units.duration(us)}"
