@@ -314,6 +314,7 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
     tuned = max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
     result.site = str(tuned.get("site", ""))
     launch.site = result.selector = f"{tuned.get('file')}:{tuned.get('line')}"
+    result.settings = tuned.get("settings") or {}
     passed = tuned.get("passed") or {}
     result.passed = {k: passed[k] for k in KEYS if k in passed}
     script = {k: passed.get(k, DEFAULTS[k]) for k in KEYS}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from stallscope.core import units
 from stallscope.core.capture.layout import TUNE_JSON
-from stallscope.core.capture.overrides import KEYS, format_value
+from stallscope.core.capture.overrides import change_line, format_value
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.steady import STATISTIC
 from stallscope.core.tune import noise
@@ -25,6 +25,7 @@ class TuneResult:
     site: str = ""                  # "file:line" of the tuned DataLoader, as the user reads it
     selector: str = ""              # its `--set` selector: the absolute file and the line
     passed: dict = field(default_factory=dict)  # its arguments as the script passed them
+    settings: dict = field(default_factory=dict)  # a framework's settings object that built it
     trials: list[Trial] = field(default_factory=list)
     baseline: int | None = None     # index of the trial of the script as written
     best: int | None = None         # index of the trial whose settings are kept
@@ -105,17 +106,15 @@ class TuneResult:
         best = self.best_trial
         if best is None or not best.changes or best.index == self.baseline:
             return ""
-        before = ", ".join(f"{k}={self.passed[k]}" for k in KEYS if k in self.passed)
-        after = ", ".join(f"{k}={_py(v)}" for k, v in best.changes.items())
-        call = f"DataLoader(..., {before})" if before else "DataLoader(...)"
-        return f"{self.site}: {call} -> {after}"
+        return change_line({"site": self.site, "passed": self.passed, "settings": self.settings},
+                           best.changes)
 
     def to_json(self) -> dict:
         best = self.best_trial
         return {
             "version": 1, "folder": str(self.folder), "script": self.script, "args": self.args,
             "dataloader": self.site, "selector": self.selector, "passed": self.passed,
-            "stopped": self.stopped,
+            "settings": self.settings, "stopped": self.stopped,
             "budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s, 2),
             "baseline": self.baseline, "best": self.best, "leader": self.leader,
             "pairs": [list(p) for p in self.pairs], "ratios": self.ratios,
@@ -133,6 +132,7 @@ class TuneResult:
                    args=list(data.get("args") or []), site=str(data.get("dataloader") or ""),
                    selector=str(data.get("selector") or ""),
                    passed=dict(data.get("passed") or {}),
+                   settings=dict(data.get("settings") or {}),
                    trials=[Trial.from_json(t) for t in data.get("trials") or []],
                    baseline=data.get("baseline"), best=data.get("best"),
                    leader=data.get("leader"),
@@ -157,10 +157,6 @@ def load_result(path: str | os.PathLike) -> TuneResult:
         return TuneResult.from_json(json.loads(p.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise StallscopeError(f"{p}: not a readable tune.json ({exc})") from None
-
-
-def _py(value) -> str:
-    return repr(value)
 
 
 def _ms(value: float | None) -> str:

@@ -3,6 +3,7 @@ test_tune_runs.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,19 @@ def make_result(tmp_path: Path) -> TuneResult:
     ]
     return TuneResult(tmp_path, "/w/train.py", [], site="train.py:57",
                       passed={"num_workers": 0}, trials=trials, baseline=1, best=2)
+
+
+def test_a_framework_built_loader_names_the_setting_to_change(tmp_path):
+    """HF Trainer builds the DataLoader from TrainingArguments: tune names that setting at the
+    user's line (the runner records it in run.json's `dataloaders`), and keeps it in tune.json."""
+    result = make_result(tmp_path)
+    result.site = "hf_trainer.py:30"
+    result.settings = {"owner": "TrainingArguments",
+                       "names": {"num_workers": "dataloader_num_workers"}}
+    assert result.change == ("hf_trainer.py:30: TrainingArguments(dataloader_num_workers=0) "
+                             "-> dataloader_num_workers=2")
+    again = TuneResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again.change == result.change
 
 
 def test_result_speedup_change_line_table_and_json_round_trip(tmp_path):
