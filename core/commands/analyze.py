@@ -93,12 +93,10 @@ def _run_only(args, whole) -> int:
 
 
 def _single(args, path: Path, plan, whole=None) -> int:
-    from stallscope.core.advice import line_stats_near
-    from stallscope.core.analysis import analyze
+    from stallscope.core.document import analyze_path
     from stallscope.core.render.text import render
-    from stallscope.core.trace import load
 
-    report = analyze(load(path), args.device, line_stats_near(path))
+    report = analyze_path(path, args.device)
     if args.json:
         out = report.to_json()
         if plan is not None:

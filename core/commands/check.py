@@ -191,10 +191,9 @@ def measure(path: Path) -> Figures:
 
 
 def report_figures(trace: Path, figures: Figures) -> None:
-    from stallscope.core.analysis import analyze
-    from stallscope.core.trace import load
+    from stallscope.core.document import analyze_path
 
-    report = analyze(load(trace))
+    report = analyze_path(trace)
     if report.devices:
         figures.utilization = max(s.utilization for s in report.devices.values())
     steps = report.steps

@@ -23,10 +23,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from stallscope.core.analysis import analyze
+    from stallscope.core.document import analyze_path
     from stallscope.core.errors import StallscopeError
     from stallscope.core.render.perfetto import write_perfetto
-    from stallscope.core.trace import load
 
     path = Path(args.trace)
     if path.is_dir():
@@ -40,7 +39,7 @@ def run(args) -> int:
         if not traces:
             raise StallscopeError(session.no_trace_reason())
         path = traces[-1]
-    report = analyze(load(path), args.device)
+    report = analyze_path(path, args.device)
     added = write_perfetto(report, args.perfetto)
     idle = ", ".join(f"GPU {d} {s.idle_us / 1e3:,.2f} ms idle" for d, s in report.devices.items())
     print(f"wrote {args.perfetto}: {path.name} plus {added} stallscope events"

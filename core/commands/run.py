@@ -21,7 +21,8 @@ from stallscope.core.session.reader import open_session, write_finished
 
 RUNNER_PATH = Path(runner_options.__file__).resolve().with_name("runner.py")
 RUN_OPTIONS = ("profile_memory", "record_shapes", "with_stack", "stop_after_window",
-               "nproc_per_node", "lineprof", "lineprof_depth", "sets")
+               "nproc_per_node", "lineprof", "lineprof_depth", "sets",
+               *runner_options.WINDOW_OPTIONS)
 
 
 def register(sub) -> None:
@@ -146,12 +147,11 @@ def _report(session: Path, analyze: bool) -> None:
 
 def _print_advice(trace_path: Path) -> None:
     try:
-        from stallscope.core.analysis import analyze
-        from stallscope.core.trace import load
+        from stallscope.core.document import analyze_path
     except ImportError:
         return
     try:
-        report = analyze(load(trace_path))
+        report = analyze_path(trace_path)
     except StallscopeError as exc:
         print(f"stallscope: analysis failed: {exc}", file=sys.stderr)
         return

@@ -319,10 +319,9 @@ def _utilization(traces: list[Path]) -> float | None:
     if not traces:
         return None
     try:
-        from stallscope.core.analysis import analyze
-        from stallscope.core.trace import load
+        from stallscope.core.document import analyze_path
 
-        report = analyze(load(traces[-1]))
+        report = analyze_path(traces[-1])
         values = [d.utilization for d in report.devices.values()]
     except Exception:  # noqa: BLE001 - a figure we cannot read stays empty
         return None
