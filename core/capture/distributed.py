@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from . import layout
 from .environment import import_torch, torch_info
@@ -52,9 +53,10 @@ def run_distributed(opts: argparse.Namespace, session: Path, script: Path, runne
             reason = reasons.pop() if len(reasons) == 1 else "ranks ended differently"
             if rc < 0:
                 reason = f"killed by {signal.Signals(-rc).name}"
-            result = {"rc": rc, "reason": reason or "completed", "ranks": ranks,
-                      "traces": sorted(f"{layout.TRACES}/{p.name}" for p in
-                                       (session / layout.TRACES).glob(f"*{layout.TRACE_SUFFIX}"))}
+            result: dict[str, Any] = {
+                "rc": rc, "reason": reason or "completed", "ranks": ranks,
+                "traces": sorted(f"{layout.TRACES}/{p.name}" for p in
+                                 (session / layout.TRACES).glob(f"*{layout.TRACE_SUFFIX}"))}
         except SetupError as exc:
             say(f"error: {exc}")
             result = {"rc": EXIT_SETUP, "reason": str(exc), "error": str(exc)}

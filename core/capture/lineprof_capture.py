@@ -34,6 +34,7 @@ import time
 import types
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 MODULE_NAME = "stallscope_lineprof_capture"
 FORMAT_VERSION = 1
@@ -105,7 +106,7 @@ def _real(path: str) -> str:
         return str(path)
 
 
-def _unwrap_callable(raw) -> tuple[types.FunctionType | None, Callable[[Callable], object]]:
+def _unwrap_callable(raw) -> tuple[types.FunctionType | None, Callable[[Callable], Any]]:
     """The Python function behind a class attribute, and how to re-wrap a replacement."""
     if isinstance(raw, staticmethod):
         inner, rewrap = _unwrap_callable(raw.__func__)
@@ -158,7 +159,7 @@ def _dataset_chain(dataset) -> list[tuple[object, list[object]]]:
         if id(ds) in seen or ds is None:
             continue
         seen.add(id(ds))
-        inner = []
+        inner: list = []
         many = getattr(ds, "datasets", None)
         if isinstance(many, (list, tuple)):
             inner.extend(many)
@@ -315,9 +316,10 @@ def _callees(func: types.FunctionType, klass: type | None) -> list[tuple[object,
         code = stack.pop()
         names.extend(code.co_names)
         stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    out, seen = [], set()
+    out: list[tuple[object, str, object]] = []
+    seen: set[int] = set()
     for name in dict.fromkeys(names):
-        cands = []
+        cands: list[tuple[object, str, object]] = []
         if klass is not None:
             owner = _defining_class(klass, name)
             if owner is not None:
@@ -325,14 +327,14 @@ def _callees(func: types.FunctionType, klass: type | None) -> list[tuple[object,
         glob = func.__globals__.get(name)
         if isinstance(glob, types.FunctionType):
             cands.append((func.__globals__, name, glob))
-        for owner, attr, raw in cands:
+        for holder, attr, raw in cands:
             inner, _ = _unwrap_callable(raw)
             if inner is None or inner.__code__.co_filename != file or inner is func:
                 continue
             if getattr(inner, _MARK, None) or id(inner) in seen:
                 continue
             seen.add(id(inner))
-            out.append((owner, attr, raw))
+            out.append((holder, attr, raw))
     return out
 
 
@@ -521,6 +523,7 @@ def _load_capture_module(path: str) -> types.ModuleType:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
+    assert spec is not None and spec.loader is not None  # a .py file
     mod = importlib.util.module_from_spec(spec)
     sys.modules[MODULE_NAME] = mod
     spec.loader.exec_module(mod)
@@ -696,10 +699,11 @@ class Capture:
             return
         found, why = _resolve_explicit(self.target)
         if found is None:
+            reason = why or ""
             # The script's own module is gone once it has ended: keep what was seen while it ran.
-            if (self._explicit_why is None or "was not imported" not in why
-                    or "__main__" in why):
-                self._explicit_why = why
+            if (self._explicit_why is None or "was not imported" not in reason
+                    or "__main__" in reason):
+                self._explicit_why = reason
             return
         self._explicit_done = True
         self._explicit_why = None
@@ -761,7 +765,7 @@ class Capture:
     def _read_parts(self) -> list[dict]:
         if not os.path.isdir(self.parts_dir):
             return []
-        parts = []
+        parts: list[dict] = []
         for _attempt in range(3):
             parts, alive = [], []
             for name in sorted(os.listdir(self.parts_dir)):

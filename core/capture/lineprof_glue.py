@@ -33,6 +33,7 @@ def start_lineprof(opts: argparse.Namespace, session: Path, log):
         module = sys.modules.get(LINEPROF_MODULE)
         if module is None:
             spec = importlib.util.spec_from_file_location(LINEPROF_MODULE, path)
+            assert spec is not None and spec.loader is not None  # a .py file that exists
             module = importlib.util.module_from_spec(spec)
             sys.modules[LINEPROF_MODULE] = module
             spec.loader.exec_module(module)

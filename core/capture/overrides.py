@@ -19,6 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 DEFAULTS = {"num_workers": 0, "pin_memory": False, "persistent_workers": False,
@@ -223,7 +224,7 @@ class DataLoaderLog:
                 pass
             return it
 
-        init.__wrapped__ = original_init
+        init.__wrapped__ = original_init  # type: ignore[attr-defined]  # the undo mark
         DataLoader.__init__ = init
         DataLoader._get_iterator = get_iterator
         return [lambda: setattr(DataLoader, "__init__", original_init),
@@ -240,7 +241,7 @@ class DataLoaderLog:
         user's DataLoader, Lightning or accelerate, maps back to the user's line). A loader
         built from another one in those frames takes that one's site; one a framework builds
         from its own settings (HF Trainer's TrainingArguments) says which settings."""
-        frame = sys._getframe(3)  # on_init <- init wrapper <- the caller
+        frame: FrameType | None = sys._getframe(3)  # on_init <- init wrapper <- the caller
         first_outside_torch = None
         source = settings = None
         while frame is not None:
@@ -379,9 +380,9 @@ def change_line(loader: dict, changes: dict) -> str:
     -> dataloader_num_workers=2" (the site is then the user's line that made the framework
     build it, e.g. trainer.train())."""
     site = str(loader.get("site") or "")
-    passed = loader.get("passed") if isinstance(loader.get("passed"), dict) else {}
-    settings = loader.get("settings") if isinstance(loader.get("settings"), dict) else {}
-    names = settings.get("names") if isinstance(settings.get("names"), dict) else {}
+    passed = _as_dict(loader.get("passed"))
+    settings = _as_dict(loader.get("settings"))
+    names = _as_dict(settings.get("names"))
     after_keys = [k for k in changes if k in KEYS]
     if names:
         before = ", ".join(f"{names[k]}={passed.get(k, DEFAULTS[k])!r}" for k in after_keys
@@ -392,6 +393,10 @@ def change_line(loader: dict, changes: dict) -> str:
     after = ", ".join(f"{k}={changes[k]!r}" for k in after_keys)
     call = f"DataLoader(..., {before})" if before else "DataLoader(...)"
     return f"{site}: {call} -> {after}"
+
+
+def _as_dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def display_path(filename: str) -> str:

@@ -102,7 +102,7 @@ def _raise_until_caught(signum: int) -> None:
             return
         _Ending.retrying = True
         try:
-            signal.pthread_kill(threading.main_thread().ident, signum)
+            signal.pthread_kill(threading.main_thread().ident or 0, signum)  # started: an ident
         except (OSError, ValueError, AttributeError):
             return
 
@@ -263,7 +263,7 @@ def holder(main: threading.Thread) -> str:
                if t is not main and not t.daemon and t.is_alive()]
     if threads:
         return "a non-daemon thread of the script (" + ", ".join(threads[:5]) + ")"
-    frame = sys._current_frames().get(main.ident)
+    frame = sys._current_frames().get(main.ident) if main.ident is not None else None
     stack = traceback.extract_stack(frame) if frame is not None else []
     user = [f for f in stack if "/capture/" not in f.filename and "threading" not in f.filename]
     where = f" ({user[-1].name} at {user[-1].filename}:{user[-1].lineno})" if user else ""

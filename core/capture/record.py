@@ -130,7 +130,7 @@ class RunRecord:
             return None
         by_index = {lo.index: lo for lo in self.loaders.values()}
         if self.fed:
-            return by_index.get(max(self.fed, key=self.fed.get))
+            return by_index.get(max(self.fed, key=self.fed.__getitem__))
         return by_index[0]
 
     # -- hooks (the runner's main process only)
@@ -329,7 +329,7 @@ def install_record_hooks(torch, record: RunRecord) -> list:
             if record._save_depth == 0:
                 record.saved(start, clock(), f)
 
-    record_save.__wrapped__ = inner_save
+    record_save.__wrapped__ = inner_save  # type: ignore[attr-defined]  # the undo mark
     record_save.__doc__ = inner_save.__doc__
     DataLoader.__iter__ = record_iter
     base_iter.__next__ = record_next

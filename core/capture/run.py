@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from . import layout
@@ -85,6 +86,7 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
     record = RunRecord(session / layout.record_name(rank), log.emit)
     log.record = record
     step_opts = opts
+    sched: Callable
     if opts.windows:  # repeated windows: the run goes on to its end, never stops after one
         sched = Windows(opts, record)
         step_opts = argparse.Namespace(**{**vars(opts), "repeat": 0})

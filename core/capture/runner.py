@@ -41,10 +41,11 @@ else:  # run by file path: the folder becomes the private package _stallscope_ca
     if "_stallscope_capture" not in sys.modules:
         _spec = importlib.util.spec_from_file_location(
             "_stallscope_capture", _here / "__init__.py", submodule_search_locations=[str(_here)])
+        assert _spec is not None and _spec.loader is not None  # a folder with __init__.py
         _package = importlib.util.module_from_spec(_spec)
         sys.modules["_stallscope_capture"] = _package
         _spec.loader.exec_module(_package)
-    from _stallscope_capture.run import main
+    from _stallscope_capture.run import main  # type: ignore[no-redef]  # the same, by path
 
 __all__ = ["DEFAULT_SCHEDULE", "add_run_options", "build_argv", "build_parser",
            "default_session_dir", "main", "parse_args", "split_argv"]

@@ -15,6 +15,7 @@ import os
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 PACKAGE = "_stallscope_capture"
 _BOOTSTRAP = (
@@ -59,7 +60,7 @@ class RankRun:
                 raised.append(exc)
                 raise
 
-        run.runpy = types.SimpleNamespace(run_path=body)  # this process's run is fn, not a file
+        run.runpy = types.SimpleNamespace(run_path=body)  # type: ignore[attr-defined]  # this process's run is fn, not a file
         out = run.run_single(parse_args(self.argv))
         rc = out[0] if isinstance(out, tuple) else out
         error = raised[0] if raised else None
@@ -72,8 +73,8 @@ class RankRun:
 def hook_spawn(torch, stepper, argv: list[str]):
     """Wrap the function of every torch.multiprocessing start_processes/spawn call the
     script's process makes; returns the undo callable."""
-    module = sys.modules.get("torch.multiprocessing.spawn")
-    namespace = getattr(torch, "multiprocessing", None)
+    module: Any = sys.modules.get("torch.multiprocessing.spawn")  # patched below
+    namespace: Any = getattr(torch, "multiprocessing", None)
     if module is None or not hasattr(module, "start_processes"):
         return lambda: None
     original = module.start_processes
@@ -84,7 +85,7 @@ def hook_spawn(torch, stepper, argv: list[str]):
             stepper.launched_ranks += int(nprocs)
         return original(fn, args, nprocs, join, daemon, start_method)
 
-    start_processes.__wrapped__ = original
+    start_processes.__wrapped__ = original  # type: ignore[attr-defined]  # the undo mark
     start_processes.__doc__ = original.__doc__
     module.start_processes = start_processes
     had = namespace is not None and getattr(namespace, "start_processes", None) is original

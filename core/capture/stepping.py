@@ -204,9 +204,9 @@ def hook_dataloaders(stepper: Stepper, capture, loaders) -> list:
     def restore() -> None:
         DataLoader.__init__ = original_init
         for cls, original in wrapped.items():
-            cls.__iter__ = original
+            cls.__iter__ = original  # type: ignore[attr-defined]  # a DataLoader wrapper
 
-    init.__wrapped__ = original_init
+    init.__wrapped__ = original_init  # type: ignore[attr-defined]  # the undo mark
     DataLoader.__init__ = init
     undo.append(restore)
 
@@ -251,12 +251,12 @@ def iterating_wrappers(loader, frame) -> list[type]:
         if owner is not None and owner is not loader:
             found.append(type(owner))  # type(): the real class, whatever __class__ claims
         frame = frame.f_back
-    out = []
+    out: list[type] = []
     for cls in found:
         defining = next((c for c in cls.__mro__ if "__iter__" in c.__dict__), None)
         fn = defining.__dict__["__iter__"] if defining is not None else None
-        if (inspect.isgeneratorfunction(fn) and not getattr(fn, _MARK, False)
-                and defining not in out):
+        if (defining is not None and inspect.isgeneratorfunction(fn)
+                and not getattr(fn, _MARK, False) and defining not in out):
             out.append(defining)
     return out
 
@@ -287,10 +287,10 @@ def count_at_yield(cls: type, stepper: Stepper):
         finally:
             inner.close()
 
-    counted.__wrapped__ = original
+    counted.__wrapped__ = original  # type: ignore[attr-defined]  # the undo mark
     counted.__doc__ = original.__doc__
     setattr(counted, _MARK, True)
-    cls.__iter__ = counted
+    cls.__iter__ = counted  # type: ignore[attr-defined]  # a DataLoader wrapper class
     return original
 
 
@@ -311,7 +311,7 @@ def hook_optimizers(torch, stepper: Stepper) -> list:
         if stepper.mine():
             stepper.optimizer_built()
 
-    init.__wrapped__ = original_init
+    init.__wrapped__ = original_init  # type: ignore[attr-defined]  # the undo mark
     Optimizer.__init__ = init
     undo.append(lambda: setattr(Optimizer, "__init__", original_init))
 

@@ -67,7 +67,8 @@ class FdTee:
             self._threads.append(thread)
         for stream in (sys.stdout, sys.stderr):
             try:  # write_through (PYTHONUNBUFFERED) would make print's parts separate writes
-                stream.reconfigure(line_buffering=True, write_through=False)
+                stream.reconfigure(  # type: ignore[union-attr]  # not on TextIO: see except
+                    line_buffering=True, write_through=False)
             except (AttributeError, ValueError):
                 pass
 

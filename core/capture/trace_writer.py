@@ -6,11 +6,16 @@ import gzip
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import layout
 from .exits import say
 from .windows import window_range
+
+if TYPE_CHECKING:
+    from .stepping import Stepper
 
 
 class TraceWriter:
@@ -22,8 +27,9 @@ class TraceWriter:
         self.log = log
         self.paths: list[str] = []
         self.finishing = False
-        self.stepper = None
-        self.schedule = None  # the profiler's schedule: which steps the window recorded
+        self.stepper: Stepper | None = None
+        # the profiler's schedule (torch's callable or Windows): which steps the window recorded
+        self.schedule: Callable | None = None
         self.written_s = 0.0
 
     def window(self, hi: int | None) -> tuple[int, int] | None:

@@ -11,10 +11,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import layout
 from .exits import SetupError
 from .options import DEFAULT_SCHEDULE
+
+if TYPE_CHECKING:
+    from .record import RunRecord
 
 FULL_STEP_LINES = 20_000  # step lines for every step up to here; then every THIN-th one
 THIN = 100                # (and every step of a profiled window): record.bin has them all
@@ -32,7 +36,7 @@ class EventLog:
         self._file = open(path, "ab")  # noqa: SIM115 - lives for the run
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        self.record = None  # capture/record.RunRecord: every step also goes to record.bin
+        self.record: RunRecord | None = None  # every step also goes to record.bin
 
     def emit(self, event: str, **fields) -> None:
         if os.getpid() != self._pid or self._file.closed:
