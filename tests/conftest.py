@@ -61,4 +61,6 @@ def config_dir(tmp_path, monkeypatch) -> Path:
     """Every test keeps its settings, layout and recent list in its own folder."""
     path = tmp_path / "config"
     monkeypatch.setenv("STALLSCOPE_CONFIG_DIR", str(path))
+    # Sessions and tune folders default to the user's data folder: a test's own, here.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return path

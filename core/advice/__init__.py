@@ -1,18 +1,17 @@
-"""Advice v2 (DESIGN.md "Advice rules"): cards with their numbers, fix and `saving_us`, largest
-saving first, and the headlines above them.
+"""Advice (docs/definitions.md "Advice"): cards with their numbers, culprits, fix and
+`saving_us`, largest saving first, and the headlines above them.
 
-    cards = advise(report, line_stats)       # line_stats: the line heatmap's profiles, or None
+    cards = advise(report, line_stats, loaders)  # line stats and run.json's DataLoaders, or None
     tops = headlines(report)
 
-Rules live in cause_rules (one per idle cause) and other_rules (pageable copies, allocator
-churn, exposed communication), registered by id with `@rule`; registry holds the Context they
-read and the shared thresholds. Nothing here reads files: callers that know the session pass
-its line stats (`line_stats_near(trace_path)` finds them).
+Rules live in cause_rules (one per idle cause), other_rules (pageable copies, allocator churn,
+exposed communication), comm_rules (collectives on other threads) and line_rules (the hot
+__getitem__ line), registered by id with `@rule`; registry holds the Context they read and the
+shared thresholds, fixes the fix texts fitted to the trace. Nothing here reads files:
+document.analyze_path reads the session's line stats and DataLoaders and passes them in.
 """
 
 from __future__ import annotations
-
-import os
 
 from stallscope.core.advice import (  # noqa: F401  (register the rules)
     cause_rules,
@@ -22,12 +21,11 @@ from stallscope.core.advice import (  # noqa: F401  (register the rules)
 )
 from stallscope.core.advice.headlines import headlines
 from stallscope.core.advice.registry import MINOR_SHARE, RULES, Context, rule
-from stallscope.core.errors import StallscopeError
-from stallscope.core.lineprof import Profile, load_session, session_of
+from stallscope.core.lineprof import Profile
 from stallscope.core.report import Advice, Report
 
 __all__ = ["MINOR_SHARE", "RULES", "Advice", "Context", "Profile", "advise", "headlines",
-           "line_stats_near", "rule"]
+           "rule"]
 
 
 def advise(report: Report, line_stats: list[Profile] | None = None,
@@ -41,13 +39,3 @@ def advise(report: Report, line_stats: list[Profile] | None = None,
         card.minor = card.saving_us < MINOR_SHARE * ctx.base_us
     return sorted(cards, key=lambda a: (a.minor, -a.saving_us, a.id))
 
-
-def line_stats_near(trace_path: str | os.PathLike | None) -> list[Profile] | None:
-    """The line stats of the session a trace belongs to (its lineprof/ folder); None without."""
-    session = session_of(trace_path)
-    if session is None:
-        return None
-    try:
-        return load_session(session) or None
-    except StallscopeError:
-        return None

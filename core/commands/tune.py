@@ -37,7 +37,8 @@ def register(sub) -> None:
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                    help=f"time for all trials together (default {DEFAULT_BUDGET_S:.0f})")
     p.add_argument("--out", metavar="DIR",
-                   help="tune folder (default ./stallscope-sessions/tune-<script>-<time>)")
+                   help="tune folder (default ~/.local/share/stallscope/sessions/"
+                        "tune-<script>-<time>)")
     p.add_argument("--memory-limit", metavar="SIZE",
                    help="memory the trials may use, e.g. 8G (default: STALLSCOPE_MEMORY_LIMIT "
                         "or the free memory)")

@@ -58,7 +58,8 @@ class TuneConfig:
     args: list[str] = field(default_factory=list)
     cwd: Path = field(default_factory=Path.cwd)
     python: str = ""
-    out: Path | None = None            # the tune folder; default ./stallscope-sessions/tune-*
+    out: Path | None = None            # the tune folder; default a tune-* folder in the
+    #                                    user's data folder (capture.options.sessions_root)
     budget_s: float = DEFAULT_BUDGET_S
     memory_limit: int | None = None    # bytes; default STALLSCOPE_MEMORY_LIMIT or free memory
     max_workers: int | None = None     # the most num_workers tried; default
@@ -72,8 +73,7 @@ class TuneConfig:
     def folder(self) -> Path:
         if self.out is not None:
             return Path(self.out).expanduser().resolve()
-        return default_session_dir(f"tune-{self.script.stem}",
-                                   self.cwd / "stallscope-sessions")
+        return default_session_dir(f"tune-{self.script.stem}")
 
 
 def usable_cores() -> int:
