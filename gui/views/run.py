@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
+from stallscope.core.capture.layout import DATALOADER
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.events import (
     Finished,
@@ -50,6 +51,7 @@ from stallscope.core.session.events import (
 )
 from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
 from stallscope.core.session.record import RECORD_EVENTS
+from stallscope.core.session.steady import queued_batches
 from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run_charts import RunCharts
@@ -79,6 +81,7 @@ class RunView(QWidget):
         self.process: QProcess | None = None
         self.follower: EventFollower | None = None
         self.series = StepColumns()
+        self.loaders: list[dict] = []  # the run's dataloader events (rank 0): workers queued
         self.record_events: list[dict] = []  # epoch, save, tail, trace_ready: the record's
         self.traces: list[str] = []
         self.end: Finished | None = None  # the run's typed finished record
@@ -308,6 +311,8 @@ class RunView(QWidget):
         steps = False
         raw = self.follower.poll()
         self.record_events += [e for e in raw if e.get("event") in RECORD_EVENTS]
+        self.loaders += [e for e in raw if e.get("event") == DATALOADER and e.get("rank") in
+                         (0, None)]
         for e in map(typed, raw):
             if isinstance(e, StepEvent) and e.rank in (0, None):
                 self.series.add(e)
@@ -372,19 +377,15 @@ class RunView(QWidget):
         if n == 0:
             return
         self.charts.draw(s)
-        wall, wait = s["wall_ms"], s["data_wait_ms"]
-        body = slice(1, None) if n > 1 else slice(None)  # step 0 carries start-up
-        med_wall = float(np.nanmedian(wall[body]))
-        med_wait = float(np.nanmedian(wait[body]))
-        total = float(np.nansum(wall[body]))
-        share = float(np.nansum(wait[body])) / total if total > 0 else 0.0
         rss = s["rss"][-1]
         phase = {"wait": " (before profiling)", "warmup": " (profiler warming up)",
                  "active": " (profiling)", "done": ""}.get(s.last_phase, "")
-        self.figures.setText(
-            f"step {n - 1}{phase} · median step {med_wall:.1f} ms · data-wait {med_wait:.1f} ms "
-            f"({share:.0%} of step time)" + (f" · RSS {rss / MB:.0f} MB" if np.isfinite(rss)
-                                             else ""))
+        # The one statistic the run summary, compare and tune state: the steady window.
+        w = s.steady(queued_batches(self.loaders))
+        figures = (f"{w.short_text}" + ("" if w.reached else " (not steady yet)")
+                   if w is not None else "not steady yet")
+        self.figures.setText(f"step {n - 1}{phase} · {figures}"
+                             + (f" · RSS {rss / MB:.0f} MB" if np.isfinite(rss) else ""))
 
     # ------------------------------------------------------------------ replay
     def replay(self, session: str | os.PathLike) -> None:
@@ -409,6 +410,7 @@ class RunView(QWidget):
     def _reset(self) -> None:
         self.series = StepColumns()
         self.record_events = []
+        self.loaders = []
         self.traces = []
         self.end = None
         self.exit_code = None

@@ -154,7 +154,10 @@ def test_replay_a_session_folder(qtbot, tmp_path):
     assert traces == [str(session / "traces" / "t.pt.trace.json.gz")]
     assert view.title.text() == "train.py --a"
     assert "Finished: stopped after profiling window · 8 steps" in view.status.text()
-    assert "median step 104.0 ms" in view.figures.text()  # steps 1..7, step 0 left out
+    # The run view states the session's one steady statistic (as compare and tune do).
+    _, want = open_session(session).steady()
+    assert f"{want.step_ms:.1f} ms per step" in view.figures.text()
+    assert "not steady yet" in view.figures.text()  # 8 steps: too short to be steady
     assert "CUDA allocated" in view.charts.mem_plot.titleLabel.text
     assert view.charts.step_curve.isVisible() and all(view.charts.step_plot.vb.state["autoRange"])
     assert view.console.toPlainText() == "epoch 0 step 0\n"
