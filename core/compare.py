@@ -17,11 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stallscope.core import causes, units
 from stallscope.core import intervals as iv
-from stallscope.core import units
-from stallscope.core.analysis import Report
 from stallscope.core.causes import CAUSES
-from stallscope.core.causes import label as cause_label
+from stallscope.core.report import Report
 from stallscope.core.session.reader import open_session, session_of_trace
 from stallscope.core.session.steady import Steady
 
@@ -162,7 +161,7 @@ def summary_values(report: Report, device: str | None = None,
         out["utilization"] = ("GPU utilization", "%", 100.0 * stats.utilization, False, None)
         out[IDLE_GROUP] = ("GPU idle/step", "ms", stats.idle_us / per, True, None)
         for cause in CAUSES:
-            out[f"idle_{cause}_ms"] = (f"GPU idle/step: {cause_label(cause)}", "ms",
+            out[f"idle_{cause}_ms"] = (f"GPU idle/step: {causes.label(cause)}", "ms",
                                        stats.idle_by_cause.get(cause, 0.0) / per, True, cause)
     if report.steps:
         dl = float(np.mean([s.data_loading_us for s in report.steps])) / 1000.0

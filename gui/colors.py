@@ -8,11 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor
 
-from stallscope.core import causes
-
-# Cause names and labels live in core/causes.py (causes.CAUSES, causes.label). These two are
-# kept only until gui/views/compare.py imports from there: then delete.
-CAUSE_ORDER = causes.CAUSES
+# Cause names and labels live in core/causes.py (causes.CAUSES, causes.label); colours here.
 
 CAUSE_COLORS = {
     "gpu_wait": "#1098ad",
@@ -59,10 +55,6 @@ def tint(hex_color: str, amount: float) -> str:
                                                      (color.green(), bg.green()),
                                                      (color.blue(), bg.blue()))]
     return "#{:02x}{:02x}{:02x}".format(*mix)
-
-
-def cause_label(cause: str) -> str:
-    return causes.label(cause)
 
 
 LIGHT_PLOT = {"bg": "#ffffff", "fg": "#3b424c", "text": TEXT_COLOR, "dim": MUTED_TEXT,

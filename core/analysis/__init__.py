@@ -23,7 +23,6 @@ from stallscope.core.analysis.collectives import collective_wait
 from stallscope.core.analysis.culprits import culprits_by_cause, loader_batches
 from stallscope.core.analysis.threads import Roles, main_phases, roles
 from stallscope.core.analysis.window import window_finding
-from stallscope.core.causes import CAUSES  # noqa: F401  (tests/core/test_compare.py imports it here)
 from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import RUNTIME_CATS
 from stallscope.core.memory import memory_by_device

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from stallscope.core import causes
 from stallscope.core.compare import (
     STEADY_LABEL,
     Metric,
@@ -31,10 +32,8 @@ from stallscope.core.compare import (
 from stallscope.gui.colors import (
     BETTER_COLOR,
     CAUSE_COLORS,
-    CAUSE_ORDER,
     MUTED_TEXT,
     WORSE_COLOR,
-    cause_label,
     follow_theme,
     plot_theme,
     tint,
@@ -54,7 +53,7 @@ def change_cell(m: Metric) -> str:
 def metric_label(m: Metric) -> str:
     """The row's name: per-cause idle rows sit under "GPU idle/step" (from Metric.cause, never
     by parsing the label)."""
-    return f"   ↳ {cause_label(m.cause)}" if m.cause is not None else m.label
+    return f"   ↳ {causes.label(m.cause)}" if m.cause is not None else m.label
 
 
 class DeltaTable(QTableWidget):
@@ -136,7 +135,7 @@ class CauseDeltaChart(pg.PlotWidget):
         by_cause = {m.cause: (m.before or 0.0, m.after or 0.0)
                     for m in metrics if m.cause is not None}
         top = max((max(v) for v in by_cause.values()), default=0.0)
-        self.values = {c: by_cause[c] for c in CAUSE_ORDER
+        self.values = {c: by_cause[c] for c in causes.CAUSES
                        if c in by_cause and max(by_cause[c]) > self.SHOWN_FROM * top}
         ticks = []
         for i, (cause, (before, after)) in enumerate(self.values.items()):
@@ -145,7 +144,7 @@ class CauseDeltaChart(pg.PlotWidget):
                                              brush=tint(color, 0.55), pen=pg.mkPen(None)))
             self.bars.append(pg.BarGraphItem(x0=[0], y=[i + 0.18], width=[after], height=0.34,
                                              brush=color, pen=pg.mkPen(None)))
-            ticks.append((i, cause_label(cause)))
+            ticks.append((i, causes.label(cause)))
         for bar in self.bars:
             self.addItem(bar)
         self.getAxis("left").setTicks([ticks, []])
@@ -281,7 +280,7 @@ class CompareView(QWidget):
         top = max((m for m in self.metrics if m.cause is not None and m.delta is not None
                    and not m.noise), key=lambda m: abs(m.delta), default=None)
         if top is not None:
-            parts.append(f"idle on {cause_label(top.cause)} {top.value_text(top.before)} → "
+            parts.append(f"idle on {causes.label(top.cause)} {top.value_text(top.before)} → "
                          f"{top.value_text(top.after)} per step")
         return " · ".join(parts)
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from fixture_traces import fixture_path
 
-from stallscope.core.analysis import CAUSES, analyze
+from stallscope.core.analysis import analyze
+from stallscope.core.causes import CAUSES
 from stallscope.core.compare import (
     IDLE_GROUP,
     Metric,

@@ -30,7 +30,7 @@ def test_every_cause_has_its_own_colour_and_a_label():
 # The cause list has one set of names: causes.CAUSES, causes.BY_CODE, causes.label (issue 18).
 OTHER_CAUSE_NAMES = re.compile(r"\b(CAUSE_LABELS|CAUSE_LIST|CAUSE_ORDER|cause_label)\b")
 # Other owners' modules still using them (issue 18): they move to causes.* there.
-NAMES_NOT_YET_MOVED = {"views/compare.py"}
+NAMES_NOT_YET_MOVED: set[str] = set()
 
 
 def test_gui_modules_name_causes_only_through_core_causes():
