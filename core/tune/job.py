@@ -20,7 +20,6 @@ figure is the slowest rank's.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stallscope.core.advice.fixes import usable_cores  # the advice's num_workers uses the same
 from stallscope.core.capture.options import default_session_dir
 from stallscope.core.capture.overrides import DEFAULTS, KEYS
 from stallscope.core.errors import Cancelled, StallscopeError
@@ -74,13 +74,6 @@ class TuneConfig:
         if self.out is not None:
             return Path(self.out).expanduser().resolve()
         return default_session_dir(f"tune-{self.script.stem}")
-
-
-def usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
 
 
 def trial_name(index: int, changes: dict) -> str:
