@@ -133,21 +133,27 @@ def test_crash_in_trial_3_is_reported_and_the_search_keeps_the_rest(tmp_path):
 
 
 def test_ctrl_c_during_a_trial_keeps_the_finished_ones(tmp_path):
-    script = write_script(tmp_path, OVERLAP.replace("time.sleep(0.04)", "time.sleep(0.3)"),
-                          "train.py")
+    # Trial 2 (num_workers=1) marks that it is inside its second step and then waits there,
+    # so the signal lands at a known point whatever the machine's load.
+    mark = tmp_path / "trial-2-in-a-step"
+    body = OVERLAP.replace("    time.sleep(0.04)", (
+        "    time.sleep(0.3)\n"
+        "    if loader.num_workers == 1:  # trial 2: one step done\n"
+        f"        open({str(mark)!r}, 'a').close()\n"
+        "        time.sleep(600)"))
+    script = write_script(tmp_path, body, "train.py")
     out = tmp_path / "tune"
     proc = subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", "tune", "--out",
                              str(out), "--max-workers", "2", "--", str(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        second = out / "02-num_workers=1"
-        while not (second / "events.jsonl").is_file() or b'"step"' not in (
-                second / "events.jsonl").read_bytes():
+        deadline = time.monotonic() + 180
+        while not mark.exists():
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "trial 2 never started its steps"
+            assert time.monotonic() < deadline, "trial 2 never reached its step"
             time.sleep(0.1)
+        second = out / "02-num_workers=1"
         runner_pid = json.loads((second / "run.json").read_text())["pid"]
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
