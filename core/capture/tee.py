@@ -5,11 +5,16 @@ nothing here splits a line: the script's streams are line-buffered (each print i
 even under PYTHONUNBUFFERED=1) and the tee passes on whole lines only, in writes of at most
 PIPE_BUF bytes, which a pipe keeps whole. A line end is "\\n" or "\\r" (progress bars); a
 partial line is passed on after PARTIAL_S without more output.
+
+torch's profiler prints notes of its own on every window (USDT profiler_start/stop, the
+CPUAllocator's "allocated before the profiling started"): they are kept in stdout.log and not
+passed on, so the terminal shows what a plain run shows.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import select
 import sys
 import threading
@@ -19,6 +24,15 @@ from pathlib import Path
 PIPE_BUF = 4096     # POSIX: writes up to this size to a pipe are never interleaved
 PARTIAL_S = 0.2     # a line without its end yet waits this long for the rest
 MAX_PENDING = 1 << 16
+PROFILER_NOTES = re.compile(
+    rb"^(?:USDT:[^\n]*SyncActivityProfilerHandler\.cpp:\d+\] profiler_(?:start|stop)"
+    rb"|\[W[^\]\n]*CPUAllocator\.cpp:\d+\] Memory block of unknown size was allocated "
+    rb"before the profiling started[^\n]*)\r?\n", re.M)
+
+
+def without_profiler_notes(data: bytes) -> bytes:
+    """The lines of `data` but torch profiler's own notes."""
+    return PROFILER_NOTES.sub(b"", data) if b"profil" in data else data
 
 
 def whole_lines(data: bytes) -> tuple[bytes, bytes]:
@@ -97,7 +111,7 @@ class FdTee:
     def _pass(self, data: bytes, out_fd: int) -> None:
         if not data:
             return
-        for piece in chunks(data):
+        for piece in chunks(without_profiler_notes(data)):
             try:
                 view = memoryview(piece)
                 while view:

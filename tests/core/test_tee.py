@@ -1,0 +1,54 @@
+"""The runner's tee: torch profiler's own notes stay in stdout.log but not on the terminal, and
+the script's lines pass whole."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from runner_helpers import RUNNER
+
+from stallscope.core.capture.tee import without_profiler_notes
+
+NOTES = (b"USDT:2026-12-01 19:23:11 24233:24233 SyncActivityProfilerHandler.cpp:52] "
+         b"profiler_start\n"
+         b"[W1201 19:23:11.562447433 CPUAllocator.cpp:245] Memory block of unknown size was "
+         b"allocated before the profiling started, profiler results will not include the "
+         b"deallocation event\n"
+         b"USDT:2026-12-01 19:23:11 24233:24233 SyncActivityProfilerHandler.cpp:59] "
+         b"profiler_stop\n")
+
+
+def test_only_the_profilers_notes_are_dropped():
+    mine = b"epoch 1 loss 0.25\nUSDT: my own line about profiler_start\n"
+    assert without_profiler_notes(NOTES + mine + NOTES) == mine
+    assert without_profiler_notes(mine) == mine
+
+
+SCRIPT = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+ds = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+m = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(m.parameters(), 0.1)
+for i, (x, y) in enumerate(DataLoader(ds, batch_size=4)):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(m(x), y).backward()
+    opt.step()
+    print(f"step {i}", flush=True)
+"""
+
+
+def test_the_terminal_shows_what_a_plain_run_shows(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    session = tmp_path / "s"
+    proc = subprocess.run([sys.executable, str(RUNNER), "--session", str(session),
+                           "--no-stop-after-window", "--", str(script)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = proc.stdout + proc.stderr
+    assert "step 15" in proc.stdout
+    assert "profiler_start" not in shown and "CPUAllocator" not in shown
+    log = (session / "stdout.log").read_text()
+    assert "step 15" in log and "profiler_start" in log  # kept for the record
