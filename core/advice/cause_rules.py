@@ -62,7 +62,7 @@ def _evidence(ctx: Context, cause: str, dev: str | None, us: float) -> str:
         "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaMemcpy")) + "-style calls")
     rank = ctx.rank_phrase(dev, cause)
     if dev is not None:
-        stats = ctx.stats(dev)
+        stats = ctx.report.devices[dev]
         return (f"{ctx.label(dev)} idles {duration(us)} while {what}: {pct(ctx.share(us))} of "
                 f"the {duration(ctx.base_us)} window, {rank} ({ctx.kind} utilization "
                 f"{pct(stats.utilization)}).")
@@ -137,7 +137,7 @@ def python_overhead(ctx: Context) -> Advice | None:
     if found is None:
         return None
     dev = found[0]
-    by = ctx.stats(dev).python_by_annotation if dev is not None \
+    by = ctx.report.devices[dev].python_by_annotation if dev is not None \
         else ctx.report.host_python_by_annotation
     total = sum(by.values())
     named = [(name or "outside any annotation", us) for name, us in by.items() if us > 0][:3]
@@ -145,12 +145,13 @@ def python_overhead(ctx: Context) -> Advice | None:
                       f"({pct(us / total if total else 0)})" for n, us in named)
     extra = f" Where: {parts}." if parts else ""
     wait = ctx.report.collective_wait
-    if ctx.collectives_fire and wait.device == dev:
+    if wait is not None and ctx.collectives_fire and wait.device == dev:
         extra += (f" Collectives on other threads covered {duration(wait.us)} more of the "
                   "main thread's unrecorded time: that part is communication (its own card).")
     frames = bool((ctx.report.trace.cat == Cat.PYTHON_FUNCTION).any())
     card = _card(ctx, "python", lambda c: fixes.python_fix(ctx, c, frames), extra)
-    if card is not None and ctx.collectives_fire and wait.device == dev:
+    if card is not None and wait is not None and ctx.collectives_fire \
+            and wait.device == dev:
         card.culprits = [c for c in card.culprits if c.kind != "collective"]
     return card
 
@@ -158,10 +159,12 @@ def python_overhead(ctx: Context) -> Advice | None:
 def _gpu_wait_split(ctx: Context) -> tuple[str, float, float, int, float] | None:
     """(device, gpu_wait µs, share in gaps < 20 µs, gaps, median gap µs) when gpu_wait fires."""
     found = ctx.fires("gpu_wait")
-    if found is None or found[0] is None:
+    if found is None:
         return None
     dev, us = found
-    spans = ctx.stats(dev).spans_of("gpu_wait")
+    if dev is None:
+        return None
+    spans = ctx.report.devices[dev].spans_of("gpu_wait")
     lengths = spans[:, 1] - spans[:, 0]
     small = float(lengths[lengths < SMALL_GAP_US].sum())
     median = float(np.median(lengths)) if len(lengths) else 0.0
@@ -173,7 +176,7 @@ def _gpu_wait_card(ctx: Context, rule_id: str, title: str, small: bool) -> Advic
     if split is None or (split[2] > 0.5) != small:
         return None
     dev, us, small_share, n, median = split
-    stats = ctx.stats(dev)
+    stats = ctx.report.devices[dev]
     evidence = (f"{ctx.label(dev)} idles {duration(us)} in {units.plural(n, 'gap')} whose next "
                 f"op was already launched: {pct(ctx.share(us))} of the {duration(ctx.base_us)} "
                 f"window, {ctx.rank_phrase(dev, 'gpu_wait')}; {pct(small_share)} of it in gaps "

@@ -21,12 +21,14 @@ def collective_wait(ctx: Context) -> Advice | None:
     if not ctx.collectives_fire:
         return None
     wait = ctx.report.collective_wait
+    assert wait is not None  # collectives_fire is False without one
     names = ", ".join(f"{n} {duration(us)} ({pct(us / wait.us)})"
                       for n, us in list(wait.by_name.items())[:3])
     threads = ", ".join(f"tid {tid}" for _pid, tid in wait.threads[:4])
     base = (f"the {duration(ctx.base_us)} window" if ctx.gpu
             else f"{duration(ctx.base_us)} of step time")
-    who = f"{ctx.label(wait.device)} idles and the" if ctx.gpu else "The"
+    who = f"{ctx.label(wait.device)} idles and the" \
+        if ctx.gpu and wait.device is not None else "The"  # a GPU trace gives the wait a device
     evidence = (f"{who} main thread waits {duration(wait.us)} ({pct(ctx.share(wait.us))} of "
                 f"{base}) in no recorded op while collectives run on "
                 f"{len(wait.threads)} other thread{'s' if len(wait.threads) != 1 else ''} "

@@ -72,7 +72,7 @@ def hot_line(profiles: list[Profile] | None, gpu: bool = True) -> HotLine | None
         return None
     candidates = [(top.qualname, ln.lineno, ln.source.strip(), top.share(ln))
                   for ln in top.top_lines(TOP_LINES)]
-    inner = heaviest_line_of(profiles)
+    inner = heaviest_line_of(profiles or [])
     if inner is not None and inner[0] != top.qualname:
         candidates.insert(0, inner)
     for func, lineno, source, share in candidates:
@@ -92,7 +92,8 @@ def dataset_line(ctx: Context) -> Advice | None:
     if hot is None:
         return None
     dev, waited = ctx.cause_on("data_loading")
-    top = primary(ctx.line_stats)
+    top = primary(ctx.line_stats or [])
+    assert top is not None  # hot_line found its line in this profile
     per_sample = top.total_s / top.samples * 1e6 if top.samples else 0.0
     samples = f" ({duration(per_sample)} per sample over {top.samples:,} samples)" \
         if top.samples else ""

@@ -29,7 +29,6 @@ def rule(rule_id: str) -> Callable[[Rule], Rule]:
         if rule_id in RULES:
             raise ValueError(f"advice rule {rule_id!r} registered twice")
         RULES[rule_id] = fn
-        fn.rule_id = rule_id
         return fn
     return register
 
@@ -74,9 +73,10 @@ class Context:
             dev, us = None, self.report.host_by_cause.get(cause, 0.0)
         else:
             dev = self.report.card_device(cause)
+            assert dev is not None  # self.gpu: there are devices to choose from
             us = self.report.devices[dev].idle_by_cause.get(cause, 0.0)
         wait = self.report.collective_wait
-        if cause == "python" and self.collectives_fire and wait.device == dev:
+        if cause == "python" and wait is not None and self.collectives_fire and wait.device == dev:
             us = max(us - wait.us, 0.0)  # communication, not Python
         return dev, us
 
@@ -140,7 +140,8 @@ class Context:
 
     def rank_phrase(self, dev: str | None, cause: str) -> str:
         """"the largest idle cause" / "2nd of 8 causes" for the evidence."""
-        by = self.stats(dev).idle_by_cause if dev is not None else self.report.host_by_cause
+        by = self.report.devices[dev].idle_by_cause if dev is not None \
+            else self.report.host_by_cause
         order = sorted(by, key=lambda c: -by[c])
         k = order.index(cause) + 1
         if k == 1:
