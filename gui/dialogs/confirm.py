@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
@@ -86,8 +87,9 @@ class ConfirmDialog(QDialog):
         for row in range(self.facts.rowCount()):
             for role in (QFormLayout.ItemRole.LabelRole, QFormLayout.ItemRole.FieldRole):
                 item = self.facts.itemAt(row, role)
-                if item is not None and item.widget() is not None:
-                    parts.append(item.widget().text())
+                widget = item.widget() if item is not None else None
+                if isinstance(widget, QLabel):  # the form holds only labels
+                    parts.append(widget.text())
         if self.command.isVisibleTo(self):
             parts.append(self.command.toPlainText())
         parts.append(self.ok.text())

@@ -153,8 +153,8 @@ class RunDialog(QDialog):
 
         windows = QHBoxLayout()
         self.windows_combo = QComboBox()
-        for text, key in WINDOW_CHOICES:
-            self.windows_combo.addItem(text, key)
+        for choice_text, choice_key in WINDOW_CHOICES:
+            self.windows_combo.addItem(choice_text, choice_key)
         self.windows_combo.setToolTip(
             "Repeated profiling windows, each its own trace (warmup and active above); the "
             "run goes on to its end and its whole-run record shows where each window fell")
@@ -264,9 +264,9 @@ class RunDialog(QDialog):
         self.depth_spin.setValue(int(req.options.get("lineprof_depth", 0)))
         self.sets_edit.setText(" ".join(req.options.get("sets") or []))
         self.session_edit.setText(req.session)
-        key, text = windows_of(req.options)
-        self.windows_combo.setCurrentIndex(max(0, self.windows_combo.findData(key)))
-        self.windows_edit.setText(text)
+        windows_key, windows_text = windows_of(req.options)
+        self.windows_combo.setCurrentIndex(max(0, self.windows_combo.findData(windows_key)))
+        self.windows_edit.setText(windows_text)
         self._windows_changed()
 
     def _windows_changed(self, _index: int = 0) -> None:
@@ -377,7 +377,7 @@ class RunDialog(QDialog):
     def _on_probe(self, probe: QProcess, python: str, code: int) -> None:
         if not (isValid(self) and isValid(probe)) or probe is not self._probe:
             return
-        out = bytes(probe.readAll()).decode(errors="replace").strip().splitlines()
+        out = bytes(probe.readAll().data()).decode(errors="replace").strip().splitlines()
         last = out[-1] if out else ""
         if last.startswith("OK "):
             _, version, cuda = last.split()
@@ -422,5 +422,5 @@ if __name__ == "__main__":
 
     app = QApplication(sys.argv[:1])
     dialog = RunDialog(script=sys.argv[1] if len(sys.argv) > 1 else str(DEMO_SCRIPT))
-    if dialog.exec():
-        print(json.dumps(dialog.request().to_dict(), indent=2))
+    if dialog.exec() and (req := dialog.request()) is not None:  # accepted: a request is set
+        print(json.dumps(req.to_dict(), indent=2))

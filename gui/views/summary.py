@@ -85,7 +85,7 @@ def section(text: str) -> QLabel:
 
 # What a card can do besides showing its span (with actions=True, the analysis view's panel):
 # rule id -> buttons (action, text, tip), and phrases of its fix made links to an action.
-CARD_ACTIONS = {
+CARD_ACTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "dataloader_bound": (
         ("try_it", "Try it…", "Tune the DataLoader on your script: short measured trials with "
                               "other settings, no code edits; then compare before/after"),
@@ -114,7 +114,7 @@ class SummaryPanel(QScrollArea):
                  actions: bool = False) -> None:
         super().__init__(parent)
         self.compact = compact
-        self.actions = actions
+        self.show_actions = actions  # not `actions`: that would shadow QWidget.actions()
         self.report: Report | None = None
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -219,7 +219,8 @@ class SummaryPanel(QScrollArea):
 
     def _fill_utilization(self, report: Report) -> None:
         while self.util_grid.count():
-            w = self.util_grid.takeAt(0).widget()
+            item = self.util_grid.takeAt(0)
+            w = item.widget() if item is not None else None
             if w is not None:
                 w.deleteLater()
         self.util_bars: dict[str, QProgressBar] = {}
@@ -254,7 +255,8 @@ class SummaryPanel(QScrollArea):
             self.bars_box.removeWidget(bar)
             bar.deleteLater()
         while self.bars_box.count():
-            w = self.bars_box.takeAt(0).widget()
+            item = self.bars_box.takeAt(0)
+            w = item.widget() if item is not None else None
             if w is not None:
                 w.deleteLater()
         self.cause_bars = {}
@@ -311,6 +313,7 @@ class SummaryPanel(QScrollArea):
         base = max(report.host_base_us or report.window_us, 1.0)
         for lane in lane_model.thread_lanes(report, report.window[0])[:4]:
             busy = lane.extra["busy_us"]
+            assert lane.texts is not None  # thread_lanes always sets the names
             starts, ends, names = lane.texts
             top = max(range(len(names)), key=lambda i: ends[i] - starts[i])
             lines.append(rich(f'<span style="color:{OTHER_THREAD_COLOR}">&#9632;</span> '
@@ -345,7 +348,7 @@ class SummaryPanel(QScrollArea):
         self.advice_cards = []
         for i, advice in enumerate(report.advice):
             accent = CAUSE_COLORS.get(advice.cause or "", CAUSE_COLORS["data_loading"])
-            acts = self.actions
+            acts = self.show_actions
             card = AdviceCard(advice.title, advice.evidence, advice.fix, self.colors,
                               accent=accent, minor=advice.minor,
                               culprits=[c.text for c in advice.culprits],

@@ -151,7 +151,8 @@ class CauseTable(QWidget):
                    tips: dict[str, str] | None = None, never: tuple[str, ...] = ()) -> None:
         """`never`: causes that cannot hold time here (queued GPU work without a GPU)."""
         while self.box.count():
-            w = self.box.takeAt(0).widget()
+            item = self.box.takeAt(0)
+            w = item.widget() if item is not None else None
             if w is not None and w is not self.none_label:
                 w.deleteLater()
         self.rows = []
@@ -265,6 +266,7 @@ class AdviceCard(QFrame):
         return self.fix is not None and f'"{MORE}">more</a>' in self.fix.text()
 
     def _show_fix(self, which: str) -> None:
+        assert self.fix is not None  # only called for a card that has a fix
         self.fix.setText("<b>Fix:</b> " + self._fix_html[which])  # escaped by _linked
         self.evidence.setText(self._evidence[which])
         if self.culprits is not None:
