@@ -355,9 +355,10 @@ def culprits_by_cause(trace: Trace, r: Roles, devices: dict[str, DeviceStats],
     finder = Culprits(trace, r)
     out = {}
     if devices:
-        dev, stats = max(devices.items(), key=lambda kv: (kv[1].exposed_comm_us, kv[0]))
-        found = finder.gpu_ops(stats.exposed_comm, np.flatnonzero(comm
-                                                                  & (trace.device == int(dev))))
+        comm_dev, comm_stats = max(devices.items(),
+                                   key=lambda kv: (kv[1].exposed_comm_us, kv[0]))
+        found = finder.gpu_ops(comm_stats.exposed_comm,
+                               np.flatnonzero(comm & (trace.device == int(comm_dev))))
         if found:
             out["exposed_comm"] = found
         copies = (trace.cat == Cat.GPU_MEMCPY) & r.gpu & trace.mask_names(
@@ -373,7 +374,7 @@ def culprits_by_cause(trace: Trace, r: Roles, devices: dict[str, DeviceStats],
         if cause == causes.REST:
             continue
         dev = card_device(cause)
-        stats = devices.get(dev) if dev is not None else None
+        stats: DeviceStats | None = devices.get(dev) if dev is not None else None
         if stats is not None:
             spans = stats.spans_of(cause)
         elif devices:

@@ -113,8 +113,8 @@ def _long_call(trace: Trace, r: Roles, width: float):
     """The longest runtime/driver call that does not block by design, if it takes a large
     share of the window (context creation, lazy loading, a first cudaMalloc)."""
     runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
-    idx = np.flatnonzero(runtime & (_clipped(trace, r) >= STARTUP_SHARE * width))
-    idx = [i for i in idx if not BLOCKING_RE.search(trace.names[trace.name[i]])]
+    hits = np.flatnonzero(runtime & (_clipped(trace, r) >= STARTUP_SHARE * width))
+    idx = [int(i) for i in hits if not BLOCKING_RE.search(trace.names[trace.name[i]])]
     if not idx:
         return None
     i = max(idx, key=lambda k: trace.dur[k])
