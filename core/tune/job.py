@@ -274,7 +274,8 @@ def _confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
         f"{trial.label} against {best.label}: {noise.interval_text(result.pair_ratios(pairs))}"
         + (": kept" if decision == noise.ADOPT else f": {decision}, not kept"))
     side = 1 if decision == noise.ADOPT else 0
-    steps = [result.trial(p[side]).step_ms for p in pairs]
+    trials = [result.trial(p[side]) for p in pairs]
+    steps = [t.step_ms for t in trials if t is not None]  # every pair's trials ran
     search.rebase(float(np.median([s for s in steps if s])), decision == noise.ADOPT)
     return decision == noise.ADOPT
 
@@ -285,6 +286,7 @@ def _pairs(run: Runner) -> Job[None]:
     the claim's two sessions open in the compare view."""
     result = run.result
     base, leader = result.baseline_trial, result.trial(result.leader)
+    assert base is not None and leader is not None  # the search ran both before the pairs
     result.decision = yield from _duel(run, base, leader, result.pairs, True, "pair")
     if result.decision == noise.UNCONFIRMED:
         result.notes.append("the script's settings stay")
@@ -335,12 +337,13 @@ def _memory_check(result: TuneResult, settings: dict, limit: int, nproc: int = 1
     mains = [t.main_private for t in result.trials if t.main_private]
     if workers == 0 or not measured or not mains:
         return ""
-    source = max(measured, key=lambda t: t.worker_private)
+    source = max(measured, key=lambda t: t.worker_private or 0)
+    per_worker = source.worker_private or 0  # not 0: `measured` holds only measured trials
     main = max(mains)
-    if main + workers * source.worker_private <= GUARD * limit:
+    if main + workers * per_worker <= GUARD * limit:
         return ""
     return "would run out of memory: " + over_limit_text(
-        workers, main, source.worker_private, limit, f"trial {source.index}")
+        workers, main, per_worker, limit, f"trial {source.index}")
 
 
 def _typical_s(result: TuneResult) -> float:

@@ -72,14 +72,18 @@ class TuneResult:
             return None
         first = 1 if len(ratios) > 1 else 0
         b, lead = self.pairs[first + noise.median_index(ratios[first:])]
-        return self.trial(b), self.trial(lead)
+        tb, tl = self.trial(b), self.trial(lead)
+        assert tb is not None and tl is not None  # a ratio needs both trials (pair_ratios)
+        return tb, tl
 
     @property
     def speedup(self) -> float | None:
         """The claimed speed-up of the leader: the median pair's ratio (1 pair: its ratio)."""
         pair = self.claim_pair
         if pair is not None:
-            return pair[0].step_ms / pair[1].step_ms
+            slow, fast = pair[0].step_ms, pair[1].step_ms
+            assert slow and fast  # a ratio needs both step times (pair_ratios)
+            return slow / fast
         base, best = self.baseline_trial, self.best_trial
         if base is None or best is None or not base.step_ms or not best.step_ms:
             return None
@@ -166,7 +170,8 @@ def _ms(value: float | None) -> str:
 def table(result: TuneResult) -> str:
     """The trials, one row each, the kept one marked."""
     gpu = any(t.utilization is not None for t in result.trials)
-    rows = [("#", "settings", "step", "data wait", "GPU util", "peak RSS", "status")]
+    rows: list[tuple[str, ...]] = [
+        ("#", "settings", "step", "data wait", "GPU util", "peak RSS", "status")]
     for t in result.trials:
         mark = " *" if t.index == result.best else ""
         rows.append((f"{t.index}{mark}", t.label, _ms(t.step_ms), _ms(t.data_wait_ms),

@@ -128,6 +128,7 @@ class Search:
         return base
 
     def _candidate(self, key: str) -> dict | None:
+        assert self.best is not None  # the "around" stage follows a baseline that ran
         best = dict(self.best.settings)
         if key == "pin_memory":
             if best.get("pin_memory"):
@@ -146,6 +147,7 @@ class Search:
         if not self._past_cores:
             return self.climb
         tried = max(int(o.settings["num_workers"]) for o in self.history)
+        assert self.most is not None  # set by __post_init__
         return f"{self.climb}; tried up to {tried}" + (" (the limit)" if tried >= self.most
                                                         else "")
 
@@ -163,6 +165,7 @@ class Search:
         waits = f"workers wait on I/O {100 * (1 - cpu):.0f}% of the time"
         if share < LARGE_WAIT:
             return
+        assert self.most is not None  # set by __post_init__
         if workers >= self.most:
             self.climb = f"{waits}, but the limit is {self.most} workers"
             return
@@ -193,7 +196,7 @@ class Search:
     # -- what happened
     def gain(self, step_ms: float | None) -> float | None:
         """The best step time so far over this one (None when either is unknown)."""
-        if step_ms is None or self.best is None or not step_ms:
+        if step_ms is None or self.best is None or self.best.step_ms is None or not step_ms:
             return None
         return self.best.step_ms / step_ms
 
@@ -217,7 +220,8 @@ class Search:
         self.history.append(outcome)
         if better is None:
             better = step_ms is not None and (
-                self.best is None or step_ms < self.best.step_ms * (1 - self.min_gain))
+                self.best is None or self.best.step_ms is None
+                or step_ms < self.best.step_ms * (1 - self.min_gain))
         better = bool(better and step_ms is not None)
         if better:
             self.best = outcome

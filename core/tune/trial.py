@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import psutil
@@ -294,6 +295,7 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
             trial.message = (end.reason if end is not None else "") or _last_line(tail)
         return
     found = s.steady()  # under torchrun: the slowest rank (core/session/steady.slowest)
+    assert end is not None  # ended_well needs an end
     if found is None:
         trial.status, trial.message = NO_STEPS, end.warning or "no steps were measured"
         return
@@ -302,7 +304,8 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
     trial.step_ms, trial.data_wait_ms = w.step_ms, w.data_wait_ms
     trial.data_wait_share = w.data_wait_share
     trial.steady_steps, trial.steady_s, trial.steady_reached = w.steps, w.seconds, w.reached
-    trial.rank = rank if len(s.ranks) > 1 else None
+    # with ranks, rank is the int of the step events (Session.steady types it as object)
+    trial.rank = cast("int | None", rank) if len(s.ranks) > 1 else None
     trial.message = w.note
     if cpu is not None and int(trial.effective.get("num_workers") or 0) > 0:
         trial.worker_cpu = cpu.share(w.t0, w.t1)

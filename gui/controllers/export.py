@@ -54,6 +54,7 @@ def export_perfetto(window: WindowPort, path: str) -> JobWorker:
     if _jobs is None:
         _jobs = JobRunner(QCoreApplication.instance())
     report = window.analysis.report
+    assert report is not None  # choose_export() returns early without a report
     worker = JobWorker(lambda cancel: write_perfetto_job(report, path, cancel))
     worker.signals.sig_result.connect(
         lambda _n: window.show_message(f"Saved {path} (open it at ui.perfetto.dev)", "info"))

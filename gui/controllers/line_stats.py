@@ -95,7 +95,7 @@ class LineStatsController(QObject):
         process, self.process = self.process, None
         if process is None:
             return
-        out = bytes(process.readAll()).decode(errors="replace").strip().splitlines()
+        out = bytes(process.readAll().data()).decode(errors="replace").strip().splitlines()
         tail = out[-1] if out else process.errorString()
         process.deleteLater()
         self.sig_install_finished.emit(code == 0, tail)

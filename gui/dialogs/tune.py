@@ -83,7 +83,7 @@ class TuneDialog(QDialog):
         self.trials: list[Trial] = []
         self.best: int | None = None
         self.baseline: int | None = None
-        self.result: TuneResult | None = None
+        self.tune_result: TuneResult | None = None
         self.folder: Path | None = None
         self.state = "idle"  # idle, running, done, cancelled, failed
         self.runner = JobRunner(self)
@@ -217,7 +217,7 @@ class TuneDialog(QDialog):
             return
         cfg = self.config()
         self.folder = cfg.out
-        self.trials, self.best, self.baseline, self.result = [], None, None, None
+        self.trials, self.best, self.baseline, self.tune_result = [], None, None, None
         self.table.setRowCount(0)
         self.chart.set_trials([], None, None)
         self.verdict.setText("")
@@ -268,7 +268,7 @@ class TuneDialog(QDialog):
         self.chart.set_trials(self.trials, best, baseline)
         self._mark_best()
         self._set_status(f"Trial {trial.index} ({trial.label}): "
-                         + (f"{units.ms(trial.step_ms * 1e3)} per step" if trial.ok
+                         + (f"{units.ms((trial.step_ms or 0.0) * 1e3)} per step" if trial.ok
                             else f"{trial.status}" + (f": {trial.message}" if trial.message
                                                       else "")))
 
@@ -279,7 +279,7 @@ class TuneDialog(QDialog):
             self._set_status(f"Trial {done + 1} of at most {total} running…")
 
     def _on_result(self, result: TuneResult) -> None:
-        self.result = result
+        self.tune_result = result
         self.state = "done"
         self.best, self.baseline = result.best, result.baseline
         self.chart.set_trials(self.trials, self.best, self.baseline)
@@ -352,11 +352,12 @@ class TuneDialog(QDialog):
     def compare_pair(self) -> tuple[str, str] | None:
         """(baseline session, best session) once the best is not the script as written: once
         the tune has ended, the pair its claim rests on (result.sessions)."""
-        if self.result is not None and self.result.best != self.result.baseline:
-            before, after = self.result.sessions
+        if self.tune_result is not None and self.tune_result.best != self.tune_result.baseline:
+            before, after = self.tune_result.sessions
             return (before, after) if before and after else None
         by_index = {t.index: t for t in self.trials}
-        base, best = by_index.get(self.baseline), by_index.get(self.best)
+        base = by_index.get(self.baseline) if self.baseline is not None else None
+        best = by_index.get(self.best) if self.best is not None else None
         if base is None or best is None or base.index == best.index:
             return None
         if not (base.session and best.session):

@@ -73,6 +73,7 @@ class TuneChart(pg.PlotWidget):
         self.labels = []
         base = next((t.step_ms for t in ok if t.index == baseline), None)
         for t in ok:
+            assert t.step_ms is not None  # an OK trial measured its step time
             text = f"{t.step_ms:.0f} ms"
             if base and t.index != baseline and t.changes:
                 text += f"\n{base / t.step_ms:.2f}x"

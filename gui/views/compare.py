@@ -224,7 +224,9 @@ class CompareView(QWidget):
     def _fit_table(self) -> None:
         """The delta table keeps its cells whole; the summaries share the rest."""
         # from this widget's own width: in its resizeEvent the splitter still has the old one
-        margins = self.layout().contentsMargins()
+        layout = self.layout()
+        assert layout is not None  # set in __init__
+        margins = layout.contentsMargins()
         total = (self.width() - margins.left() - margins.right()
                  - self.splitter.handleWidth())
         if total <= 0:
@@ -277,9 +279,10 @@ class CompareView(QWidget):
         if util is not None and util.delta is not None:
             parts.append(f"GPU utilization {util.value_text(util.before)} → "
                          f"{util.value_text(util.after)}")
+        # delta and cause are not None, as filtered: the `or`/`is not None` only tell mypy
         top = max((m for m in self.metrics if m.cause is not None and m.delta is not None
-                   and not m.noise), key=lambda m: abs(m.delta), default=None)
-        if top is not None:
+                   and not m.noise), key=lambda m: abs(m.delta or 0.0), default=None)
+        if top is not None and top.cause is not None:
             parts.append(f"idle on {causes.label(top.cause)} {top.value_text(top.before)} → "
                          f"{top.value_text(top.after)} per step")
         return " · ".join(parts)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import cast
 
 from PySide6.QtCore import QModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QLinearGradient, QPainter
@@ -422,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m stallscope.gui.views.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]")
         return 0 if argv else 2
-    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app = cast(QApplication, QApplication.instance()) or QApplication([sys.argv[0]])
     install_plain_text_guard(app)
     profiles = open_profiles(argv[0])
     if profiles is None:

@@ -120,7 +120,7 @@ class HeatmapModel(QAbstractTableModel):
     def delta_s(self, line: Line) -> float | None:
         """Change of a line's time per sample against its match in `before` (None: no match)."""
         before = self.matched.get(line.lineno)
-        if before is None or self.before is None:
+        if before is None or self.before is None or self.profile is None:
             return None
         return per_sample_s(self.profile, line) - per_sample_s(self.before, before)
 
@@ -163,10 +163,15 @@ class HeatmapModel(QAbstractTableModel):
             before = self.matched.get(ln.lineno)
             if before is None:
                 return "new" if timed and name == "Before per sample" else ""
+            assert self.before is not None  # a line matched in `before`
             b = per_sample_s(self.before, before)
             if name == "Before per sample":
                 return seconds(b) if before.hits else ""
-            return signed_seconds(self.delta_s(ln)) if timed or b else ""
+            if not (timed or b):
+                return ""
+            delta = self.delta_s(ln)
+            assert delta is not None  # matched, with both profiles: data() checked self.profile
+            return signed_seconds(delta)
         if not timed:
             return ""
         if name == "Hits":
