@@ -124,8 +124,7 @@ class RunView(QWidget):
         self.stop_button.clicked.connect(self.stop)
         self.open_button = QPushButton("Open trace")
         self.open_button.setEnabled(False)
-        self.open_button.clicked.connect(lambda: self.traces and
-                                         self.sig_trace_ready.emit(self.traces[-1]))
+        self.open_button.clicked.connect(self._open_last_trace)
 
         head = QHBoxLayout()
         text = QVBoxLayout()
@@ -169,8 +168,15 @@ class RunView(QWidget):
     # ------------------------------------------------------------------ running
     @property
     def is_running(self) -> bool:
-        return (self.process is not None and isValid(self.process)
-                and self.process.state() != QProcess.ProcessState.NotRunning)
+        return self._running_process() is not None
+
+    def _running_process(self) -> QProcess | None:
+        """The runner's QProcess while it runs, else None (a typed form of is_running)."""
+        proc = self.process
+        if (proc is not None and isValid(proc)
+                and proc.state() != QProcess.ProcessState.NotRunning):
+            return proc
+        return None
 
     def start(self, request: RunRequest) -> Path | None:
         if self.is_running:
@@ -210,13 +216,14 @@ class RunView(QWidget):
     def stop(self) -> None:
         """SIGTERM to the runner (it saves what it has and writes `finished`), then, after a
         grace period, SIGKILL to the whole tree."""
-        if not self.is_running:
+        proc = self._running_process()
+        if proc is None:
             return
         self._stopping = True
         self.stop_button.setEnabled(False)
         self._set_status("Stopping…")
         self._tree = self._process_tree()
-        pid = int(self.process.processId())
+        pid = int(proc.processId())
         if pid > 0:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -225,6 +232,8 @@ class RunView(QWidget):
         self._kill_timer.start()
 
     def _process_tree(self) -> list:
+        if self.process is None:
+            return []
         try:
             import psutil
 
@@ -246,14 +255,15 @@ class RunView(QWidget):
                 proc.kill()
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        if self.is_running:
-            self.process.kill()
+        proc = self._running_process()
+        if proc is not None:
+            proc.kill()
 
     def _read(self, is_err: bool) -> None:
         if self.process is None:
             return
-        self.console.feed(bytes(self.process.readAllStandardError() if is_err
-                                else self.process.readAllStandardOutput()), is_err)
+        self.console.feed(bytes((self.process.readAllStandardError() if is_err
+                                 else self.process.readAllStandardOutput()).data()), is_err)
 
     def append_console(self, text: str, color: str | None = None) -> None:
         self.console.append(text, color)
@@ -261,8 +271,10 @@ class RunView(QWidget):
     def _on_error(self, error: QProcess.ProcessError) -> None:
         if error != QProcess.ProcessError.FailedToStart:
             return
-        program = self.process.program() if self.process else "?"
-        message = f"cannot start the interpreter {program}: {self.process.errorString()}"
+        proc = self.process
+        if proc is None:  # the signal comes from self.process, so it is set
+            return
+        message = f"cannot start the interpreter {proc.program()}: {proc.errorString()}"
         self.append_console(f"stallscope: {message}\n", stderr_color())
         self._close_session(None, message)
         self._end(-1)
@@ -298,6 +310,10 @@ class RunView(QWidget):
             self.end = Finished(kind="finished", t=0.0, rank=None, rc=code, reason=reason)
             self._show_finished()
 
+    def _open_last_trace(self) -> None:
+        if self.traces:
+            self.sig_trace_ready.emit(self.traces[-1])
+
     def _end(self, code: int) -> None:
         self._timer.stop()
         self.stop_button.setEnabled(False)
@@ -308,6 +324,8 @@ class RunView(QWidget):
     def poll(self) -> None:
         if self.follower is None:
             return
+        session = self.session
+        assert session is not None  # the follower is always made for self.session
         steps = False
         raw = self.follower.poll()
         self.record_events += [e for e in raw if e.get("event") in RECORD_EVENTS]
@@ -320,14 +338,14 @@ class RunView(QWidget):
             elif isinstance(e, Started) and e.rank is None:
                 self._on_started(e)
             elif isinstance(e, TraceReady) and e.path:
-                path = str(resolve_path(self.session, e.path))
+                path = str(resolve_path(session, e.path))
                 self.traces.append(path)
                 self.open_button.setEnabled(True)
                 self._set_status(f"Trace written: {Path(path).name}"
                                  + ("" if e.complete else " (partial window)"))
                 self.sig_trace_ready.emit(path)
             elif isinstance(e, LineprofReady) and e.path:
-                self.sig_lineprof_ready.emit(str(resolve_path(self.session, e.path)))
+                self.sig_lineprof_ready.emit(str(resolve_path(session, e.path)))
             elif isinstance(e, Message):
                 self.append_console(f"stallscope: {e.message}\n", note_color())
                 if e.code == "line_profiler_missing":
@@ -401,7 +419,9 @@ class RunView(QWidget):
         self.append_console(s.stdout())
         self.follower = EventFollower(s.path)
         self.poll()
-        if self.show_whole_run() and (self.whole.report.stalls or self.series.n > 500):
+        # show_whole_run() is True only once whole.report is set
+        if self.show_whole_run() and self.whole.report is not None and (
+                self.whole.report.stalls or self.series.n > 500):
             self.chart_tabs.setCurrentWidget(self.whole)
         if self.end is None:
             self._set_status("No finished record yet: the run may still be going on, or was "
@@ -424,13 +444,14 @@ class RunView(QWidget):
     def shutdown(self) -> None:
         """Stop a live run and wait for it (the view is closing or the app is quitting), so
         the session still ends with `finished` and no worker is left behind."""
-        if not self.is_running:
+        proc = self._running_process()
+        if proc is None:
             return
         self.stop()
-        self.process.waitForFinished(STOP_GRACE_MS)
+        proc.waitForFinished(STOP_GRACE_MS)
         if self.is_running:
             self._kill_tree()
-            self.process.waitForFinished(2000)
+            proc.waitForFinished(2000)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         self.shutdown()
