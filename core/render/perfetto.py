@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -123,8 +124,9 @@ def write_perfetto_job(report: Report, out: str | os.PathLike,
     return len(added)
 
 
-def _splice(src, dst, payload: bytes, name: Path) -> None:
-    """Copy src to dst with `payload` (comma-joined events) first in its event array."""
+def _splice(src, dst, payload: bytes, name: Path) -> Iterator[None]:
+    """Copy src to dst with `payload` (comma-joined events) first in its event array;
+    yields after each chunk copied past the splice."""
     head = b""
     while True:  # find the array's opening bracket (a bare array: the file's first '[')
         chunk = src.read(CHUNK)
