@@ -298,7 +298,7 @@ def step_breakdown(report: Report, device: str | None = None) -> dict[str, np.nd
     dur = np.array([s.dur_us for s in report.steps])
     dev = device if device is not None else primary_device(report)
     stats = report.devices.get(dev) if dev is not None else None
-    if stats is None:  # no GPU: the main thread's step time, by what it was in
+    if dev is None or stats is None:  # no GPU: the main thread's step time, by what it was in
         host = [getattr(s, "host_by_cause", None) or {} for s in report.steps]
         if any(host):
             for cause in CAUSES:
@@ -309,9 +309,10 @@ def step_breakdown(report: Report, device: str | None = None) -> dict[str, np.nd
         return _rest_uncovered(out, dur)
     out["compute"] = np.array([s.gpu_busy_us.get(dev, 0.0) for s in report.steps])
     per_step = [(getattr(s, "idle_by_cause", None) or {}).get(dev) for s in report.steps]
-    if all(p is not None for p in per_step):
+    known = [p for p in per_step if p is not None]
+    if len(known) == len(per_step):
         for cause in CAUSES:
-            out[cause] = np.array([p.get(cause, 0.0) for p in per_step])
+            out[cause] = np.array([p.get(cause, 0.0) for p in known])
     else:  # the analysis gives no per-step causes: clip the device's painted spans to each step
         lo = np.array([s.start_us for s in report.steps])
         for code, cause in enumerate(CAUSES):

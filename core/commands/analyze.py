@@ -57,10 +57,10 @@ def run(args) -> int:
         broken = exc
     try:
         plan = plan_path(path, run=args.run, every=args.all)
-    except StallscopeError:
+    except StallscopeError as no_plan:
         if whole is not None:
             return _run_only(args, whole)  # a session whose whole run is recorded, no trace
-        raise broken or sys.exc_info()[1] from None
+        raise (broken or no_plan) from None
     if broken is not None:  # the trace is still worth its report
         print(f"stallscope: the whole-run record is left out: {broken}", file=sys.stderr)
     picks = plan.picks

@@ -210,6 +210,8 @@ def report_figures(trace: Path, figures: Figures) -> None:
 def conditions(args, f: Figures, base: Figures | None) -> list[Outcome]:
     out = []
     if args.max_data_wait is not None:
+        # measure() always fills data_wait: from the whole-run record or from the trace
+        assert f.data_wait is not None
         out.append(Outcome("max-data-wait", f.data_wait <= args.max_data_wait,
                            f"data wait {pct(f.data_wait)} "
                            f"{'<=' if f.data_wait <= args.max_data_wait else '>'} "

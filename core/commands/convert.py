@@ -225,7 +225,7 @@ class Progress:
         self.what = what
         self.tty = sys.stderr.isatty()
         self.t0 = time.monotonic()
-        self.first = None
+        self.first: tuple[float, int] | None = None  # (time, done) of the first update
         self.last = 0.0
 
     def __call__(self, done: int, total: int) -> None:
