@@ -8,13 +8,14 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from shots import save_shot
+
 from stallscope.core.document import load_document_job
 from stallscope.core.jobs import run_job
 from stallscope.core.session.reader import open_session
 from stallscope.gui.views.compare import CompareView
 
 SESSIONS = Path(__file__).resolve().parents[1] / "core" / "steady_sessions"
-SHOTS = Path("/tmp/stallscope-shots")
 
 
 def test_compare_view_says_the_steady_speed_up_of_two_sessions(qtbot):
@@ -31,9 +32,8 @@ def test_compare_view_says_the_steady_speed_up_of_two_sessions(qtbot):
             for r in range(view.table.rowCount())}
     assert rows["step time (steady mean)"] == f"{b.step_ms:.2f} ms"
     assert "data wait share (steady)" in rows and "step time (profiled window mean)" in rows
-    SHOTS.mkdir(exist_ok=True)
     for w, h in ((1024, 700), (1400, 900)):
         view.resize(w, h)
         view.show()
         qtbot.wait(50)
-        view.grab().save(str(SHOTS / f"compare_steady_{w}x{h}.png"))
+        save_shot(view, f"compare_steady_{w}x{h}")

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 from fixture_traces import fixture_path
-from PySide6.QtWidgets import QApplication, QFileDialog
+from PySide6.QtWidgets import QFileDialog
+from shots import save_shot
 
 from stallscope.core.compare import step_ms
 from stallscope.core.tune.script import dataset_factory, script_of, session_folder
 from stallscope.gui.dialogs import confirm
 from stallscope.gui.dialogs.tune import TuneDialog
-
-SHOTS = Path("/tmp/stallscope-shots")
 
 DATA_PY = '''from torch.utils.data import Dataset
 
@@ -99,9 +98,7 @@ def confirmed(monkeypatch):
 
 
 def shot(widget, name: str) -> None:
-    SHOTS.mkdir(exist_ok=True)
-    QApplication.processEvents()
-    assert widget.grab().save(str(SHOTS / f"wire_{name}.png"))
+    save_shot(widget, f"wire_{name}")
 
 
 def dataloader_card(window):

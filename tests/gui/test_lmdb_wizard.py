@@ -1,5 +1,5 @@
 """The LMDB wizard walked end to end on a small real image folder (screenshots of every page
-in /tmp/stallscope-shots/lmdb_*.png), plus cancel + resume and a refused destination."""
+saved with STALLSCOPE_SHOTS), plus cancel + resume and a refused destination."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtWidgets import QApplication, QWizard
+from shots import save_shot
 
 from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.destination import destination_state
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, open_lmdb_wizard
-
-SHOTS = Path("/tmp/stallscope-shots")
 
 
 @pytest.fixture(autouse=True)
@@ -50,12 +49,8 @@ def make_folder(root: Path) -> list[Path]:
     return files
 
 
-def shot(wizard: QWizard, name: str) -> Path:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    QApplication.processEvents()
-    path = SHOTS / f"lmdb_{name}.png"
-    assert wizard.grab().save(str(path))
-    return path
+def shot(wizard: QWizard, name: str) -> None:
+    save_shot(wizard, f"lmdb_{name}")
 
 
 def test_wizard_end_to_end_converts_verifies_measures_and_offers_code(qtbot, tmp_path):

@@ -18,6 +18,7 @@ import pytest
 from fixture_traces import fixture_path
 from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog
+from shots import save_shot
 
 from stallscope.core import lineprof, units
 from stallscope.core.capture import runner
@@ -29,7 +30,6 @@ from stallscope.gui.main_window import MainWindow
 from stallscope.resources import RESOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path("/tmp/stallscope-shots")
 DEMO = RESOURCES / "demo" / "train_demo.py"
 FOREVER = """
 import time, torch
@@ -61,9 +61,7 @@ def system_theme():
 
 
 def shot(widget, name: str) -> None:
-    SHOTS.mkdir(exist_ok=True)
-    QApplication.processEvents()
-    assert widget.grab().save(str(SHOTS / f"polish_{name}.png"))
+    save_shot(widget, f"polish_{name}")
 
 
 def make_session(folder: Path, *demo_args: str, env: dict | None = None) -> Path:

@@ -12,11 +12,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from PySide6.QtCore import QSettings, Qt
+from shots import save_shot
 
 from stallscope.gui.dialogs.run import DEMO_SCRIPT, RunDialog, RunRequest, parse_env
 from stallscope.gui.views import run as run_view
-
-SHOTS = Path("/tmp/stallscope-shots")
 
 
 @pytest.fixture
@@ -131,8 +130,7 @@ def test_run_dialog_launches_demo_and_the_trace_opens(qtbot, tmp_path, settings,
     dialog.resize(720, 480)
     dialog.show()
     qtbot.waitUntil(lambda: dialog.python_status.text().startswith("torch "), timeout=60_000)
-    SHOTS.mkdir(exist_ok=True)
-    dialog.grab().save(str(SHOTS / "run_dialog.png"))
+    save_shot(dialog, "run_dialog")
     dialog.args_edit.setText("--images 96")
     dialog.session_edit.setText(str(tmp_path / "demo-session"))
     qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
@@ -158,6 +156,6 @@ def test_run_dialog_launches_demo_and_the_trace_opens(qtbot, tmp_path, settings,
     assert "dataloader_bound" in [a.id for a in window.analysis.report.advice]
     qtbot.waitUntil(lambda: view.exit_code is not None, timeout=60_000)
     assert view.exit_code == 0 and view.finished_record["reason"].startswith("stopped after")
-    window.grab().save(str(SHOTS / "run_main_window_trace.png"))
+    save_shot(window, "run_main_window_trace")
     window.tabs.setCurrentWidget(view)
-    view.grab().save(str(SHOTS / "run_view_finished.png"))
+    save_shot(view, "run_view_finished")

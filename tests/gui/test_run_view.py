@@ -7,19 +7,17 @@ import json
 import os
 import sys
 import textwrap
-from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import psutil
+from shots import save_shot
 
 from stallscope.core.session.reader import open_session
 from stallscope.gui.dialogs.run import RunRequest
 from stallscope.gui.views import run as run_view
 from stallscope.gui.views.run import RunView
-
-SHOTS = Path("/tmp/stallscope-shots")
 
 FOREVER = """
 import signal, sys, time, torch
@@ -69,8 +67,7 @@ def test_stop_ends_the_whole_process_tree(qtbot, tmp_path):
     tree = tree_of(view)
     assert len(tree) >= 2, "two DataLoader workers should be running"
     assert view.series["wall_ms"].min() > 0 and np.all(view.series["data_wait_ms"] >= 0)
-    SHOTS.mkdir(exist_ok=True)
-    view.grab().save(str(SHOTS / "run_view_live.png"))
+    save_shot(view, "run_view_live")
     with qtbot.waitSignal(view.sig_run_finished, timeout=30_000) as done:
         view.stop_button.click()
     assert done.args == [143]  # the runner ended on SIGTERM and said so
@@ -125,7 +122,7 @@ def test_chart_before_the_first_step_is_a_plain_frame(qtbot):
              for v in values]
     assert ticks and min(ticks) >= 0 and all(float(v).is_integer() for v in ticks)
     assert not view.charts.step_curve.isVisible()
-    view.grab().save(str(SHOTS / "run_view_empty.png")) if SHOTS.is_dir() else None
+    save_shot(view, "run_view_empty")
 
 
 def test_replay_a_session_folder(qtbot, tmp_path):

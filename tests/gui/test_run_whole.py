@@ -1,6 +1,6 @@
 """The run view's Whole run tab: a real session's epoch-start pauses drawn and named with their
 saving, a profiled window that opens its trace when clicked, and a long record drawn decimated
-and redrawn on zoom. Screenshots at 1024x700 and 1400x900 go to /tmp/stallscope-shots."""
+and redrawn on zoom. Screenshots at 1024x700 and 1400x900 (saved with STALLSCOPE_SHOTS)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QPointF, Qt
+from shots import save_shot
 
 from stallscope.core.capture import record as fmt
 from stallscope.core.capture.options import sessions_root
@@ -21,7 +22,6 @@ from stallscope.gui.views.run import RunView
 from stallscope.gui.views.run_whole import MAX_POINTS, WholeRunPanel
 
 RUNNER = Path(fmt.__file__).resolve().with_name("runner.py")
-SHOTS = Path("/tmp/stallscope-shots")
 
 EPOCHS = """
 import time, torch
@@ -81,11 +81,10 @@ def test_whole_run_tab_names_epoch_pauses_and_opens_a_window(qtbot, tmp_path):
     assert len(chart.regions) == 1
     region = chart.regions[0]
     assert region.getRegion() == (5.5, 7.5)
-    SHOTS.mkdir(exist_ok=True)
-    view.grab().save(str(SHOTS / "run_whole_1024x700.png"))
+    save_shot(view, "run_whole_1024x700")
     view.resize(1400, 900)
     qtbot.wait(50)
-    view.grab().save(str(SHOTS / "run_whole_1400x900.png"))
+    save_shot(view, "run_whole_1400x900")
 
     # a click inside the shaded window asks for its trace
     vb = chart.step_plot.getViewBox()

@@ -14,12 +14,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import psutil
 from PySide6.QtCore import Qt
+from shots import save_shot
 
 from stallscope.core.tune import load_result
 from stallscope.gui.colors import BETTER_COLOR
 from stallscope.gui.dialogs.tune import TuneDialog
-
-SHOTS = Path("/tmp/stallscope-shots")
 
 # Data sleeps 60 ms a step, compute 40 ms: one worker overlaps them whatever the machine's load.
 SLEEPY = """
@@ -91,9 +90,7 @@ def test_tune_dialog_fills_live_and_offers_the_compare(qtbot, tmp_path):
     assert (before, after) == result.sessions  # the two sessions the claim rests on
     assert (Path(after) / "events.jsonl").is_file()
     assert result.best == 2
-    SHOTS.mkdir(exist_ok=True)
-    image = dialog.grab().toImage()
-    image.save(str(SHOTS / "tune_dialog.png"))
+    image = save_shot(dialog, "tune_dialog").toImage()
     colors = {image.pixelColor(x, y).name() for x in range(0, image.width(), 7)
               for y in range(0, image.height(), 7)}
     assert BETTER_COLOR in colors  # the best bar is drawn
