@@ -307,34 +307,33 @@ class Culprits:
     def _gpu_ops_of(self, calls: np.ndarray) -> str:
         """The copies the calls' ops launched (a .cpu() launches its copy, then syncs), by
         name, the most frequent; the calls' own when they are outside any op."""
-        t, r = self.trace, self.r
+        t = self.trace
         ops = self._enclosing(calls)
         around = np.concatenate([ops[ops >= 0], calls[ops < 0]])
         gpu = self.launched[t.cat[self.launched] == Cat.GPU_MEMCPY]
         if len(gpu) == 0 or len(around) == 0:
             return ""
-        launch = r.launch[gpu]
-        inside = np.zeros(len(gpu), dtype=bool)
-        for track in np.unique(t.track[around]):
-            mine = around[t.track[around] == track]
-            spans = iv.union(iv.as_intervals(t.start[mine], t.end[mine]))
-            inside |= (t.track[launch] == track) & iv.covers(spans, t.start[launch])
-        hit = gpu[inside]
+        hit = gpu[self._launched_inside(gpu, around)]
         return _best(t, t.name[hit], np.ones(len(hit))) if len(hit) else ""
 
     def _kernels_in(self, ops: np.ndarray) -> np.ndarray:
         """Durations of the GPU ops launched from inside the events `ops` (one thread's)."""
-        t, r = self.trace, self.r
         gpu = self.launched
         if len(gpu) == 0 or len(ops) == 0:
             return np.zeros(0)
-        launch = r.launch[gpu]
-        out = np.zeros(len(gpu), dtype=bool)
-        for track in np.unique(t.track[ops]):
-            mine = ops[t.track[ops] == track]
+        return self.trace.dur[gpu[self._launched_inside(gpu, ops)]]
+
+    def _launched_inside(self, gpu: np.ndarray, events: np.ndarray) -> np.ndarray:
+        """Per GPU op in `gpu`: whether its launch started inside one of `events` on the
+        launch's own thread."""
+        t = self.trace
+        launch = self.r.launch[gpu]
+        inside = np.zeros(len(gpu), dtype=bool)
+        for track in np.unique(t.track[events]):
+            mine = events[t.track[events] == track]
             spans = iv.union(iv.as_intervals(t.start[mine], t.end[mine]))
-            out |= (t.track[launch] == track) & iv.covers(spans, t.start[launch])
-        return t.dur[gpu[out]]
+            inside |= (t.track[launch] == track) & iv.covers(spans, t.start[launch])
+        return inside
 
 
 def loader_batches(trace: Trace, r: Roles) -> int:
