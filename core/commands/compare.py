@@ -13,8 +13,15 @@ import json
 import sys
 from pathlib import Path
 
+from stallscope.core import causes
 from stallscope.core.capture.layout import TUNE_JSON
-from stallscope.core.compare import compare_reports, mismatch_warnings, speedup, statistic
+from stallscope.core.compare import (
+    Metric,
+    compare_reports,
+    mismatch_warnings,
+    speedup,
+    statistic,
+)
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
 
@@ -25,8 +32,10 @@ def register(sub) -> None:
                         "idle by cause",
         usage="stallscope-cli compare BEFORE AFTER [--json]   |   stallscope-cli compare TUNE_DIR",
         description="The compare view's figures without the app: per-step time, data loading, "
-                    "GPU utilization and idle by cause, before and after, with the change and "
-                    "a verdict; warns when the two are not like for like.",
+                    "GPU utilization and idle by cause, before and after, each with its change "
+                    "(better or worse; ≈ within noise), then one verdict line: faster, slower "
+                    "or about as fast, and the idle cause that moved most; warns when the two "
+                    "are not like for like.",
     )
     p.add_argument("before", metavar="BEFORE", help="trace file, session folder or tune folder")
     p.add_argument("after", metavar="AFTER", nargs="?",
@@ -52,6 +61,30 @@ def tune_pair(folder: Path) -> tuple[Path, Path]:
     if not before or not after:
         raise StallscopeError(f"{folder}: the tune has no measured baseline and best trial")
     return Path(before), Path(after)
+
+
+VERDICT_WORDS = {"better": "faster", "worse": "slower", "same": "about as fast"}
+
+
+def verdict(metrics: list[Metric]) -> tuple[str, str]:
+    """("faster" | "slower" | "about as fast" | "n/a", the verdict line's text): the step time's
+    verdict (the view's first line) and the idle cause whose per-step time moved most."""
+    by_key = {m.key: m for m in metrics}
+    step = by_key.get("step_ms")
+    if step is None or step.delta is None:
+        return "n/a", "no verdict: one side has no step time"
+    word = VERDICT_WORDS.get(step.verdict, "n/a")
+    gain = speedup(metrics)
+    times = f"{gain:.2f}x, " if gain is not None and not step.noise else ""
+    change = "within noise" if step.noise else step.change_text()
+    text = (f"after is {word}: {times}{step.value_text(step.before)} → "
+            f"{step.value_text(step.after)} per step, {change}")
+    top = max((m for m in metrics if m.cause is not None and m.delta is not None
+               and not m.noise), key=lambda m: abs(m.delta or 0.0), default=None)
+    if top is not None and top.cause is not None:
+        text += (f"; idle on {causes.label(top.cause)} {top.value_text(top.before)} → "
+                 f"{top.value_text(top.after)} per step")
+    return word, text
 
 
 def load_report(path: Path, rank: int | None):
@@ -80,10 +113,11 @@ def run(args: argparse.Namespace) -> int:
     metrics = compare_reports(report_b, report_a)
     warnings = mismatch_warnings(report_b, report_a)
     gain, how = speedup(metrics), statistic(metrics)
+    word, verdict_text = verdict(metrics)
     if args.json:
         print(json.dumps({
             "before": str(before), "after": str(after), "warnings": warnings,
-            "speedup": gain, "statistic": how,
+            "speedup": gain, "statistic": how, "verdict": word, "verdict_text": verdict_text,
             "metrics": [{"key": m.key, "label": m.label, "unit": m.unit, "before": m.before,
                          "after": m.after, "delta": m.delta, "rel": m.rel,
                          "verdict": m.verdict, "change": m.change_text()} for m in metrics],
@@ -93,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"after:  {after}" + (f" ({label_a})" if label_a else ""))
     for w in warnings:
         print(f"warning: {w}")
+    print(f"verdict: {verdict_text}")
     if gain is not None:
         print(f"speed-up: {gain:.2f}x (step time: {how})")
     rows = [("metric", "before", "after", "change", "")]
