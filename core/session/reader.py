@@ -185,7 +185,7 @@ class Session:
             loaders = list(end.dataloaders) if end is not None else []
         return [d for d in loaders or [] if isinstance(d, dict)]
 
-    def steady_by_rank(self, **limits) -> dict:
+    def steady_by_rank(self, **limits) -> dict[int | None, Steady | None]:
         """rank -> its steady window (None for a rank without steps); one entry, rank None,
         for a run without ranks."""
         queued = queued_batches(self.loaders())
@@ -196,7 +196,7 @@ class Session:
             out[rank] = steps.steady(queued, **limits) if len(steps) else None
         return out
 
-    def steady(self, **limits) -> tuple[object, Steady] | None:
+    def steady(self, **limits) -> tuple[int | None, Steady] | None:
         """(rank, window) of the slowest rank (rank None without ranks); None without steps."""
         return slowest(self.steady_by_rank(**limits))
 

@@ -107,7 +107,7 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
                   note)
 
 
-def slowest(windows: dict) -> tuple[object, Steady] | None:
+def slowest(windows: dict[int | None, Steady | None]) -> tuple[int | None, Steady] | None:
     """(rank, window) of a run: the slowest rank's window (its step paces all ranks: they wait
     for it in the all-reduce), with the data wait of the rank that waits most for its data
     (what holds them back); None when no rank has steps."""

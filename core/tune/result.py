@@ -54,26 +54,30 @@ class TuneResult:
         """As-written step / leader step, per pair (the first pair is the search's trials)."""
         return self.pair_ratios(self.pairs)
 
-    def pair_ratios(self, pairs: list) -> list[float]:
-        """Slower side's step / faster side's step for (slow trial, fast trial) pairs."""
+    def measured_pairs(self, pairs: list) -> list[tuple[int, Trial, Trial]]:
+        """(position in `pairs`, slow trial, fast trial) of the pairs whose two step times
+        are known; a pair missing a trial or a figure is left out."""
         out = []
-        for b, lead in pairs:
+        for i, (b, lead) in enumerate(pairs):
             tb, tl = self.trial(b), self.trial(lead)
             if tb is not None and tl is not None and tb.step_ms and tl.step_ms:
-                out.append(tb.step_ms / tl.step_ms)
+                out.append((i, tb, tl))
         return out
+
+    def pair_ratios(self, pairs: list) -> list[float]:
+        """Slower side's step / faster side's step for (slow trial, fast trial) pairs."""
+        return [_ratio(tb, tl) for _, tb, tl in self.measured_pairs(pairs)]
 
     @property
     def claim_pair(self) -> tuple[Trial, Trial] | None:
         """(as written, leader) of the pair whose ratio is the claim: the median of the
         repeated pairs (back to back, with traces), or the search's pair alone."""
-        ratios = self.ratios
-        if not ratios:
+        measured = self.measured_pairs(self.pairs)
+        repeats = [m for m in measured if m[0] > 0]  # pairs[0] is the search's own trials
+        pick = repeats or measured
+        if not pick:
             return None
-        first = 1 if len(ratios) > 1 else 0
-        b, lead = self.pairs[first + noise.median_index(ratios[first:])]
-        tb, tl = self.trial(b), self.trial(lead)
-        assert tb is not None and tl is not None  # a ratio needs both trials (pair_ratios)
+        _, tb, tl = pick[noise.median_index([_ratio(tb, tl) for _, tb, tl in pick])]
         return tb, tl
 
     @property
@@ -81,9 +85,7 @@ class TuneResult:
         """The claimed speed-up of the leader: the median pair's ratio (1 pair: its ratio)."""
         pair = self.claim_pair
         if pair is not None:
-            slow, fast = pair[0].step_ms, pair[1].step_ms
-            assert slow and fast  # a ratio needs both step times (pair_ratios)
-            return slow / fast
+            return _ratio(*pair)
         base, best = self.baseline_trial, self.best_trial
         if base is None or best is None or not base.step_ms or not best.step_ms:
             return None
@@ -152,6 +154,12 @@ class TuneResult:
         tmp.write_text(json.dumps(self.to_json(), indent=2, default=str), encoding="utf-8")
         os.replace(tmp, path)
         return path
+
+
+def _ratio(slow: Trial, fast: Trial) -> float:
+    """slow's step / fast's step, of a measured pair (both known and non-zero)."""
+    assert slow.step_ms and fast.step_ms  # TuneResult.measured_pairs keeps only those
+    return slow.step_ms / fast.step_ms
 
 
 def load_result(path: str | os.PathLike) -> TuneResult:

@@ -20,7 +20,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 import psutil
@@ -304,8 +303,7 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
     trial.step_ms, trial.data_wait_ms = w.step_ms, w.data_wait_ms
     trial.data_wait_share = w.data_wait_share
     trial.steady_steps, trial.steady_s, trial.steady_reached = w.steps, w.seconds, w.reached
-    # with ranks, rank is the int of the step events (Session.steady types it as object)
-    trial.rank = cast("int | None", rank) if len(s.ranks) > 1 else None
+    trial.rank = rank if len(s.ranks) > 1 else None
     trial.message = w.note
     if cpu is not None and int(trial.effective.get("num_workers") or 0) > 0:
         trial.worker_cpu = cpu.share(w.t0, w.t1)

@@ -262,6 +262,24 @@ def test_a_verdict_prints_its_interval_and_names_the_median_pair(tmp_path):
     assert load_result(result.save()).to_json() == data
 
 
+def test_a_pair_without_figures_is_left_out_of_the_claim_not_shifted_into_it(tmp_path):
+    # a pair whose trials are gone (or never measured) sits between the search's pair and
+    # the repeats: the claim is still the median repeat's own two trials
+    result = paired(tmp_path, [2.5, 2.9, 2.7], noise.ADOPT)
+    result.pairs.insert(1, (99, 98))
+    result.trials.append(Trial(98, "98-num_workers=2-pair", {**SCRIPT, "num_workers": 2},
+                               {"num_workers": 2}, session="s98", status="crashed"))
+    assert result.ratios == pytest.approx([2.5, 2.9, 2.7])
+    assert result.speedup == pytest.approx(2.7)
+    assert result.sessions == ("s7", "s6")
+    assert result.interval == "2.70x, 2.50-2.90x over 3 pairs"
+    # only the search's pair measured: it is the claim
+    alone = paired(tmp_path, [2.5], noise.UNCONFIRMED)
+    alone.pairs.append((99, 98))
+    assert alone.speedup == pytest.approx(2.5) and alone.claim_pair is not None
+    assert [t.index for t in alone.claim_pair] == [1, 2]
+
+
 def test_a_leader_within_noise_keeps_the_script_settings(tmp_path):
     result = paired(tmp_path, [1.12, 0.97, 1.04], noise.NOISE)
     lines = verdict(result)
