@@ -9,32 +9,14 @@ import xml.etree.ElementTree as ET
 import pytest
 from fixture_traces import fixture_path
 from runner_helpers import run, write_script
+from scripts import training
 
 from stallscope.core import cli
 from stallscope.core.capture.options import sessions_root
 
 # Each batch takes 8 x 5 ms in the main process; a step computes 60 ms (a sleep). Without
 # workers ~40% of the time waits on data; two workers load the next batches meanwhile.
-SCRIPT = """
-import time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Slow(Dataset):
-    def __len__(self):
-        return 192
-    def __getitem__(self, i):
-        time.sleep(0.005)
-        return torch.randn(8), torch.randn(1)
-
-model = torch.nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for x, y in DataLoader(Slow(), batch_size=8, num_workers=0):
-    loss = ((model(x) - y) ** 2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    time.sleep(0.06)
-"""
+SCRIPT = training(items=192, item_s=0.005, step_s=0.06)
 
 
 def check(capsys, *argv) -> tuple[int, list[str], list[str]]:

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from scripts import NORM_DATASET
 
 from stallscope.core import lineprof
 
@@ -63,20 +64,7 @@ DATASETS = textwrap.dedent('''
             return torch.from_numpy(arr.copy()).permute(2, 0, 1)
 
 
-    class NormDataset(Dataset):
-        def __init__(self, n):
-            self.n = n
-            self.buf = torch.ones(3, 720, 1280)
-
-        def __len__(self):
-            return self.n
-
-        def __getitem__(self, i):
-            x = self.buf.fill_(float(i + 1))
-            a = x / 255.0
-            b = x.div_(255.0)
-            return a[0, 0, :4] + b[0, 0, :4]
-
+''') + NORM_DATASET + textwrap.dedent('''
 
     def scale(v):
         w = v * 2

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from scripts import NORM_DATASET
 
 from stallscope.core import lineprof
 
@@ -18,43 +18,30 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "core" / "capture" / "runner.py"
 DEMO = ROOT / "resources" / "demo" / "train_demo.py"
 
-SCRIPT = textwrap.dedent('''
-    import sys
-    import torch
-    from torch.utils.data import DataLoader, Dataset
+SCRIPT = """
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset
 
 
-    class Norm(Dataset):
-        def __init__(self, n):
-            self.n = n
-            self.buf = torch.ones(3, 720, 1280)
+""" + NORM_DATASET + """
 
-        def __len__(self):
-            return self.n
-
-        def __getitem__(self, i):
-            x = self.buf.fill_(float(i + 1))
-            a = x / 255.0
-            b = x.div_(255.0)
-            return a[0, 0, :4] + b[0, 0, :4]
-
-
-    def main():
-        model = torch.nn.Linear(4, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        fetched = 0
-        for x in DataLoader(Norm(12), batch_size=3, num_workers=int(sys.argv[1])):
-            fetched += len(x)
-            loss = model(x).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        print("fetched", fetched)
+def main():
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    fetched = 0
+    for x in DataLoader(NormDataset(12), batch_size=3, num_workers=int(sys.argv[1])):
+        fetched += len(x)
+        loss = model(x).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print("fetched", fetched)
 
 
-    if __name__ == "__main__":
-        main()
-''')
+if __name__ == "__main__":
+    main()
+"""
 
 
 def run_runner(tmp_path: Path, script: Path, *options: str, args=()) -> tuple[str, Path, list]:
@@ -76,7 +63,7 @@ def test_runner_lineprof_auto_counts_every_fetched_sample(tmp_path, workers):
     assert "fetched 12" in out
     (ready,) = [e for e in events if e["event"] == "lineprof_ready"]
     path = session / ready["path"]
-    assert path == session / "lineprof" / "Norm.__getitem__.json"
+    assert path == session / "lineprof" / "NormDataset.__getitem__.json"
     p = lineprof.load(path)
     assert p.samples == 12 and p.workers == workers
     assert [ln.hits for ln in p.lines if ln.hits] == [12, 12, 12, 12]
@@ -89,9 +76,10 @@ def test_runner_bad_target_says_which_names_exist(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     _out, session, events = run_runner(tmp_path, script, "--lineprof",
-                                       f"{script}:Nrom.__getitem__", args=["0"])
+                                       f"{script}:NromDataset.__getitem__", args=["0"])
     warnings = [e["message"] for e in events if e["event"] == "warning"]
-    assert any("Nrom.__getitem__ not found" in w and "Norm" in w for w in warnings), warnings
+    assert any("NromDataset.__getitem__ not found" in w and "NormDataset" in w
+               for w in warnings), warnings
     assert not [e for e in events if e["event"] == "lineprof_ready"]
     assert lineprof.find_profiles(session) == []
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from runner_helpers import RUNNER, events, finished, run, trace_events, write_script
+from scripts import line_of, training
 
 from stallscope.core import cli
 from stallscope.core.capture import record as fmt
@@ -24,36 +25,23 @@ from stallscope.core.session.stalls import analyze_run
 
 # Five short epochs; each worker sleeps 0.3 s as it starts (a known start-up cost), so with
 # persistent_workers=False every epoch waits ~0.3 s for its first batch.
-EPOCHS = """
-import time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Data(Dataset):
-    def __len__(self):
-        return 32
-    def __getitem__(self, i):
-        return torch.randn(8), torch.randn(1)
-
-def slow_start(worker_id):
-    time.sleep(0.3)
-
-model = torch.nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-train = DataLoader(Data(), batch_size=8, num_workers=2, worker_init_fn=slow_start,
-                   persistent_workers=False)
-val = DataLoader(Data(), batch_size=8)
-for epoch in range(5):
-    for x, y in train:
-        loss = ((model(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        for x, y in val:
-            model(x)
-            time.sleep(0.03)
-    torch.save(model.state_dict(), "ckpt.pt")
-"""
+EPOCHS = training(
+    items=32, epochs=5,
+    loader="num_workers=2, worker_init_fn=slow_start, persistent_workers=False",
+    head="""
+        def slow_start(worker_id):
+            time.sleep(0.3)
+    """,
+    before_loop="val = DataLoader(Slow(), batch_size=8)",
+    after_epoch="""
+        with torch.no_grad():
+            for x, y in val:
+                model(x)
+                time.sleep(0.03)
+        torch.save(model.state_dict(), "ckpt.pt")
+    """)
+LOADER_LINE = line_of(EPOCHS, "loader = DataLoader(")
+VAL_LINE = line_of(EPOCHS, "val = DataLoader(")
 
 
 def stall(run_report, stall_id):
@@ -72,7 +60,7 @@ def test_epoch_start_pauses_named_then_gone_with_persistent_workers(tmp_path, ca
     assert proc.returncode == 0, proc.stderr
     rec = load_record(open_session(session))
     assert rec.n_steps == 20 == finished(session)["steps"]
-    epochs = [e for e in rec.epochs if e["site"].endswith(":16")]  # the training loader
+    epochs = [e for e in rec.epochs if e["site"].endswith(f":{LOADER_LINE}")]  # the training loader
     assert len(epochs) == 5 and all(e["first_batch_ms"] > 280 for e in epochs)
     report = analyze_run(rec)
     pause = stall(report, "epoch_start")
@@ -82,7 +70,7 @@ def test_epoch_start_pauses_named_then_gone_with_persistent_workers(tmp_path, ca
     assert 4 * 0.25 < pause.saving_s < 4 * 1.5
     val = stall(report, "validation")
     assert val is not None and 5 * 4 * 0.03 <= val.cost_s < 5.0  # 20 batches of 30 ms
-    assert "DataLoader script.py:18" in val.evidence
+    assert f"DataLoader script.py:{VAL_LINE}" in val.evidence
     assert report.saves == 5 and [e["n"] for e in rec.saves] == [4, 8, 12, 16, 20]
 
     rc, text, _ = cli_out(capsys, "analyze", str(session))
@@ -101,7 +89,7 @@ def test_epoch_start_pauses_named_then_gone_with_persistent_workers(tmp_path, ca
     tuned = analyze_run(load_record(open_session(session)))
     assert stall(tuned, "epoch_start") is None
     later = [e["first_batch_ms"] for e in load_record(open_session(session)).epochs
-             if e["site"].endswith(":16")][1:]
+             if e["site"].endswith(f":{LOADER_LINE}")][1:]
     assert len(later) == 4 and max(later) < 250
 
 

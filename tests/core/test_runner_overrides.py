@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from runner_helpers import RUNNER, events, finished, run, session_of, write_script
+from scripts import line_of
 
 from stallscope.core.capture.overrides import OverrideError, apply, choose, parse_sets
 
@@ -41,8 +42,8 @@ with torch.no_grad():
     for x, y in val:
         model(x)
 """
-TRAIN_LINE = 12  # `train = DataLoader(...)` in TWO_LOADERS (after the leading newline)
-VAL_LINE = 10
+TRAIN_LINE = line_of(TWO_LOADERS, "train = DataLoader(")
+VAL_LINE = line_of(TWO_LOADERS, "    return DataLoader(")  # make_val's line: the val loader's site
 
 
 def printed(session) -> dict[str, list[str]]:

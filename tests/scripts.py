@@ -1,0 +1,82 @@
+"""The small user training scripts that tests run under the runner, written in one place.
+
+    source = training(items=192, item_s=0.005, step_s=0.06)   # data wait ~40% without workers
+    script = write_script(tmp_path, source)                    # runner_helpers.write_script
+
+Every script is the same shape a user would write: a Dataset `Slow` whose items sleep `item_s`
+(data loading off the CPU, so its cost holds whatever the machine's load), one DataLoader named
+`loader` on the line `loader = DataLoader(...)`, a linear model stepped by SGD, and a loop of
+`epochs` epochs (or forever) that sleeps `step_s` a step as its compute. The keyword hooks add
+what a test needs at fixed places: `head` after the imports, `before_loop` after the loader,
+`in_step` after `opt.step()`, `after_epoch` after each epoch.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+
+def training(*, items: int = 64, item_s: float = 0.0, dim: int = 8, batch: int = 8,
+             loader: str = "num_workers=0", epochs: int = 1, forever: bool = False,
+             step_s: float = 0.0, head: str = "", before_loop: str = "", in_step: str = "",
+             after_epoch: str = "") -> str:
+    fetch = f"time.sleep({item_s!r})" if item_s else ""
+    compute = f"time.sleep({step_s!r})" if step_s else ""
+    loop = "while True:" if forever else f"for epoch in range({epochs}):"
+    lines = [
+        "import sys, time, torch",
+        "from torch.utils.data import DataLoader, Dataset",
+        "",
+        _block(head + "\n", 0) if head else None,
+        "class Slow(Dataset):",
+        "    def __len__(self):",
+        f"        return {items}",
+        "    def __getitem__(self, i):",
+        _block(fetch, 8),
+        f"        return torch.randn({dim}), torch.randn(1)",
+        "",
+        f"model = torch.nn.Linear({dim}, 1)",
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)",
+        f"loader = DataLoader(Slow(), batch_size={batch}, {loader})",
+        _block(before_loop, 0),
+        loop,
+        "    for x, y in loader:",
+        "        loss = ((model(x) - y) ** 2).mean()",
+        "        opt.zero_grad()",
+        "        loss.backward()",
+        "        opt.step()",
+        _block(in_step, 8),
+        _block(compute, 8),
+        _block(after_epoch, 4),
+        "",
+    ]
+    return "\n".join(line for line in lines if line is not None)
+
+
+def line_of(source: str, prefix: str) -> int:
+    """The 1-based number of the first line of `source` that starts with `prefix`."""
+    return next(i for i, line in enumerate(source.splitlines(), 1) if line.startswith(prefix))
+
+
+def _block(code: str, indent: int) -> str | None:
+    """`code` dedented and indented to `indent`; None (no line at all) when there is none."""
+    return textwrap.indent(textwrap.dedent(code).strip("\n"), " " * indent) if code else None
+
+
+# A Dataset whose heaviest line is known: `x / 255.0` allocates a 3x720x1280 tensor, the in-place
+# `x.div_(255.0)` beside it does not (the line heatmap's tests look for that difference).
+NORM_DATASET = '''\
+class NormDataset(Dataset):
+    def __init__(self, n):
+        self.n = n
+        self.buf = torch.ones(3, 720, 1280)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        x = self.buf.fill_(float(i + 1))
+        a = x / 255.0
+        b = x.div_(255.0)
+        return a[0, 0, :4] + b[0, 0, :4]
+'''
