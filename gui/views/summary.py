@@ -51,6 +51,7 @@ from stallscope.gui.views.summary_parts import (
     AdviceCard,
     CauseBar,
     CauseTable,
+    Heading,
     StepChart,
     parts_legend,
     shrinkable,
@@ -74,13 +75,6 @@ def ceiling_text(report: Report, dev: str | None) -> str:
     if not math.isfinite(best.speedup):
         return best.text[:1].upper() + best.text[1:] + "."
     return f"Ceiling: {best.text}"
-
-
-def section(text: str) -> QLabel:
-    label = shrinkable(QLabel(text))
-    label.setWordWrap(True)
-    label.setStyleSheet("font-weight: 600; font-size: 13px; margin-top: 6px;")
-    return label
 
 
 # What a card can do besides showing its span (with actions=True, the analysis view's panel):
@@ -130,11 +124,11 @@ class SummaryPanel(QScrollArea):
         self.title.setStyleSheet("font-size: 15px; font-weight: 700;")
         self.subtitle = self._wrapping()
         self.note = self._wrapping()  # headlines, or the one note of a trace without a GPU
-        self.util_heading = section("GPU utilization")
+        self.util_heading = Heading("GPU utilization")
         self.util_grid = QGridLayout()
         self.util_grid.setHorizontalSpacing(8)
         self.util_grid.setVerticalSpacing(1)
-        self.cause_heading = section("")
+        self.cause_heading = Heading("", "click: the longest span")
         self.bars_box = QVBoxLayout()
         self.bars_box.setSpacing(2)
         self.cause_bars: dict[str, CauseBar] = {}
@@ -142,16 +136,16 @@ class SummaryPanel(QScrollArea):
         self.cause_table.sig_cause_clicked.connect(self.sig_cause_activated)
         self.ceiling = self._wrapping()
         self.threads_label = self._wrapping()
-        self.advice_heading = section("Advice (click a card to see it on the timeline)")
+        self.advice_heading = Heading("Advice", "click a card to see it on the timeline")
         self.top_advice_box = QVBoxLayout()
-        self.step_heading = section("")
+        self.step_heading = Heading("")
         self.step_plot = StepChart()
         self.step_plot.setMinimumHeight(130 if compact else 150)
         self.step_plot.setMaximumHeight(180 if compact else 200)
         self.step_legend = self._wrapping()
         self.more_advice_box = QVBoxLayout()
         self.more_advice_box.setSpacing(6)
-        self.memory_heading = section("Memory")
+        self.memory_heading = Heading("Memory")
         self.memory_label = self._wrapping()
         self.advice_cards: list[AdviceCard] = []
 
@@ -247,7 +241,7 @@ class SummaryPanel(QScrollArea):
             self.util_grid.addWidget(text, 2 * row + 1, 1, 1, 2)
             self.util_bars[dev] = bar
         self.util_grid.setColumnStretch(1, 1)
-        self.util_heading.setText(f"{report.trace.device_kind} utilization")
+        self.util_heading.set_heading(f"{report.trace.device_kind} utilization")
         self.util_heading.setVisible(bool(report.devices))
 
     def _fill_causes(self, report: Report) -> None:
@@ -263,9 +257,9 @@ class SummaryPanel(QScrollArea):
         dev = primary_device(report)
         if dev is None:  # the main thread's step time (or the window) by cause
             values = dict(report.host_by_cause)
-            self.cause_heading.setText("Step time of the main thread, by what it was in"
-                                       if report.steps else
-                                       "Time of the main thread, by what it was in")
+            self.cause_heading.set_heading("Step time of the main thread, by what it was in"
+                                           if report.steps else
+                                           "Time of the main thread, by what it was in")
             bar = CauseBar()
             bar.set_values(values)
             bar.sig_cause_clicked.connect(self.sig_cause_activated)
@@ -277,7 +271,7 @@ class SummaryPanel(QScrollArea):
             return
         several = len(report.devices) > 1
         kind = report.trace.device_kind
-        self.cause_heading.setText(f"{kind} idle time by cause (click: the longest span)")
+        self.cause_heading.set_heading(f"{kind} idle time by cause")
         for d in sorted(report.devices, key=lane_model.device_sort_key):
             bar = CauseBar()
             bar.set_values(report.devices[d].idle_by_cause)
@@ -327,8 +321,8 @@ class SummaryPanel(QScrollArea):
     def _fill_steps(self, report: Report) -> None:
         gpu = bool(report.devices)
         kind = report.trace.device_kind
-        self.step_heading.setText(f"Per step: where the {kind}'s time went" if gpu
-                                  else "Per step: where the main thread's time went")
+        self.step_heading.set_heading(f"Per step: where the {kind}'s time went" if gpu
+                                      else "Per step: where the main thread's time went")
         parts = step_breakdown(report)
         self.step_plot.set_parts(parts, [s.name for s in report.steps])
         set_rich(self.step_legend, parts_legend(parts, {"compute": f"{kind} busy"} if gpu else {}))

@@ -7,10 +7,11 @@ the colours are colors.py's, keyed by cause, the same as the timeline's lanes an
 from __future__ import annotations
 
 import html
+import re
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QMouseEvent, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QFrame,
@@ -36,6 +37,61 @@ def shrinkable(label: QLabel) -> QLabel:
     label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
     label.setMinimumWidth(0)
     return label
+
+
+class Heading(QLabel):
+    """A section's bold title and, when both fit on one line, its dim hint in parentheses;
+    a narrow panel drops the hint into the tooltip rather than spend a second line on it."""
+
+    def __init__(self, title: str = "", hint: str = "") -> None:
+        super().__init__()
+        self.title, self.hint = title, hint
+        shrinkable(self)
+        self.setWordWrap(True)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setStyleSheet("font-weight: 600; font-size: 13px; margin-top: 6px;")
+        self._fit()
+
+    def set_heading(self, title: str, hint: str | None = None) -> None:
+        self.title = title
+        if hint is not None:
+            self.hint = hint
+        self._fit()
+
+    def _fit(self) -> None:
+        whole = f"{self.title} ({self.hint})" if self.hint else self.title
+        width = self.contentsRect().width()
+        fits = width > 0 and self.fontMetrics().horizontalAdvance(whole) <= width
+        super().setText(whole if fits else self.title)
+        self.setToolTip("" if fits or not self.hint else self.hint[:1].upper() + self.hint[1:])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._fit()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt API (the stylesheet's font)
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._fit()
+
+
+BREAK_AFTER = "._#(/:,>"
+
+
+def breakable(text: str, longer_than: int = 24) -> str:
+    """`text` with zero-width break points inside words longer than `longer_than` (after
+    punctuation, at a camelCase step), so that a wrapping label breaks an event name such as
+    enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ instead of clipping it."""
+    def split(word: re.Match) -> str:
+        w = word.group(0)
+        if len(w) <= longer_than:
+            return w
+        return _BREAK.sub("\u200b", w)
+    return re.sub(r"\S+", split, text)
+
+
+_BREAK = re.compile(rf"(?<=[{re.escape(BREAK_AFTER)}])(?=[^{re.escape(BREAK_AFTER)}])"
+                    r"|(?<=[a-z])(?=[A-Z])")
 
 
 def chip_icon(color: str) -> QIcon:
@@ -218,7 +274,7 @@ class AdviceCard(QFrame):
         }
         # what covers the idle time: names from the trace, shown as plain text (a no-break
         # space keeps the bullet on its name's line); folded, the largest only
-        lines = [f"•\u00a0{c}" for c in culprits or ()]
+        lines = [f"•\u00a0{breakable(c)}" for c in culprits or ()]
         self._culprits = {"#less": "\n".join(lines), MORE: "\n".join(lines[:1]) + (
             f"\n+ {len(lines) - 1} more" if short and len(lines) > 1 else "")}
         if not short:

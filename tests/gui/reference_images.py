@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QImage, QTextDocument, QTextOption
+from PySide6.QtGui import Qt as QtText  # mightBeRichText
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QWidget
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
@@ -92,9 +93,13 @@ def clipped_labels(root: QWidget) -> list[str]:
                 continue
             if w.wordWrap():
                 need = w.heightForWidth(w.width())
+                widest = widest_line(w)
                 if need > w.height() + 3:
                     out.append(f"{w.objectName() or type(w).__name__} {text[:50]!r}: "
                                f"needs {need}px of height, has {w.height()}")
+                elif widest > w.contentsRect().width() + 3:
+                    out.append(f"{w.objectName() or type(w).__name__} {text[:50]!r}: a word "
+                               f"needs {widest:.0f}px of width, has {w.contentsRect().width()}")
             elif w.sizeHint().width() > w.width() + 3:
                 out.append(f"{w.objectName() or type(w).__name__} {text[:50]!r}: needs "
                            f"{w.sizeHint().width()}px of width, has {w.width()}")
@@ -102,6 +107,25 @@ def clipped_labels(root: QWidget) -> list[str]:
             if w.fontMetrics().horizontalAdvance(w.text().replace("&", "")) > w.width():
                 out.append(f"button {w.text()!r}: {w.width()}px wide")
     return out
+
+
+def widest_line(label: QLabel) -> float:
+    """The widest line of a wrapping label as QLabel lays it out (breaks between words only):
+    wider than the label when one word does not fit, which QLabel then cuts off."""
+    doc = QTextDocument()
+    doc.setDefaultFont(label.font())
+    doc.setDocumentMargin(0)
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WordWrap)
+    doc.setDefaultTextOption(option)
+    rich = label.textFormat() == Qt.TextFormat.RichText or (
+        label.textFormat() == Qt.TextFormat.AutoText and QtText.mightBeRichText(label.text()))
+    if rich:
+        doc.setHtml(label.text())
+    else:
+        doc.setPlainText(label.text())
+    doc.setTextWidth(max(label.contentsRect().width(), 1))
+    return doc.idealWidth()
 
 
 def check_image(name: str, image: QImage, min_share: float = 0.1) -> None:
