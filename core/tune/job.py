@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stallscope.core.advice.fixes import usable_cores  # the advice's num_workers uses the same
+# the advice's num_workers and its DataLoader are the tune's
+from stallscope.core.advice.fixes import busiest_loader, usable_cores
 from stallscope.core.capture.options import default_session_dir
 from stallscope.core.capture.overrides import DEFAULTS, KEYS
 from stallscope.core.errors import Cancelled, StallscopeError
@@ -258,18 +259,18 @@ def _duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
 
 
 def _confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
-    """Whether a trial that beat the best by less than OBVIOUS_GAIN really did (a duel of
-    back-to-back pairs); None when it did not beat it or beat it by far (no duel needed).
-    After a duel the winner's reference is the median of its repeats (search.rebase), so a
-    later trial is not measured against one lucky or unlucky figure."""
+    """Whether a trial that beat the best really did, when search.duel_pairs asks (a rung's
+    gain under OBVIOUS_GAIN, any gain of a setting beside num_workers): a duel of
+    back-to-back pairs. None when no duel was needed. After a duel the winner's reference is
+    the median of its repeats (search.rebase), so a later trial is not measured against one
+    lucky or unlucky figure."""
     result = run.result
     best = result.best_trial
-    gain = search.gain(trial.step_ms if trial.ok else None)
-    if best is None or gain is None or not 1 + run.cfg.min_gain <= gain < 1 + OBVIOUS_GAIN:
+    min_pairs = search.duel_pairs(trial.step_ms if trial.ok else None)
+    if best is None or min_pairs is None:
         return None
     pairs = [(best.index, trial.index)]
-    decision = yield from _duel(run, best, trial, pairs, False, "check",
-                                noise.SMALL_GAIN_PAIRS)
+    decision = yield from _duel(run, best, trial, pairs, False, "check", min_pairs)
     result.notes.append(
         f"{trial.label} against {best.label}: {noise.interval_text(result.pair_ratios(pairs))}"
         + (": kept" if decision == noise.ADOPT else f": {decision}, not kept"))
@@ -306,7 +307,7 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
     if not loaders:
         result.notes.append("the script built no torch DataLoader: nothing to tune")
         return None
-    tuned = max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
+    tuned = busiest_loader(loaders)
     result.site = str(tuned.get("site", ""))
     launch.site = result.selector = f"{tuned.get('file')}:{tuned.get('line')}"
     result.settings = tuned.get("settings") or {}

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stallscope.core.advice.fixes import busiest_loader  # the one the tune and advice pick
 from stallscope.core.capture import layout
 from stallscope.core.capture.overrides import change_line
 from stallscope.core.errors import StallscopeError
@@ -76,14 +77,7 @@ def script_of(path: str | os.PathLike | None) -> ScriptInfo | None:
         session=str(folder),
         datasets=_unique(str(d["dataset"]) for d in loaders if d.get("dataset")),
         files=_unique(str(d["file"]) for d in loaders if d.get("file")),
-        loader=busiest(loaders))
-
-
-def busiest(loaders: list[dict]) -> dict:
-    """The DataLoader that served the most batches (the first of equals), as tune picks it."""
-    if not loaders:
-        return {}
-    return max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
+        loader=busiest_loader(loaders))
 
 
 def _unique(items) -> list[str]:

@@ -15,7 +15,7 @@
 3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
    up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
    without one), persistent_workers, then a deeper prefetch_factor; each kept only when it
-   is better.
+   is better beyond the noise (`duel_pairs`: alternating pairs against the best without it).
 
 The search knows nothing of processes: `next()` names the settings to try, `record()` takes the
 outcome (None for a trial that failed), `best` is what is kept.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stallscope.core.tune import noise
 from stallscope.core.tune.cpu import BUSY_SHARE
 
 MIN_GAIN = 0.05     # a trial counts as better when at least 5% faster than the best so far
@@ -199,6 +200,21 @@ class Search:
         if step_ms is None or self.best is None or self.best.step_ms is None or not step_ms:
             return None
         return self.best.step_ms / step_ms
+
+    def duel_pairs(self, step_ms: float | None) -> int | None:
+        """How many back-to-back pairs against the best must show the gain of a trial at
+        `step_ms` before it counts (core/tune/job.py runs them); None: no duel (not better,
+        or a rung of the climb beating the best by far). A setting beside num_workers
+        (the "around" stage) is always checked, by the main verdict's rule (noise.decide:
+        two pairs when every one is an obvious gain, else three): on 8 ms steps a single
+        trial of persistent_workers read 26% faster and its repeat 15% slower, and two tunes
+        kept different settings."""
+        gain = self.gain(step_ms)
+        if gain is None or gain < 1 + self.min_gain:
+            return None
+        if self.stage == "around":
+            return noise.MIN_PAIRS
+        return noise.SMALL_GAIN_PAIRS if gain < 1 + OBVIOUS_GAIN else None
 
     def rebase(self, step_ms: float, for_next: bool) -> None:
         """A duel measured the best again (`for_next`: the coming record() takes its place,

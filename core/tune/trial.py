@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from stallscope.core.advice.fixes import busiest_loader  # the DataLoader the steps drew from
 from stallscope.core.capture import options as runner_options
 from stallscope.core.capture.exits import STOPPED_REASON
 from stallscope.core.capture.overrides import DEFAULTS, KEYS, format_value
@@ -281,7 +282,7 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
     trial.steps = len(steps)
     loaders = s.loaders()
     if loaders:
-        trial.effective = _tuned_loader(loaders).get("effective", {})
+        trial.effective = busiest_loader(loaders).get("effective", {})
     ended_well = end is not None and (
         (end.rc == 0 and end.reason in (STOPPED_REASON, "completed"))
         or (stopped and end.exception is None))
@@ -309,11 +310,6 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
         trial.worker_cpu = cpu.share(w.t0, w.t1)
     if s.run.get("cuda_available"):
         trial.utilization = _utilization(s.traces())
-
-
-def _tuned_loader(loaders: list[dict]) -> dict:
-    """The DataLoader the steps drew from: the one that served the most batches."""
-    return max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
 
 
 def _utilization(traces: list[Path]) -> float | None:

@@ -84,6 +84,29 @@ def test_short_epochs_climb_with_workers_kept_across_epochs():
     assert long.next() == {**SCRIPT, "num_workers": 1}
 
 
+def test_a_setting_beside_num_workers_is_always_checked_against_the_noise():
+    # issue 21: two tunes kept 8 workers and 8 workers + persistent_workers; a rung may win
+    # on one trial when it wins by far, a setting beside num_workers never does
+    search = Search(SCRIPT, cores=2)
+    search.record(search.next(), 100.0, 0.8)
+    assert search.duel_pairs(None) is None
+    assert search.duel_pairs(97.0) is None                       # not better: no duel
+    assert search.duel_pairs(90.0) == noise.SMALL_GAIN_PAIRS     # a small gain of a rung
+    assert search.duel_pairs(50.0) is None                       # a rung winning by far
+    search.record(search.next(), 50.0, 0.6, worker_cpu=0.9)      # 1 worker
+    search.record(search.next(), 26.0, 0.3, worker_cpu=0.9)      # 2: the cores, CPU-bound
+    assert search.next() == {**SCRIPT, "num_workers": 2, "persistent_workers": True}
+    assert search.stage == "around"
+    assert search.duel_pairs(25.5) is None                       # under the 5% gain
+    assert search.duel_pairs(24.0) == noise.MIN_PAIRS            # the main verdict's rule:
+    assert search.duel_pairs(10.0) == noise.MIN_PAIRS            # even a large gain is repeated
+    # the duel's pairs decide as the verdict does: two obvious pairs, else three
+    assert noise.decide([1.4, 1.35], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.ADOPT
+    assert noise.decide([1.4, 1.1], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.MORE
+    assert noise.decide([1.4, 1.02], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.MORE
+    assert noise.decide([1.4, 1.02, 1.1], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.NOISE
+
+
 def test_a_duel_rebases_the_best_on_the_median_of_its_repeats():
     search = Search(SCRIPT, cores=4)
     search.record(search.next(), 100.0, 0.6)
