@@ -28,12 +28,12 @@ Floats stored as uint8 (a factory's k/255 tensors) come back as uint8 (scale the
 `x.to(device).float().div_(255)`) or, with floats=True, as the original floats.
 verify_reads=True checks each record's crc32 as it is read (StallscopeError on a damaged one).
 Each field is copied once out of the map (read-only memory) into memory the sample owns.
-torch is imported on first item access, not on import.
+torch is imported when a tensor field is first read, not on import. Opening: handles.py;
+the metadata's checks: meta.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 import zlib
@@ -45,8 +45,9 @@ import numpy as np
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
-
-LEAF_KINDS = ("image", "tensor", "ndarray", "int", "float", "bool", "str")
+from stallscope.core.lmdb.handles import acquire, default_readahead, release
+from stallscope.core.lmdb.meta import read_meta
+from stallscope.core.lmdb.structure import leaf_nodes, rebuild
 
 
 class LMDBDataset:
@@ -90,7 +91,7 @@ class LMDBDataset:
         self.classes: list[str] = list(meta.get("classes", []))
         self.fields: list[str] = list(meta.get("fields", []))
         self.structure: dict = meta["structure"]
-        self._leaves = _leaves(self.structure)
+        self._leaves = leaf_nodes(self.structure)
         self._kinds = [leaf["kind"] for leaf in self._leaves]
         self._folder = meta["source"]["kind"] == "folder"
         self._pid: int | None = None
@@ -113,12 +114,12 @@ class LMDBDataset:
 
     def close(self) -> None:
         if getattr(self, "_pid", None) == os.getpid():
-            _release(self.path)
+            release(self.path)
         self._env = self._txn = self._pid = None
 
     def _open(self):
         if self._pid != os.getpid():  # first use in this process (a fresh or forked worker)
-            self._env, self._txn = _acquire(self.path, self.readahead)
+            self._env, self._txn = acquire(self.path, self.readahead)
             self._pid = os.getpid()
         return self._txn
 
@@ -183,33 +184,39 @@ class LMDBDataset:
     def __getitem__(self, index):
         if not isinstance(index, int | np.integer):
             return self._batch([self._index(i) for i in index])
-        import torch
-
         buf, _, views = self._views(index)
         pairs = zip(self._leaves, views, strict=True)
-        values = [self._value(torch, leaf, buf, view) for leaf, view in pairs]
-        return self._sample(values)
+        return self._sample([self._value(leaf, buf, view) for leaf, view in pairs])
 
     def _sample(self, values: list):
         if self._folder:
             if self.transform is not None:
                 values[0] = self.transform(values[0])
             return tuple(values) if len(values) > 1 else values[0]
-        sample = _rebuild(self.structure, iter(values))
+        sample = rebuild(self.structure, iter(values))
         return self.transform(sample) if self.transform is not None else sample
 
-    def _value(self, torch, leaf: dict, buf, view):
+    def _value(self, leaf: dict, buf, view):
         arr = fmt.view_array(buf, view)
         kind = leaf["kind"]
-        if kind in ("image", "tensor"):
-            t = torch.from_numpy(np.array(arr))  # the one copy, into owned memory
-            t = t.view(torch.bfloat16) if view.dtype == "bfloat16" else t
-            return self._float_back(torch, leaf, t)
-        if kind == "ndarray":
-            return self._float_back(None, leaf, np.array(arr))
+        if kind in ("image", "tensor", "ndarray"):
+            return self._field(leaf, view.dtype, np.array(arr))  # the one copy, into owned memory
         if kind == "str":
             return arr.tobytes().decode("utf-8", "surrogatepass")
         return arr.item()
+
+    def _field(self, leaf: dict, dtype: str, arr: np.ndarray):
+        """An owned array (one sample's, or a batch column) as its field gives it: a tensor for
+        image and tensor fields (bfloat16 viewed back), floats restored when asked for."""
+        if leaf["kind"] in ("image", "tensor"):
+            import torch
+
+            t = torch.from_numpy(arr)
+            t = t.view(torch.bfloat16) if dtype == "bfloat16" else t
+            return self._float_back(torch, leaf, t)
+        if leaf["kind"] == "ndarray":
+            return self._float_back(None, leaf, arr)
+        return arr
 
     def _float_back(self, torch, leaf: dict, x):
         """A uint8-stored float field as floats again (floats=True), else as stored."""
@@ -265,7 +272,7 @@ class LMDBDataset:
                   for col in columns]  # fmt: skip
         if self._folder:
             return tuple(values) if len(values) > 1 else values[0]
-        return _rebuild(self.structure, iter(values))
+        return rebuild(self.structure, iter(values))
 
     def _spans(self, indices: list[int]) -> list[tuple]:
         """(buffer, start, end) of each sample's record: the hot loop of a batch, so chunk
@@ -328,23 +335,11 @@ class LMDBDataset:
                 for leaf, view in zip(self._leaves, first, strict=True)]  # fmt: skip
 
     def _column(self, leaf: dict, view, rows: np.ndarray, at: int):
-        import torch
-
-        dtype = fmt._NP_DTYPE[view.dtype]
-        out = np.ascontiguousarray(rows[:, at : at + view.nbytes]).view(dtype)
-        out = out.reshape(len(rows), *view.shape)
-        if leaf["kind"] in ("image", "tensor"):
-            t = torch.from_numpy(out)
-            t = t.view(torch.bfloat16) if view.dtype == "bfloat16" else t
-            return self._float_back(torch, leaf, t)
-        if leaf["kind"] == "ndarray":
-            return self._float_back(None, leaf, out)
-        return out
+        out = np.ascontiguousarray(rows[:, at : at + view.nbytes]).view(fmt._NP_DTYPE[view.dtype])
+        return self._field(leaf, view.dtype, out.reshape(len(rows), *view.shape))
 
     def _columns_slow(self, indices: list[int]) -> list | None:
         """_columns for records of several layouts (str fields, or shapes that vary)."""
-        import torch
-
         cache: dict = {}
         rows = [self._views(i, cache) for i in indices]
         first = rows[0][2]
@@ -365,179 +360,8 @@ class LMDBDataset:
             for k, (buf, _s, views) in enumerate(rows):
                 v = views[f]
                 flat[k] = np.frombuffer(buf, np.uint8, v.nbytes, v.offset)
-            if leaf["kind"] in ("image", "tensor"):
-                t = torch.from_numpy(out)
-                t = t.view(torch.bfloat16) if view.dtype == "bfloat16" else t
-                out = self._float_back(torch, leaf, t)
-            elif leaf["kind"] == "ndarray":
-                out = self._float_back(None, leaf, out)
-            columns.append(out)
+            columns.append(self._field(leaf, view.dtype, out))
         return columns
 
     def __repr__(self) -> str:
         return f"LMDBDataset({self.path!r}, {self._count} samples, fields={self.fields})"
-
-
-def default_readahead(path: str) -> bool:
-    """On when the LMDB is at most half the memory available now (see the module docstring)."""
-    try:
-        data = Path(path) / "data.mdb" if os.path.isdir(path) else Path(path)
-        size = data.stat().st_size
-    except OSError:
-        return True
-    avail = _mem_available()
-    return avail is None or size <= avail // 2
-
-
-def _mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-# LMDB allows one handle per file per process, so readers of the same path share one, opened
-# readonly and lock-free, with one long read transaction (the data never changes under it).
-_SHARED: dict[str, list] = {}  # realpath -> [pid, env, txn, users]
-
-
-def _acquire(path: str, readahead: bool):
-    key = os.path.realpath(path)
-    entry = _SHARED.get(key)
-    if entry is not None and entry[0] != os.getpid():
-        stale = list(_SHARED.values())  # handles inherited through fork belong to the parent
-        _SHARED.clear()
-        for _pid, env, txn, _users in stale:
-            with contextlib.suppress(lmdb.Error):
-                txn.abort()
-                env.close()  # in the child only: the parent's handle stays open
-        entry = None
-    if entry is None:
-        env = lmdb.open(
-            path, readonly=True, lock=False, readahead=readahead, meminit=False,
-            subdir=os.path.isdir(path), max_readers=2048,
-        )  # fmt: skip
-        entry = _SHARED[key] = [os.getpid(), env, env.begin(buffers=True), 0]
-    entry[3] += 1
-    return entry[1], entry[2]
-
-
-def _release(path: str) -> None:
-    key = os.path.realpath(path)
-    entry = _SHARED.get(key)
-    if entry is None or entry[0] != os.getpid():
-        return
-    entry[3] -= 1
-    if entry[3] <= 0:
-        del _SHARED[key]
-        entry[2].abort()
-        entry[1].close()
-
-
-def read_meta(path: str | os.PathLike) -> tuple[dict, dict]:
-    """(metadata, progress) of a stallscope LMDB; StallscopeError (one line) when it is not
-    one, or when its metadata is damaged or hostile (wrong types, absurd nesting)."""
-    path = str(path)
-    if not os.path.exists(path):
-        raise StallscopeError(f"{path}: no such LMDB")
-    try:
-        _env, txn = _acquire(path, readahead=False)
-    except lmdb.Error as exc:
-        raise StallscopeError(f"{path}: not an LMDB ({' '.join(str(exc).split())})") from exc
-    try:
-        meta, progress = txn.get(fmt.META_KEY), txn.get(fmt.PROGRESS_KEY)
-        meta, progress = (bytes(v) if v is not None else None for v in (meta, progress))
-    finally:
-        _release(path)
-    try:
-        meta = fmt.loads(meta) if meta is not None else None
-    except (ValueError, RecursionError):
-        meta = None
-    if not isinstance(meta, dict) or meta.get("format") != fmt.FORMAT:
-        raise StallscopeError(f"{path}: an LMDB that stallscope did not write")
-    if meta.get("version") not in fmt.READABLE_VERSIONS:
-        raise StallscopeError(f"{path}: stallscope LMDB format {meta.get('version')!r} is not "
-                              "known (written by a newer stallscope?)")  # fmt: skip
-    try:
-        progress = fmt.loads(progress) if progress is not None else {}
-    except (ValueError, RecursionError):
-        progress = None
-    problem = _meta_problem(meta, progress)
-    if problem:
-        raise StallscopeError(f"{path}: damaged metadata: {problem}")
-    return meta, progress
-
-
-def _meta_problem(meta: dict, progress) -> str:
-    """What is wrong with metadata read from a file ('' when nothing)."""
-    source = meta.get("source")
-    if not isinstance(source, dict) or not isinstance(source.get("spec"), str):
-        return "no source"
-    if source.get("kind") not in ("folder", "factory"):
-        return f"source kind {source.get('kind')!r}"
-    for key in ("count",):
-        if not _count(source.get(key)) or (meta.get("complete") and not _count(meta.get(key))):
-            return f"{key} is not a sample count"
-    chunk = meta.get("chunk", 1)
-    if not (_count(chunk) and 1 <= chunk <= fmt.MAX_CHUNK):
-        return f"chunk {chunk!r}"
-    if not isinstance(progress, dict) or not _count(progress.get("written", 0)):
-        return "progress record"
-    for key in ("classes", "fields"):
-        if not isinstance(meta.get(key, []), list):
-            return f"{key} is not a list"
-    problem = _structure_problem(meta.get("structure"), 0)
-    if problem:
-        return f"structure: {problem}"
-    return ""
-
-
-def _count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= fmt.MAX_SAMPLES
-
-
-def _structure_problem(st, depth: int) -> str:
-    if depth > 64:
-        return "nested too deeply"
-    if not isinstance(st, dict):
-        return f"a {type(st).__name__} where a node should be"
-    kind = st.get("type")
-    if kind == "leaf":
-        if st.get("kind") not in LEAF_KINDS:
-            return f"leaf kind {st.get('kind')!r}"
-        for mark in ("quant", "cast"):
-            if mark in st and st[mark] not in ("float16", "float32", "float64"):
-                return f"{mark} {st[mark]!r}"
-        return ""
-    items = st.get("items")
-    if kind not in ("tuple", "list", "dict") or not isinstance(items, list):
-        return f"node type {kind!r}"
-    if kind == "dict":
-        keys = st.get("keys")
-        if not isinstance(keys, list) or len(keys) != len(items):
-            return "dict keys"
-    for sub in items:
-        problem = _structure_problem(sub, depth + 1)
-        if problem:
-            return problem
-    return ""
-
-
-def _leaves(structure: dict) -> list[dict]:
-    if structure["type"] == "leaf":
-        return [structure]
-    return [leaf for sub in structure["items"] for leaf in _leaves(sub)]
-
-
-def _rebuild(structure: dict, values):
-    kind = structure["type"]
-    if kind == "leaf":
-        return next(values)
-    items = [_rebuild(sub, values) for sub in structure["items"]]
-    if kind == "dict":
-        return dict(zip(structure["keys"], items, strict=True))
-    return tuple(items) if kind == "tuple" else items

@@ -3,10 +3,16 @@
     state = destination_state(dst)     # 'missing', 'empty', 'foreign', 'ours' (+ meta, progress)
     check_destination(dst, spec, pre)     # Verdict: ok?, a sentence, a tone (ok / bad / info)
     check_space(dst, estimated_bytes)     # Verdict on the free space where dst would be
+
+What the converter itself checks there, each refusal one StallscopeError line: check_resume
+(the stored conversion is this one), require_space, lock_destination (one writer), and
+os_errors (a full or read-only disk said as such).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -20,6 +26,7 @@ from stallscope.core.lmdb import format as fmt
 from stallscope.core.lmdb.images import Preprocess
 
 LOCK_NAME = "stallscope.lock"
+MiB = 1 << 20
 
 
 @dataclass
@@ -119,9 +126,7 @@ def check_destination(dst: str | os.PathLike, spec: str | None, pre: Preprocess)
 def check_space(dst: str | os.PathLike, estimated_bytes: int | None) -> Verdict:
     """Is there room for about `estimated_bytes` on the disk dst would be on (its nearest
     existing parent)? Without an estimate, just say how much is free."""
-    probe = Path(dst).expanduser()
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
+    probe = _nearest_existing(Path(dst).expanduser())
     try:
         free = shutil.disk_usage(probe).free
     except OSError as exc:
@@ -132,3 +137,94 @@ def check_space(dst: str | os.PathLike, estimated_bytes: int | None) -> Verdict:
         return Verdict(False, f"Only {units.size(free)} free on {probe}, the LMDB needs about "
                        f"{units.size(estimated_bytes)}: choose another disk or resize.", "bad")
     return Verdict(True, f"{units.size(free)} free on {probe}: enough.", "ok")
+
+
+def check_resume(dst: Path, state: DestState, meta: dict) -> None:
+    """Refuses (StallscopeError) when dst holds a conversion that is not the one `meta`
+    describes: another source, other options or structure, a changed source, or an unfinished
+    one in an older format."""
+    if state.kind != "ours":
+        return
+    old = state.meta
+    spec = meta["source"]["spec"]
+    if old["source"]["spec"] != spec:
+        raise StallscopeError(
+            f"{dst}: holds a conversion of {old['source']['spec']}, not of {spec}; "
+            "choose another destination or delete it"
+        )
+    if old.get("version") != fmt.VERSION:
+        if old.get("complete"):
+            return  # a finished conversion in an older format: readable as it is
+        raise StallscopeError(f"{dst}: an unfinished conversion in stallscope format "
+                              f"{old.get('version')}; convert into a new destination")  # fmt: skip
+    if old["preprocess"] != meta["preprocess"] or old["structure"] != meta["structure"]:
+        raise StallscopeError(
+            f"{dst}: holds a conversion of {spec} with other options "
+            f"({Preprocess.from_dict(old['preprocess']).describe()}); "
+            "use the same options to resume, or another destination"
+        )
+    if old["source"]["fingerprint"] != meta["source"]["fingerprint"]:
+        raise StallscopeError(
+            f"{dst}: {spec} changed since this conversion started (files added, removed or "
+            "resized); resuming would misnumber samples, so convert into a new destination"
+        )
+
+
+@contextlib.contextmanager
+def os_errors(dst: Path, needed: int):
+    """An OSError or LMDB error as one line naming dst (a full disk says how much it needs)."""
+    try:
+        yield
+    except (OSError, lmdb.Error) as exc:
+        if isinstance(exc, lmdb.MapFullError):
+            raise
+        raise StallscopeError(os_message(dst, needed, exc)) from exc
+
+
+def os_message(dst: Path, needed: int, exc: BaseException) -> str:
+    free = _free_bytes(dst)
+    text = " ".join(str(exc).split())
+    if "No space" in text or "ENOSPC" in text or (free is not None and free < 4 * MiB):
+        return _disk_full(dst, needed, free or 0)
+    if isinstance(exc, PermissionError) or "Permission denied" in text or "Read-only" in text:
+        return f"{dst}: cannot write there ({text})"
+    return f"{dst}: writing failed ({text})"
+
+
+def _free_bytes(dst: Path) -> int | None:
+    try:
+        return shutil.disk_usage(_nearest_existing(dst)).free
+    except OSError:
+        return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    """path, or its nearest parent that exists (where a new destination's disk is)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def require_space(dst: Path, needed: int) -> None:
+    free = _free_bytes(dst)
+    if free is not None and needed > free:
+        raise StallscopeError(_disk_full(dst, needed, free))
+
+
+def _disk_full(dst: Path, needed: int, free: int) -> str:
+    return f"{dst}: disk full, {_mib(needed)} MiB needed, {_mib(free)} free"
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:,.1f}" if n < 100 * MiB else f"{n / MiB:,.0f}"
+
+
+def lock_destination(dst: Path):
+    """An exclusive lock on dst, held (open) for the whole conversion."""
+    handle = open(dst / LOCK_NAME, "a+")  # noqa: SIM115 - held for the whole conversion
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        handle.close()
+        raise StallscopeError(f"{dst}: another conversion is writing there right now") from exc
+    return handle

@@ -11,18 +11,14 @@ import math
 
 import numpy as np
 
-
-def _leaves(structure: dict) -> list[dict]:
-    if structure.get("type") == "leaf":
-        return [structure]
-    return [leaf for sub in structure.get("items", ()) for leaf in _leaves(sub)]
+from stallscope.core.lmdb.structure import leaf_nodes
 
 
 def stored_fields(structure: dict, names: list[str], leaves: list) -> list[dict]:
     """One entry per leaf; dtype and shape from a sample's leaves [(kind, dtype, array)] when
     given (a folder's images: uint8, shape per image)."""
     out = []
-    for i, (name, leaf) in enumerate(zip(names, _leaves(structure), strict=False)):
+    for i, (name, leaf) in enumerate(zip(names, leaf_nodes(structure), strict=False)):
         dtype, shape = ("uint8" if leaf["kind"] == "image" else "int64"), None
         if i < len(leaves):
             _kind, dtype, arr = leaves[i]

@@ -13,20 +13,15 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from stallscope.core.lmdb.decoder import Decoder, source_desc
+from stallscope.core.lmdb.errors import SampleError, SourceError
+from stallscope.core.lmdb.factory import FactorySource
 from stallscope.core.lmdb.fields import field_lines, stored_fields
+from stallscope.core.lmdb.folder import FolderSource
 from stallscope.core.lmdb.format import chunk_for, record_size
 from stallscope.core.lmdb.images import Preprocess, to_display
-from stallscope.core.lmdb.source import (
-    Decoder,
-    FactorySource,
-    FolderSource,
-    SampleError,
-    SourceError,
-    leaf_names,
-    open_source,
-    open_source_job,
-    source_desc,
-)
+from stallscope.core.lmdb.source import open_source, open_source_job
+from stallscope.core.lmdb.structure import leaf_names
 
 
 @dataclass

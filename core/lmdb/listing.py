@@ -18,7 +18,10 @@ import zlib
 
 import numpy as np
 
+from stallscope.core.lmdb.errors import SourceError
+from stallscope.core.lmdb.folder import folder_from_listing
 from stallscope.core.lmdb.format import KEY_DIGITS, LIST_PREFIX, FormatError
+from stallscope.core.lmdb.source import open_source
 
 BLOCK = 1 << 16
 _N = struct.Struct("<I")
@@ -75,8 +78,6 @@ def stored_source(ds):
     """The source of the conversion an LMDBDataset holds: a folder rebuilt from its stored
     listing (no scan, no stat), a factory opened again (SourceError when it cannot be, or
     when it changed)."""
-    from stallscope.core.lmdb.source import SourceError, folder_from_listing, open_source
-
     meta = ds.meta
     if meta["source"]["kind"] == "folder" and "listing" in meta:
         try:

@@ -23,15 +23,13 @@ import numpy as np
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
-from stallscope.core.lmdb.dataset import LMDBDataset, _rebuild
-from stallscope.core.lmdb.source import (
-    Decoder,
-    FolderSource,
-    SampleError,
-    SourceError,
-    open_source,
-    source_desc,
-)
+from stallscope.core.lmdb.dataset import LMDBDataset
+from stallscope.core.lmdb.decoder import Decoder, source_desc
+from stallscope.core.lmdb.errors import SampleError, SourceError
+from stallscope.core.lmdb.folder import FolderSource
+from stallscope.core.lmdb.listing import stored_source
+from stallscope.core.lmdb.source import open_source
+from stallscope.core.lmdb.structure import rebuild
 
 MIN_SECONDS = 2.0  # per warm pass: below ~1 s the figures of one LMDB varied 2x run to run
 MAX_SAMPLES = 100_000
@@ -144,7 +142,7 @@ class SourceDataset:
                 values.append(arr.tobytes().decode("utf-8", "surrogatepass"))
             else:
                 values.append(arr)
-        return _rebuild(self.structure, iter(values))
+        return rebuild(self.structure, iter(values))
 
     def files(self, indices) -> list[str]:
         if not isinstance(self._source, FolderSource):
@@ -246,8 +244,6 @@ def _stored_source(dst, meta: dict):
     """The folder a conversion listed (from the LMDB; no scan), else None (open it)."""
     if meta["source"]["kind"] != "folder" or "listing" not in meta:
         return None
-    from stallscope.core.lmdb.listing import stored_source
-
     ds = LMDBDataset(dst)
     try:
         return stored_source(ds)

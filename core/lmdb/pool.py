@@ -29,8 +29,10 @@ from typing import Any
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.decoder import Decoder, source_desc
+from stallscope.core.lmdb.errors import SourceError
 from stallscope.core.lmdb.images import Preprocess
-from stallscope.core.lmdb.source import Decoder, Source, SourceError, source_desc
+from stallscope.core.lmdb.source import Source
 
 # Decoded records travel from the workers to the writer through a few fixed shared-memory
 # slots (files in /dev/shm, one per task in flight, reused): a pipe would cost four extra copies

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from stallscope.core.lmdb.inspection import SourceInfo
 from stallscope.core.lmdb.measure import suggest_loader
-from stallscope.core.lmdb.source import describe
+from stallscope.core.lmdb.structure import describe
 
 
 def factory_candidates(path: str) -> list[str]:

@@ -23,16 +23,14 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.lmdb import format as fmt
 from stallscope.core.lmdb.dataset import LMDBDataset
+from stallscope.core.lmdb.decoder import Decoder, source_desc
+from stallscope.core.lmdb.errors import SampleError
+from stallscope.core.lmdb.flatten import flatten
+from stallscope.core.lmdb.folder import FolderSource
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.listing import stored_source
 from stallscope.core.lmdb.measure import Rate, SourceDataset, Throughput, measure  # noqa: F401
-from stallscope.core.lmdb.source import (
-    Decoder,
-    FolderSource,
-    SampleError,
-    flatten,
-    source_desc,
-)
+from stallscope.core.lmdb.writer import read_skipped
 
 NOT_DETERMINISTIC = "your Dataset is not deterministic (random transforms?)"
 
@@ -191,8 +189,6 @@ def _verify_source(ds: LMDBDataset, n: int, result: VerifyResult, cancel) -> Job
     except StallscopeError as exc:
         result.problem = f"the source cannot be opened ({exc})"
         return
-    from stallscope.core.lmdb.convert import read_skipped
-
     result.skipped = len(read_skipped(ds.env))
     if result.count + result.skipped != result.source_count:
         result.mismatches.append(

@@ -336,7 +336,7 @@ def test_a_folder_conversion_killed_mid_run_resumes_exactly_from_its_listing(tmp
 
 
 def test_the_scan_reports_progress_as_it_goes(tmp_path):
-    from stallscope.core.lmdb.source import scan_folder_job
+    from stallscope.core.lmdb.folder import scan_folder_job
 
     for c in range(2):
         (tmp_path / f"c{c}").mkdir()

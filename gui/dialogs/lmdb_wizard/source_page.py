@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import units
 from stallscope.core.lmdb.inspection import SourceInfo, inspect_job
 from stallscope.core.lmdb.snippet import factory_candidates
-from stallscope.core.lmdb.source import describe
+from stallscope.core.lmdb.structure import describe
 from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, heading, say, thumb, toned
 from stallscope.gui.widgets import rich_label
 from stallscope.gui.workers import JobWorker
