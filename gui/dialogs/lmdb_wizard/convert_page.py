@@ -6,45 +6,38 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
     QVBoxLayout,
-    QWizardPage,
 )
 
 from stallscope.core import units
 from stallscope.core.lmdb.convert import ConvertResult, convert
 from stallscope.core.lmdb.destination import destination_state
 from stallscope.core.lmdb.fields import field_lines
-from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, mono, say
-from stallscope.gui.widgets import rich_label
+from stallscope.gui.dialogs.lmdb_wizard.widgets import Page, esc, mono, say, text_block
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
 
 
-class ConvertPage(QWizardPage):
+class ConvertPage(Page):
     sig_conversion_finished = Signal(object)
 
     def __init__(self, wizard: LMDBWizard) -> None:
-        super().__init__()
-        self.wiz = wizard
-        self.setTitle("Conversion")
-        self.setSubTitle(
-            "Decoding in a process pool, one writer, committed in batches. Cancel keeps what is "
-            "done; Resume (or running the same conversion again) continues from there."
-        )
+        super().__init__(wizard, "Conversion", "Decoding in a process pool, one writer, "
+                         "committed in batches. Cancel keeps what is done; Resume (or running "
+                         "the same conversion again) continues from there.")
         self.bar = QProgressBar()
         self.bar.setMinimumHeight(22)
         self.rate = QLabel(" ")
         self.rate.setFont(mono())
-        self.status = rich_label(" ")  # every text set on it escapes the names in it
-        self.status.setWordWrap(True)
+        self.status = text_block(" ")
         self.cancel_btn = QPushButton("Cancel conversion")
         self.resume_btn = QPushButton("Resume")
         self.cancel_btn.clicked.connect(self.cancel)
@@ -53,12 +46,8 @@ class ConvertPage(QWizardPage):
         buttons.addStretch(1)
         buttons.addWidget(self.cancel_btn)
         buttons.addWidget(self.resume_btn)
-        self.summary = rich_label("")
-        self.summary.setWordWrap(True)
-        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.plan = rich_label("")
-        self.plan.setWordWrap(True)
-        self.plan.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.summary = text_block(selectable=True)
+        self.plan = text_block(selectable=True)
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.plan)

@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QVBoxLayout,
     QWidget,
-    QWizardPage,
 )
 
 from stallscope.core import units
@@ -27,8 +26,7 @@ from stallscope.core.lmdb.destination import check_destination, check_space
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.inspection import SourceInfo, inspect_source
 from stallscope.core.lmdb.snippet import default_destination
-from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, row, say, spin
-from stallscope.gui.widgets import rich_label
+from stallscope.gui.dialogs.lmdb_wizard.widgets import Page, esc, row, say, spin, text_block
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
@@ -43,19 +41,16 @@ def _sizes(suggestion: str) -> int | None:
     return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
 
 
-class OptionsPage(QWizardPage):
+class OptionsPage(Page):
     def __init__(self, wizard: LMDBWizard) -> None:
-        super().__init__()
-        self.wiz = wizard
-        self.setTitle("Options")
-        self.setSubTitle("Where the LMDB goes, and the fixed preprocessing done once, up front.")
+        super().__init__(wizard, "Options",
+                         "Where the LMDB goes, and the fixed preprocessing done once, up front.")
         self.setCommitPage(True)
 
         self.dst_edit = QLineEdit()
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._choose_dst)
-        self.dst_state = rich_label("")
-        self.dst_state.setWordWrap(True)
+        self.dst_state = text_block()
         dst_box = QWidget()
         dst_grid = QGridLayout(dst_box)
         dst_grid.setContentsMargins(0, 0, 0, 0)
@@ -76,15 +71,12 @@ class OptionsPage(QWizardPage):
         self.floats_combo = QComboBox()
         self.floats_combo.addItems(["auto: uint8 when on k/255 steps", "float32", "float16"])
         self.floats_row = row(QLabel("Float tensors"), self.floats_combo)
-        self.estimate = rich_label("")
-        self.estimate.setWordWrap(True)
-        self.shapes = rich_label("")
-        self.shapes.setWordWrap(True)
+        self.estimate = text_block()
+        self.shapes = text_block()
         self.apply_btn = QPushButton()
         self.apply_btn.setVisible(False)
         self.apply_btn.clicked.connect(self._apply_suggestion)
-        self.space = rich_label("")
-        self.space.setWordWrap(True)
+        self.space = text_block()
 
         form = QFormLayout()
         form.addRow("Destination", dst_box)

@@ -15,29 +15,31 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
-    QWizardPage,
 )
 
 from stallscope.core.lmdb.measure import Throughput, measure, speed_words
 from stallscope.core.lmdb.snippet import lmdb_snippet
 from stallscope.core.lmdb.verify import VerifyResult, verify
 from stallscope.gui import theme
-from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, heading, mono, say, toned
-from stallscope.gui.widgets import rich_label
+from stallscope.gui.dialogs.lmdb_wizard.widgets import (
+    Page,
+    esc,
+    heading,
+    mono,
+    say,
+    text_block,
+    toned,
+)
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
 
 
-class ResultPage(QWizardPage):
+class ResultPage(Page):
     def __init__(self, wizard: LMDBWizard) -> None:
-        super().__init__()
-        self.wiz = wizard
-        self.setTitle("Result")
-        self.setSubTitle("Checked against the source, and measured against it.")
-        self.verify_label = rich_label("Verifying…")
-        self.verify_label.setWordWrap(True)
+        super().__init__(wizard, "Result", "Checked against the source, and measured against it.")
+        self.verify_label = text_block("Verifying…")
         self.skipped = QListWidget()
         self.skipped.setWordWrap(True)
         self.skipped.setSelectionMode(QListWidget.SelectionMode.NoSelection)
@@ -49,8 +51,7 @@ class ResultPage(QWizardPage):
         self.chart.hideButtons()
         self.chart.setMenuEnabled(False)
         self.chart.getPlotItem().setLabel("left", "samples/s")
-        self.chart_note = rich_label("Measuring…")
-        self.chart_note.setWordWrap(True)
+        self.chart_note = text_block("Measuring…")
         self.snippet = QPlainTextEdit()
         self.snippet.setReadOnly(True)
         self.snippet.setFont(mono())

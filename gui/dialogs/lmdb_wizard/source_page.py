@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QFileDialog,
     QGridLayout,
@@ -15,30 +15,31 @@ from PySide6.QtWidgets import (
     QPushButton,
     QVBoxLayout,
     QWidget,
-    QWizardPage,
 )
 
 from stallscope.core import units
 from stallscope.core.lmdb.inspection import SourceInfo, inspect_job
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.core.lmdb.structure import describe
-from stallscope.gui.dialogs.lmdb_wizard.widgets import esc, heading, say, thumb, toned
-from stallscope.gui.widgets import rich_label
+from stallscope.gui.dialogs.lmdb_wizard.widgets import (
+    Page,
+    esc,
+    heading,
+    say,
+    text_block,
+    thumb,
+    toned,
+)
 from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
 
 
-class SourcePage(QWizardPage):
+class SourcePage(Page):
     def __init__(self, wizard: LMDBWizard) -> None:
-        super().__init__()
-        self.wiz = wizard
-        self.setTitle("Source")
-        self.setSubTitle(
-            "An image folder (class subfolders become labels) or a Python factory "
-            "`file.py:factory` that returns a map-style Dataset."
-        )
+        super().__init__(wizard, "Source", "An image folder (class subfolders become labels) "
+                         "or a Python factory `file.py:factory` that returns a map-style Dataset.")
         self.spec_edit = QLineEdit()
         self.spec_edit.setPlaceholderText("/data/train   or   /code/datasets.py:make_train_set")
         folder_btn = QPushButton("Folder…")
@@ -50,11 +51,8 @@ class SourcePage(QWizardPage):
         row.addWidget(folder_btn)
         row.addWidget(factory_btn)
 
-        self.status = rich_label("Choose a folder of images or a factory.")
-        self.status.setWordWrap(True)
-        self.details = rich_label("")
-        self.details.setWordWrap(True)
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status = text_block("Choose a folder of images or a factory.")
+        self.details = text_block(selectable=True)
         self.thumbs = QGridLayout()
         self.thumbs.setSpacing(10)
         thumbs_box = QWidget()

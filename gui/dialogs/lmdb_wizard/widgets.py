@@ -1,9 +1,11 @@
-"""Small pieces the LMDB wizard's pages share: thumbnails, headings, spin boxes, rows, the
-monospace font, and status text coloured by its tone (colours from gui/colors.py)."""
+"""Small pieces the LMDB wizard's pages share: the page base, wrapped text blocks, thumbnails,
+headings, spin boxes, rows, the monospace font, and status text coloured by its tone (colours
+from gui/colors.py)."""
 
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -16,12 +18,35 @@ from PySide6.QtWidgets import (
     QSpinBox,
     QVBoxLayout,
     QWidget,
+    QWizardPage,
 )
 
 from stallscope.gui.colors import BETTER_COLOR, WORSE_COLOR, plot_theme
-from stallscope.gui.widgets import set_rich
+from stallscope.gui.widgets import rich_label, set_rich
+
+if TYPE_CHECKING:
+    from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
 
 THUMB = 88
+
+
+class Page(QWizardPage):
+    """A page of the wizard: `wiz` holds what the pages share (wizard.py)."""
+
+    def __init__(self, wizard: LMDBWizard, title: str, subtitle: str) -> None:
+        super().__init__()
+        self.wiz = wizard
+        self.setTitle(title)
+        self.setSubTitle(subtitle)
+
+
+def text_block(text: str = "", selectable: bool = False) -> QLabel:
+    """A word-wrapped rich-text label: whatever is set on it escapes its names (esc, say)."""
+    label = rich_label(text)
+    label.setWordWrap(True)
+    if selectable:
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
 
 
 def tone_color(tone: str) -> str:
