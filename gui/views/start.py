@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import __version__
 from stallscope.core.recent import RecentItem, RecentStore
 from stallscope.gui import theme
-from stallscope.gui.widgets import plain_label
+from stallscope.gui.widgets import ElidedLabel
 
 # (key, title, hint, icon, signal attribute)
 ACTIONS = (
@@ -160,6 +160,10 @@ class StartScreen(QWidget):
         self.recent_list.setObjectName("RecentList")
         self.recent_list.setVerticalScrollMode(QListWidget.ScrollMode.ScrollPerPixel)
         self.recent_list.setSelectionMode(QListWidget.SelectionMode.SingleSelection)
+        # rows take the list's width and elide what does not fit (the tooltip has the path):
+        # never a sideways scroll
+        self.recent_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.recent_list.setResizeMode(QListWidget.ResizeMode.Adjust)
         self.recent_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.recent_list.itemActivated.connect(self._activate)
         self.recent_list.itemClicked.connect(self._activate)
@@ -328,7 +332,8 @@ class RecentRow(QWidget):
         top = QHBoxLayout()
         top.setSpacing(8)
         # a file name can look like HTML (`<img src=...>` reads that file): plain text only
-        self.name_label = plain_label(item.name)
+        # (ElidedLabel is); a long name or folder is cut in the middle, where it says least
+        self.name_label = ElidedLabel(item.name, mode=Qt.TextElideMode.ElideMiddle)
         self.name_label.setObjectName("RecentName")
         top.addWidget(self.name_label, 1)
         self.when_label = QLabel(ago(item.opened, now))
@@ -342,10 +347,11 @@ class RecentRow(QWidget):
             text, name = item.headline, "RecentHeadline"
         else:
             text, name = "Not analysed yet", "RecentHeadlineNone"
-        self.headline_label = plain_label(text)
+        self.headline_label = ElidedLabel(text)
         self.headline_label.setObjectName(name)
         words.addWidget(self.headline_label)
-        self.path_label = plain_label(_short_path(str(Path(item.path).parent)))
+        self.path_label = ElidedLabel(_short_path(str(Path(item.path).parent)),
+                                      mode=Qt.TextElideMode.ElideMiddle)
         self.path_label.setObjectName("RecentPath")
         words.addWidget(self.path_label)
         layout.addLayout(words, 1)
@@ -368,13 +374,12 @@ def ago(then: float, now: float) -> str:
     return time.strftime("%d %b %Y", time.localtime(then))
 
 
-def _short_path(path: str, limit: int = 90) -> str:
+def _short_path(path: str) -> str:
+    """The home folder as "~" (the label elides the rest to its width)."""
     home = str(Path.home())
     if home != "/" and path.startswith(home + "/"):
         path = "~" + path[len(home):]
-    if len(path) <= limit:
-        return path
-    return path[: limit // 3] + " … " + path[-(limit - limit // 3 - 3):]
+    return path
 
 
 def _section(text: str) -> QLabel:

@@ -12,6 +12,7 @@ from fixture_traces import fixture_path
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QLabel
+from shots import save_shot
 
 from stallscope.core.recent import RecentStore
 from stallscope.gui import theme
@@ -179,3 +180,33 @@ def test_in_the_main_window_a_recent_click_opens_the_trace_and_records_its_headl
     assert item.headline == "GPU idle 44%, mostly data loading"
     row = screen.recent_list.itemWidget(screen.recent_list.item(0))
     assert row.headline_label.text() == "GPU idle 44%, mostly data loading"
+
+
+def test_a_long_recent_path_is_elided_in_the_middle_never_scrolled_sideways(qtbot, tmp_path):
+    """At 1024x700 a deep folder and a long name fit the row: cut in the middle ("…"), the
+    whole path in the row's tooltip, and no sideways scroll bar."""
+    from PySide6.QtWidgets import QApplication
+
+    deep = tmp_path.joinpath(*[f"experiment-{i:02d}-with-a-long-folder-name" for i in range(8)])
+    deep.mkdir(parents=True)
+    trace = deep / ("resnet50_imagenet_bs256_amp_channels_last_" * 3 + "worker0.pt.trace.json.gz")
+    trace.write_bytes(b"\x1f\x8b")
+    store = RecentStore()
+    store.add(trace, headline="GPU idle 44%, mostly data loading", opened=30.0)
+    screen = make_screen(qtbot, store)
+    screen.resize(1024, 700)
+    QApplication.processEvents()
+    listing = screen.recent_list
+    row = listing.itemWidget(listing.item(0))
+    assert listing.horizontalScrollBar().maximum() == 0
+    assert row.width() <= listing.viewport().width()
+    for label in (row.name_label, row.path_label):
+        assert label.is_elided(), label.full_text()
+        shown, full = label.text(), label.full_text()
+        assert "…" in shown and full.startswith(shown[:shown.index("…")])  # cut in the middle
+        assert full.endswith(shown[shown.index("…") + 1:])
+        assert label.fontMetrics().horizontalAdvance(shown) <= label.width()
+        assert label.geometry().right() <= row.width()
+    assert row.path_label.full_text() == str(deep)
+    assert listing.item(0).toolTip() == str(trace)
+    save_shot(screen, "start_long_recent_path_1024x700")
