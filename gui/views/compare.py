@@ -27,8 +27,10 @@ from stallscope.core.compare import (
     Metric,
     compare_reports,
     mismatch_warnings,
+    n_steps,
     speedup,
 )
+from stallscope.core.report import Report
 from stallscope.gui.colors import (
     BETTER_COLOR,
     CAUSE_COLORS,
@@ -107,9 +109,30 @@ class DeltaTable(QTableWidget):
         return sum(widths) + 2 * self.frameWidth() + 24
 
 
+GPU_IDLE_AXIS = "GPU idle per step (ms)"
+HOST_AXIS = "main thread per step (ms)"
+GPU_IDLE_TITLE = "<b>GPU idle per step by cause</b>: faded = before, solid = after"
+HOST_TITLE = ("<b>Main thread per step, by what it was in</b> (profiled window; no GPU on "
+              "either side): faded = before, solid = after")
+
+
+def gpu_idle_values(metrics: list[Metric]) -> dict[str, tuple[float, float]]:
+    """cause -> (before, after) GPU idle per step (ms), from the per-cause metric rows."""
+    return {m.cause: (m.before or 0.0, m.after or 0.0) for m in metrics if m.cause is not None}
+
+
+def host_values(before: Report, after: Report) -> dict[str, tuple[float, float]]:
+    """cause -> (before, after) of the main thread's step time per step (ms): what a CPU-only
+    run waited on (data loading first), as the summary's cause bar shows it."""
+    per_b, per_a = 1000.0 * n_steps(before), 1000.0 * n_steps(after)
+    return {c: (before.host_by_cause.get(c, 0.0) / per_b, after.host_by_cause.get(c, 0.0) / per_a)
+            for c in causes.CAUSES}
+
+
 class CauseDeltaChart(pg.PlotWidget):
-    """GPU idle per step by cause, before (pale) above after (solid), one row per cause that
-    holds time on either side: horizontal bars, so the cause names never collide."""
+    """Per step by cause, before (pale) above after (solid), one row per cause that holds time
+    on either side: horizontal bars, so the cause names never collide. GPU idle per step, or
+    for two runs without a GPU the main thread's time per step."""
 
     SHOWN_FROM = 0.02  # causes under 2% of the largest bar are left out
 
@@ -118,25 +141,27 @@ class CauseDeltaChart(pg.PlotWidget):
         self.setMenuEnabled(False)
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()
-        self.getAxis("bottom").setLabel("GPU idle per step (ms)")
+        self.getAxis("bottom").setLabel(GPU_IDLE_AXIS)
         self.getViewBox().invertY(True)
         self.bars: list[pg.BarGraphItem] = []
         self.values: dict[str, tuple[float, float]] = {}
 
     def set_metrics(self, metrics: list[Metric]) -> None:
+        self.set_values(gpu_idle_values(metrics), GPU_IDLE_AXIS)
+
+    def set_values(self, by_cause: dict[str, tuple[float, float]], axis: str) -> None:
         colors = plot_theme()
         self.setBackground(colors["bg"])
-        for axis in ("left", "bottom"):
-            self.getAxis(axis).setTextPen(colors["text"])
-            self.getAxis(axis).setPen(colors["fg"])
+        for name in ("left", "bottom"):
+            self.getAxis(name).setTextPen(colors["text"])
+            self.getAxis(name).setPen(colors["fg"])
+        self.getAxis("bottom").setLabel(axis)
         for bar in self.bars:
             self.removeItem(bar)
         self.bars = []
-        by_cause = {m.cause: (m.before or 0.0, m.after or 0.0)
-                    for m in metrics if m.cause is not None}
         top = max((max(v) for v in by_cause.values()), default=0.0)
         self.values = {c: by_cause[c] for c in causes.CAUSES
-                       if c in by_cause and max(by_cause[c]) > self.SHOWN_FROM * top}
+                       if c in by_cause and top > 0 and max(by_cause[c]) > self.SHOWN_FROM * top}
         ticks = []
         for i, (cause, (before, after)) in enumerate(self.values.items()):
             color = CAUSE_COLORS[cause]
@@ -195,8 +220,7 @@ class CompareView(QWidget):
         self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
         self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
         left_box.addWidget(self.table)
-        chart_title = rich_label("<b>GPU idle per step by cause</b>: faded = before, solid = "
-                                 "after")
+        self.chart_title = chart_title = rich_label(GPU_IDLE_TITLE)
         chart_title.setWordWrap(True)
         chart_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         left_box.addWidget(chart_title)
@@ -249,7 +273,7 @@ class CompareView(QWidget):
         a_name = after_title or after.trace.path.name
         self.heading.setText(f"{b_name}  →  {a_name}")
         self.table.set_metrics(self.metrics)
-        self.chart.set_metrics(self.metrics)
+        self._fill_chart(before, after)
         self.before.set_report(before, b_name)
         self.after.set_report(after, a_name)
         self.verdict_label.setText(self._verdict_text())
@@ -259,6 +283,20 @@ class CompareView(QWidget):
                  "; ".join(self.mismatches))
         self.warnings.setVisible(bool(self.mismatches))
 
+    def _fill_chart(self, before: Report, after: Report) -> None:
+        """GPU idle per step by cause; with no GPU on either side, the main thread's time per
+        step by cause instead (its data wait first); nothing to chart: a line says why."""
+        if before.devices or after.devices:
+            self.chart.set_metrics(self.metrics)
+            title = GPU_IDLE_TITLE
+        else:
+            self.chart.set_values(host_values(before, after), HOST_AXIS)
+            title = HOST_TITLE
+        if not self.chart.values:
+            title = "<b>No chart</b>: neither side holds time per step by cause"
+        set_rich(self.chart_title, title)
+        self.chart.setVisible(bool(self.chart.values))
+
     def _verdict_text(self) -> str:
         by_key = {m.key: m for m in self.metrics}
         step = by_key.get("step_ms")
@@ -266,7 +304,7 @@ class CompareView(QWidget):
         if step is not None and step.delta is not None:
             word = {"better": "faster", "worse": "slower", "same": "about as fast"}[step.verdict]
             color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(step.verdict, MUTED_TEXT)
-            change = "" if step.noise else f" ({step.change_text()})"
+            change = "" if step.noise else f", {step.change_text()}"
             gain = speedup(self.metrics)
             times = "" if gain is None or step.noise else f"{gain:.2f}x"
             how = (" <span style='font-weight:400'>(steady mean from the sessions' step "

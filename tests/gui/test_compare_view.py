@@ -37,3 +37,42 @@ def test_compare_view_says_the_steady_speed_up_of_two_sessions(qtbot):
         view.show()
         qtbot.wait(50)
         save_shot(view, f"compare_steady_{w}x{h}")
+
+
+def test_two_cpu_only_sessions_chart_the_main_threads_time_not_an_empty_gpu_chart(qtbot):
+    """No GPU on either side: the chart shows the main thread's time per step by cause (its
+    data wait first), from the reports' own numbers, instead of an empty GPU idle chart."""
+    import pytest
+    from fixture_traces import fixture_path
+
+    from stallscope.core.causes import CAUSES
+    from stallscope.gui.views.compare import GPU_IDLE_TITLE, HOST_AXIS, HOST_TITLE
+
+    before = run_job(load_document_job(SESSIONS / "io-as-written-2")).reports[0]
+    after = run_job(load_document_job(SESSIONS / "io-16workers-2")).reports[0]
+    assert not before.devices and not after.devices
+    view = CompareView()
+    qtbot.addWidget(view)
+    view.set_reports(before, after, "as written", "16 workers")
+    view.resize(1024, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    chart = view.chart
+    assert chart.isVisible() and view.chart_title.text() == HOST_TITLE
+    assert chart.getAxis("bottom").labelText == HOST_AXIS
+    assert "data_loading" in chart.values
+    for cause, (b, a) in chart.values.items():
+        assert cause in CAUSES
+        assert b == pytest.approx(before.host_by_cause[cause] / 1000 / len(before.steps))
+        assert a == pytest.approx(after.host_by_cause[cause] / 1000 / len(after.steps))
+    top = max(max(v) for v in chart.values.values())
+    lo, hi = chart.getViewBox().viewRange()[0]
+    assert lo == 0 and hi == pytest.approx(1.08 * top)  # the data's range, not 0.1..0.9
+    qtbot.wait(50)
+    save_shot(view, "compare_cpu_only_sessions_1024x700")
+    # a GPU pair keeps the GPU idle chart
+    nw0 = run_job(load_document_job(fixture_path("kineto_nw0"))).reports[0]
+    nw4 = run_job(load_document_job(fixture_path("kineto_nw4_worker0.1623212756351"))).reports[0]
+    view.set_reports(nw0, nw4)
+    assert view.chart_title.text() == GPU_IDLE_TITLE and "data_loading" in view.chart.values
+    assert view.chart.isVisible()
