@@ -4,7 +4,6 @@ trace), and the run's stalls named with what they cost.
 
     panel = WholeRunPanel()
     panel.show_record(record, session_path)   # core/session/record.Record
-    panel.load(session_path, events)          # or read it: the record file + its events
     panel.sig_trace_clicked.connect(open_trace)
 """
 
@@ -18,10 +17,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
-from stallscope.core.capture import layout
-from stallscope.core.errors import StallscopeError
 from stallscope.core.render.run_text import render_run
-from stallscope.core.session.record import Record, read_record, record_path, with_events
+from stallscope.core.session.record import Record
 from stallscope.core.session.stalls import RunReport, analyze_run, main_loader
 from stallscope.gui.colors import (
     ALLOCATED_COLOR,
@@ -193,21 +190,6 @@ class WholeRunPanel(QWidget):
         layout.addWidget(self.summary)
         layout.addWidget(split, 1)
         self.report: RunReport | None = None
-
-    def load(self, session: Path, events: list[dict]) -> bool:
-        """Read the session's record (with its events, decoded lines) and show it; False
-        when there is none yet, or it cannot be read."""
-        path = record_path(session)
-        if path is None:
-            return False
-        try:
-            rec = with_events(read_record(path), events, layout.rank_of_file(path.name))
-        except StallscopeError:
-            return False
-        if rec.n_steps == 0:
-            return False
-        self.show_record(rec, session)
-        return True
 
     def show_record(self, record: Record, session: Path | None = None) -> RunReport:
         self.report = analyze_run(record)

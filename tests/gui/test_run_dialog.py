@@ -147,15 +147,16 @@ def test_run_dialog_launches_demo_and_the_trace_opens(qtbot, tmp_path, settings,
     view = window.tabs.currentWidget()
     assert isinstance(view, run_view.RunView)
     assert window.tabs.tabText(window.tabs.currentIndex()) == "Run: train_demo.py"
-    with qtbot.waitSignal(view.sig_trace_ready, timeout=120_000) as ready:
+    run = view.controller
+    with qtbot.waitSignal(run.sig_trace_ready, timeout=120_000) as ready:
         pass
     trace = Path(ready.args[0])
     assert trace.parent == tmp_path / "demo-session" / "traces" and trace.is_file()
     qtbot.waitUntil(lambda: bool(shown), timeout=60_000)
     assert shown[0].path == trace
     assert "dataloader_bound" in [a.id for a in window.analysis.report.advice]
-    qtbot.waitUntil(lambda: view.exit_code is not None, timeout=60_000)
-    assert view.exit_code == 0 and view.finished_record["reason"].startswith("stopped after")
+    qtbot.waitUntil(lambda: run.exit_code is not None, timeout=60_000)
+    assert run.exit_code == 0 and run.finished_record["reason"].startswith("stopped after")
     save_shot(window, "run_main_window_trace")
     window.tabs.setCurrentWidget(view)
     save_shot(view, "run_view_finished")

@@ -1,116 +1,116 @@
-"""The run view: live figures from a real runner, Stop ends the whole process tree (also when the
-script ignores SIGTERM), an interpreter that cannot start, replay of a session folder."""
+"""The run view and its controller (gui/controllers/run.py): live figures from a real runner,
+Stop ends the whole process tree (also when the script ignores SIGTERM), an interpreter that
+cannot start, replay of a session folder."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-import textwrap
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import psutil
+import pytest
+from scripts import training
 from shots import save_shot
 
 from stallscope.core.session.reader import open_session
-from stallscope.gui.dialogs.run import RunRequest
-from stallscope.gui.views import run as run_view
+from stallscope.gui import run_request
+from stallscope.gui.controllers.run import RunController, new_run_view
+from stallscope.gui.run_request import RunRequest
 from stallscope.gui.views.run import RunView
 
-FOREVER = """
-import signal, sys, time, torch
-from torch.utils.data import DataLoader, Dataset
-if "--ignore-term" in sys.argv:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+pytestmark = pytest.mark.runner  # QProcess runs of the runner
 
-class Slow(Dataset):
-    def __len__(self):
-        return 64
-    def __getitem__(self, i):
-        time.sleep(0.003)
-        return torch.randn(8), torch.randn(1)
-
-model = torch.nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = DataLoader(Slow(), batch_size=8, num_workers=2, persistent_workers=True)
-while True:
-    for x, y in loader:
-        loss = ((model(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        print("loss", round(loss.item(), 4), flush=True)
-"""
+FOREVER = training(
+    item_s=0.003, loader="num_workers=2, persistent_workers=True", forever=True,
+    head="""
+        import signal
+        if "--ignore-term" in sys.argv:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """,
+    in_step='print("loss", round(loss.item(), 4), flush=True)')
 
 
 def forever_request(tmp_path, *args) -> RunRequest:
     script = tmp_path / "forever.py"
-    script.write_text(textwrap.dedent(FOREVER))
+    script.write_text(FOREVER)
     return RunRequest(script=str(script), args=list(args), session=str(tmp_path / "session"),
                       options={"stop_after_window": False})
 
 
-def tree_of(view: RunView) -> list[psutil.Process]:
-    return psutil.Process(int(view.process.processId())).children(recursive=True)
+def tree_of(run: RunController) -> list[psutil.Process]:
+    return psutil.Process(int(run.process.processId())).children(recursive=True)
+
+
+def bound_view(qtbot, grace_ms: int | None = None) -> tuple[RunView, RunController]:
+    view = RunView()
+    qtbot.addWidget(view)
+    run = RunController(view) if grace_ms is None else RunController(view, grace_ms=grace_ms)
+    view.bind(run)
+    return view, run
 
 
 def test_stop_ends_the_whole_process_tree(qtbot, tmp_path):
-    view = RunView()
-    qtbot.addWidget(view)
+    view, run = bound_view(qtbot)
     view.resize(1100, 760)
     view.show()
-    view.start(forever_request(tmp_path))
-    qtbot.waitUntil(lambda: view.series.n >= 4, timeout=60_000)
+    run.start(forever_request(tmp_path))
+    assert view.stop_button.isEnabled() and view.title.text() == "forever.py"
+    qtbot.waitUntil(lambda: run.series.n >= 4, timeout=60_000)
     assert "loss" in view.console.toPlainText()  # stdout reaches the console live
-    tree = tree_of(view)
+    assert view.figures.text().startswith(f"step {view.steps - 1}") and view.steps >= 4
+    tree = tree_of(run)
     assert len(tree) >= 2, "two DataLoader workers should be running"
-    assert view.series["wall_ms"].min() > 0 and np.all(view.series["data_wait_ms"] >= 0)
+    assert run.series["wall_ms"].min() > 0 and np.all(run.series["data_wait_ms"] >= 0)
     save_shot(view, "run_view_live")
-    with qtbot.waitSignal(view.sig_run_finished, timeout=30_000) as done:
+    with qtbot.waitSignal(run.sig_run_finished, timeout=30_000) as done:
         view.stop_button.click()
+        assert not view.stop_button.isEnabled() and not run.stoppable  # one Stop at a time
     assert done.args == [143]  # the runner ended on SIGTERM and said so
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive, f"left behind: {alive}"
-    fin = open_session(view.session).finished
+    fin = open_session(run.session).finished
     assert fin["reason"] == "stopped by SIGTERM" and fin["rc"] == 143
+    assert run.finished_record["reason"] == "stopped by SIGTERM"
     assert "Finished: stopped by SIGTERM" in view.status.text()
-    assert (view.session / "stdout.log").read_text().count("loss") >= 4
+    assert (run.session / "stdout.log").read_text().count("loss") >= 4
 
 
 def test_stop_kills_a_script_that_ignores_sigterm(qtbot, tmp_path):
-    view = RunView()
-    qtbot.addWidget(view)
-    view._kill_timer.setInterval(1500)
-    view.start(forever_request(tmp_path, "--ignore-term"))
-    qtbot.waitUntil(lambda: view.series.n >= 2, timeout=60_000)
-    tree = tree_of(view)
-    with qtbot.waitSignal(view.sig_run_finished, timeout=30_000) as done:
-        view.stop()
+    view, run = bound_view(qtbot, grace_ms=1500)
+    run.start(forever_request(tmp_path, "--ignore-term"))
+    qtbot.waitUntil(lambda: run.series.n >= 2, timeout=60_000)
+    tree = tree_of(run)
+    with qtbot.waitSignal(run.sig_run_finished, timeout=30_000) as done:
+        run.stop()
     assert done.args == [-1]
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive
-    fin = open_session(view.session).finished
+    assert "Finished: stopped by the app" in view.status.text()
+    fin = open_session(run.session).finished
     assert fin["reason"] == "stopped by the app" and fin["written_by"] == "stallscope app"
 
 
 def test_interpreter_that_cannot_start(qtbot, tmp_path):
-    view = RunView()
-    qtbot.addWidget(view)
+    view, run = bound_view(qtbot)
     req = forever_request(tmp_path)
     req.python = str(tmp_path / "no" / "python")
-    with qtbot.waitSignal(view.sig_run_finished, timeout=10_000) as done:
-        view.start(req)
+    with qtbot.waitSignal(run.sig_run_finished, timeout=10_000) as done:
+        run.start(req)
     assert done.args == [-1]
     assert f"cannot start the interpreter {req.python}" in view.console.toPlainText()
-    assert "cannot start the interpreter" in open_session(view.session).finished["reason"]
+    assert "cannot start the interpreter" in open_session(run.session).finished["reason"]
+    assert not view.stop_button.isEnabled() and run.exit_code == -1
 
 
 def test_chart_before_the_first_step_is_a_plain_frame(qtbot):
     """No "ms (x0.001)" from -400 to 400, no "-0" step tick: steps 0..10, 0..100 ms."""
-    view = RunView()
+    view = new_run_view()
     qtbot.addWidget(view)
+    assert view.controller.parent() is view  # the view's run ends with it
     view.resize(900, 600)
     view.show()
     qtbot.waitExposed(view)
@@ -141,14 +141,16 @@ def test_replay_a_session_folder(qtbot, tmp_path):
                "steps": 8}]
     (session / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
     (session / "stdout.log").write_text("epoch 0 step 0\n")
-    view = RunView()
-    qtbot.addWidget(view)
-    traces = []
-    view.sig_trace_ready.connect(traces.append)
-    view.replay(session)
-    assert view.series.n == 8 and view.series.active == [2, 3, 4, 5]
+    view, run = bound_view(qtbot)
+    traces, opened = [], []
+    run.sig_trace_ready.connect(traces.append)
+    view.sig_open_trace.connect(opened.append)
+    run.replay(session)
+    assert run.series.n == 8 and run.series.active == [2, 3, 4, 5] and view.steps == 8
     assert view.charts.window_region.getRegion() == (1.5, 5.5)
     assert traces == [str(session / "traces" / "t.pt.trace.json.gz")]
+    view.open_button.click()  # Open trace: the newest one
+    assert opened == traces
     assert view.title.text() == "train.py --a"
     assert "Finished: stopped after profiling window · 8 steps" in view.status.text()
     # The run view states the session's one steady statistic (as compare and tune do).
@@ -166,7 +168,7 @@ def test_main_window_run_demo(qtbot, tmp_path, monkeypatch):
     """What `stallscope --demo` does: the demo runs and its trace opens."""
     from stallscope.gui.main_window import MainWindow
 
-    original = run_view.demo_request
+    original = run_request.demo_request
 
     def demo_here():
         req = original()
@@ -174,7 +176,7 @@ def test_main_window_run_demo(qtbot, tmp_path, monkeypatch):
         req.args = ["--images", "96"]
         return req
 
-    monkeypatch.setattr(run_view, "demo_request", demo_here)
+    monkeypatch.setattr(run_request, "demo_request", demo_here)
     window = MainWindow()
     qtbot.addWidget(window)
     shown = []
@@ -182,11 +184,12 @@ def test_main_window_run_demo(qtbot, tmp_path, monkeypatch):
     window.run_demo()
     view = window.tabs.currentWidget()
     assert isinstance(view, RunView)
+    run = view.controller
     qtbot.waitUntil(lambda: bool(shown), timeout=120_000)
     assert shown[0].path.parent.parent.parent == tmp_path / "sessions"
-    qtbot.waitUntil(lambda: view.exit_code is not None, timeout=60_000)
-    assert view.exit_code == 0
-    assert sys.executable == view.request.python
+    qtbot.waitUntil(lambda: run.exit_code is not None, timeout=60_000)
+    assert run.exit_code == 0
+    assert sys.executable == run.request.python
 
 
 def test_main_window_replays_an_opened_session(qtbot, tmp_path):
@@ -205,7 +208,7 @@ def test_main_window_replays_an_opened_session(qtbot, tmp_path):
     window.replay_session(str(session))
     view = window.tabs.currentWidget()
     assert isinstance(view, RunView) and window.tabs.tabText(window.tabs.currentIndex()) == "Run: s"
-    assert view.series.n == 1 and "exited with code 3" in view.status.text()
+    assert view.controller.series.n == 1 and "exited with code 3" in view.status.text()
 
 
 def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
@@ -215,11 +218,12 @@ def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
     window = MainWindow()
     qtbot.addWidget(window)
     window.show_run(forever_request(tmp_path))
+    run = window.tabs.currentWidget().controller
+    qtbot.waitUntil(lambda: run.series.n >= 2, timeout=60_000)
+    tree = tree_of(run) + [psutil.Process(int(run.process.processId()))]
+    session = run.session
     view = window.tabs.currentWidget()
-    qtbot.waitUntil(lambda: view.series.n >= 2, timeout=60_000)
-    tree = tree_of(view) + [psutil.Process(int(view.process.processId()))]
-    session = view.session
-    window._close_tab(window.tabs.indexOf(view))  # deleteLater: the view stops its run first
+    window.close_tab(window.tabs.indexOf(view))  # deleteLater: the view stops its run first
     qtbot.waitUntil(lambda: has_finished(session), timeout=20_000)
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive

@@ -6,51 +6,32 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QPointF, Qt
+from scripts import training
 from shots import save_shot
 
 from stallscope.core.capture import record as fmt
 from stallscope.core.capture.options import sessions_root
 from stallscope.core.capture.record import RunRecord
 from stallscope.core.session.record import read_record
+from stallscope.gui.controllers.run import new_run_view
 from stallscope.gui.dialogs.run import RunDialog
-from stallscope.gui.views.run import RunView
 from stallscope.gui.views.run_whole import MAX_POINTS, WholeRunPanel
 
 RUNNER = Path(fmt.__file__).resolve().with_name("runner.py")
 
-EPOCHS = """
-import time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Data(Dataset):
-    def __len__(self):
-        return 32
-    def __getitem__(self, i):
-        return torch.randn(8), torch.randn(1)
-
-def slow_start(worker_id):
-    time.sleep(0.3)
-
-model = torch.nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-train = DataLoader(Data(), batch_size=8, num_workers=2, worker_init_fn=slow_start)
-for epoch in range(5):
-    for x, y in train:
-        loss = ((model(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-"""
+EPOCHS = dict(items=32, loader="num_workers=2, worker_init_fn=slow_start", epochs=5, head="""
+    def slow_start(worker_id):
+        time.sleep(0.3)
+""")
 
 
 def run_session(tmp_path: Path, *options: str) -> Path:
     script = tmp_path / "epochs.py"
-    script.write_text(textwrap.dedent(EPOCHS))
+    script.write_text(training(**EPOCHS))
     session = tmp_path / "session"
     proc = subprocess.run([sys.executable, str(RUNNER), "--session", str(session), *options,
                            "--", str(script)], capture_output=True, text=True, cwd=tmp_path,
@@ -61,11 +42,11 @@ def run_session(tmp_path: Path, *options: str) -> Path:
 
 def test_whole_run_tab_names_epoch_pauses_and_opens_a_window(qtbot, tmp_path):
     session = run_session(tmp_path, "--profile-at", "6", "--active", "2")
-    view = RunView()
+    view = new_run_view()
     qtbot.addWidget(view)
     view.resize(1024, 700)
     view.show()
-    view.replay(session)
+    view.controller.replay(session)
     assert view.chart_tabs.currentWidget() is view.whole  # a run with stalls opens on it
     text = view.whole.stalls.text()
     assert "each epoch starts with a" in text
@@ -97,8 +78,8 @@ def test_whole_run_tab_names_epoch_pauses_and_opens_a_window(qtbot, tmp_path):
     # the same script with persistent workers: no epoch-start pause left to name
     tuned = tmp_path / "tuned"
     tuned.mkdir()
-    view.replay(run_session(tuned, "--no-stop-after-window", "--set",
-                            "persistent_workers=true"))
+    view.controller.replay(run_session(tuned, "--no-stop-after-window", "--set",
+                                       "persistent_workers=true"))
     assert view.whole.report.steps == 20
     assert "each epoch starts" not in view.whole.stalls.text()
 
@@ -162,17 +143,18 @@ def test_whole_run_tab_follows_a_live_run(qtbot, tmp_path):
     from stallscope.gui.run_request import RunRequest
 
     script = tmp_path / "live.py"
-    script.write_text(textwrap.dedent(EPOCHS.replace("range(5)", "range(10**6)")))
-    view = RunView()
+    script.write_text(training(**{**EPOCHS, "epochs": 10**6}))
+    view = new_run_view()
     qtbot.addWidget(view)
     view.resize(1024, 700)
     view.show()
-    view.start(RunRequest(script=str(script), session=str(tmp_path / "session"),
-                          options={"stop_after_window": False}))
+    run = view.controller
+    run.start(RunRequest(script=str(script), session=str(tmp_path / "session"),
+                         options={"stop_after_window": False}))
     qtbot.waitUntil(lambda: view.whole.report is not None and view.whole.report.epochs >= 3,
                     timeout=90_000)
     assert view.whole.report.steps >= 8
     assert "each epoch starts with a" in view.whole.stalls.text()
-    view.stop()
-    qtbot.waitUntil(lambda: not view.is_running, timeout=30_000)
-    assert view.end is not None  # (how Stop ends a run: tests/gui/test_run_view.py)
+    run.stop()
+    qtbot.waitUntil(lambda: not run.is_running, timeout=30_000)
+    assert run.end is not None  # (how Stop ends a run: tests/gui/test_run_view.py)

@@ -1,0 +1,402 @@
+"""A run's process and bookkeeping: the runner in a QProcess, its events followed, Stop, the
+`finished` record. What it learns goes out as signals, for gui/views/run.py to draw.
+
+    view = new_run_view()                # a RunView bound to its RunController (view.controller)
+    ctl = view.controller
+    ctl.sig_trace_ready.connect(...)     # absolute path of each trace as it is written
+    ctl.sig_run_finished.connect(...)    # the run's exit code
+    ctl.start(request)                   # or ctl.replay(session): a session's files
+
+The script runs in a QProcess (separate stdout/stderr, an explicit environment) through the
+runner by file path; events.jsonl is followed on a timer. Stop sends SIGTERM to the runner (it
+saves what it has and writes `finished`), then, after a grace period, SIGKILL to its whole tree.
+Standalone: `python -m stallscope.gui.controllers.run [SESSION | --demo]`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
+from shiboken6 import isValid
+
+from stallscope.core.capture import layout
+from stallscope.core.capture.layout import DATALOADER
+from stallscope.core.errors import StallscopeError
+from stallscope.core.session.events import (
+    Finished,
+    LineprofReady,
+    Message,
+    Started,
+    StepColumns,
+    StepEvent,
+    TraceReady,
+    typed,
+)
+from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
+from stallscope.core.session.record import (
+    RECORD_EVENTS,
+    Record,
+    read_record,
+    record_path,
+    with_events,
+)
+from stallscope.core.session.steady import queued_batches
+from stallscope.gui.run_request import RunRequest, demo_request
+from stallscope.gui.views.run import RunView
+
+POLL_MS = 200
+RECORD_EVERY = 15  # polls: the whole-run record is re-read every 3 s while the run goes on
+STOP_GRACE_MS = 5000
+
+# levels of sig_status / sig_console: the view gives each its colour
+PLAIN, NOTE, ERROR = "", "note", "error"
+
+
+class RunController(QObject):
+    sig_opened = Signal(str, object)     # title, session folder: a run starts or a replay opens
+    sig_status = Signal(str, str)        # text, level
+    sig_output = Signal(object, bool)    # the script's raw output (bytes), is it stderr
+    sig_console = Signal(str, str)       # text for the console (stallscope's own lines), level
+    sig_output_ended = Signal()          # the process is gone: no more output
+    sig_steps = Signal(object, object)   # StepColumns, its steady window (None before one)
+    sig_record = Signal(object, object)  # the whole-run Record, the session folder
+    sig_replayed = Signal()              # a replay has shown all its session has
+    sig_trace_ready = Signal(str)
+    sig_lineprof_ready = Signal(str)
+    sig_lineprof_missing = Signal(str)   # the run's python, which lacks line_profiler
+    sig_stoppable = Signal(bool)         # whether Stop can be asked now
+    sig_run_finished = Signal(int)       # the run's exit code
+
+    def __init__(self, parent: QObject | None = None, grace_ms: int = STOP_GRACE_MS) -> None:
+        super().__init__(parent)
+        self.request: RunRequest | None = None
+        self.process: QProcess | None = None
+        self._reset(None)
+        self._pid = 0
+        self._timer = QTimer(self, interval=POLL_MS)
+        self._timer.timeout.connect(self.poll)
+        self._kill_timer = QTimer(self, singleShot=True, interval=grace_ms)
+        self._kill_timer.timeout.connect(self._kill_tree)
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+
+    def _reset(self, session: Path | None) -> None:
+        self.session = session
+        self.follower = EventFollower(session) if session is not None else None
+        self.series = StepColumns()
+        self.loaders: list[dict] = []        # the run's dataloader events (rank 0): queued batches
+        self.record_events: list[dict] = []  # epoch, save, tail, trace_ready: the record's
+        self.traces: list[str] = []
+        self.end: Finished | None = None     # the run's typed finished record
+        self.exit_code: int | None = None
+        self.stopping = False
+        self._tree: list = []
+        self._polls = 0
+
+    @property
+    def finished_record(self) -> dict | None:
+        """The finished record's main fields as a dict (rc, reason, steps, warning)."""
+        e = self.end
+        return None if e is None else {"rc": e.rc, "reason": e.reason, "steps": e.steps,
+                                       "warning": e.warning}
+
+    # ------------------------------------------------------------------ running
+    @property
+    def is_running(self) -> bool:
+        return self._running_process() is not None
+
+    @property
+    def stoppable(self) -> bool:
+        """A run goes on and has not been asked to stop yet (what Run > Stop follows)."""
+        return self.is_running and not self.stopping
+
+    def _running_process(self) -> QProcess | None:
+        proc = self.process
+        if (proc is not None and isValid(proc)
+                and proc.state() != QProcess.ProcessState.NotRunning):
+            return proc
+        return None
+
+    def start(self, request: RunRequest) -> Path:
+        if self.is_running:
+            raise RuntimeError("a run is already going on under this controller")
+        session = request.new_session_dir()
+        self._reset(session)
+        self.request = request
+        program, arguments = request.command(session)
+        self.sig_opened.emit(" ".join([Path(request.script).name, *request.args]), session)
+        self.sig_status.emit(f"Starting {program} …", PLAIN)
+        proc = QProcess(self)
+        proc.setProgram(program)
+        proc.setArguments(arguments)
+        proc.setWorkingDirectory(str(request.workdir))
+        proc.setProcessEnvironment(_environment(request))
+        proc.setProcessChannelMode(QProcess.ProcessChannelMode.SeparateChannels)
+        proc.readyReadStandardOutput.connect(lambda: self._read(False))
+        proc.readyReadStandardError.connect(lambda: self._read(True))
+        proc.finished.connect(self._on_finished)
+        proc.errorOccurred.connect(self._on_error)
+        self.process = proc
+        self.sig_stoppable.emit(True)
+        proc.start()
+        self._pid = int(proc.processId())
+        self._timer.start()
+        return session
+
+    def stop(self) -> None:
+        """SIGTERM to the runner, then, after the grace period, SIGKILL to the whole tree."""
+        proc = self._running_process()
+        if proc is None:
+            return
+        self.stopping = True
+        self.sig_stoppable.emit(False)
+        self.sig_status.emit("Stopping…", PLAIN)
+        self._tree = self._process_tree()
+        pid = int(proc.processId())
+        if pid > 0:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        self._kill_timer.start()
+
+    def _process_tree(self) -> list:
+        if self.process is None:
+            return []
+        try:
+            import psutil
+
+            return psutil.Process(int(self.process.processId())).children(recursive=True)
+        except Exception:  # noqa: BLE001 - psutil missing or the process just ended
+            return []
+
+    def _kill_tree(self) -> None:
+        """Whatever is left: the runner's process group, then every process seen in its tree."""
+        tree = self._tree + (self._process_tree() if self.is_running else [])
+        pid = self._pid  # also after the runner has exited: its group may hold orphans
+        if pid > 0 and hasattr(os, "killpg"):
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the runner leads its own group
+            except OSError:
+                pass
+        for proc in tree:
+            try:
+                proc.kill()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        proc = self._running_process()
+        if proc is not None:
+            proc.kill()
+
+    def _read(self, is_err: bool) -> None:
+        if self.process is None:
+            return
+        data = (self.process.readAllStandardError() if is_err
+                else self.process.readAllStandardOutput()).data()
+        if data:
+            self.sig_output.emit(bytes(data), is_err)
+
+    def _on_error(self, error: QProcess.ProcessError) -> None:
+        proc = self.process
+        if error != QProcess.ProcessError.FailedToStart or proc is None:
+            return
+        message = f"cannot start the interpreter {proc.program()}: {proc.errorString()}"
+        self.sig_console.emit(f"stallscope: {message}\n", ERROR)
+        self._close_session(None, message)
+        self._end(-1)
+
+    def _on_finished(self, code: int, status: QProcess.ExitStatus) -> None:
+        if status == QProcess.ExitStatus.CrashExit:
+            code = -1
+            reason = "stopped by the app" if self.stopping else "ended by a signal"
+        else:
+            reason = f"runner ended with code {code} without a finished record"
+        self._read(False)
+        self._read(True)
+        self.sig_output_ended.emit()
+        self.poll()
+        if self.end is None:
+            self._close_session(code, reason)
+            self.poll()
+        self._kill_timer.stop()
+        if self._tree or self.stopping:
+            self._kill_tree()  # no orphaned DataLoader workers
+        self.show_whole_run()
+        self._end(code)
+
+    def _close_session(self, code: int | None, reason: str) -> None:
+        if self.session is None:
+            return
+        try:
+            write_finished(self.session, code, reason)
+        except OSError as exc:
+            self.sig_console.emit(f"stallscope: could not write to {self.session}: {exc}\n",
+                                  ERROR)
+        if self.end is None:
+            self._finished(Finished(kind="finished", t=0.0, rank=None, rc=code, reason=reason))
+
+    def _end(self, code: int) -> None:
+        self._timer.stop()
+        self.sig_stoppable.emit(False)
+        self.exit_code = code
+        self.sig_run_finished.emit(code)
+
+    # ------------------------------------------------------------------ events
+    def poll(self) -> None:
+        if self.follower is None or self.session is None:
+            return
+        steps = False
+        raw = self.follower.poll()
+        self.record_events += [e for e in raw if e.get("event") in RECORD_EVENTS]
+        self.loaders += [e for e in raw if e.get("event") == DATALOADER and e.get("rank") in
+                         (0, None)]
+        for e in map(typed, raw):
+            if isinstance(e, StepEvent) and e.rank in (0, None):
+                self.series.add(e)
+                steps = True
+            elif isinstance(e, Started) and e.rank is None:
+                self.sig_status.emit(started_text(e), PLAIN)
+            elif isinstance(e, TraceReady) and e.path:
+                self._trace_ready(str(resolve_path(self.session, e.path)), e.complete)
+            elif isinstance(e, LineprofReady) and e.path:
+                self.sig_lineprof_ready.emit(str(resolve_path(self.session, e.path)))
+            elif isinstance(e, Message):
+                self.sig_console.emit(f"stallscope: {e.message}\n", NOTE)
+                if e.code == "line_profiler_missing":
+                    self.sig_lineprof_missing.emit(e.python)
+            elif isinstance(e, Finished) and (e.rank is None or self.end is None):
+                self._finished(e)
+        if steps and self.series.n:
+            # the one statistic the run summary, compare and tune state: the steady window
+            self.sig_steps.emit(self.series, self.series.steady(queued_batches(self.loaders)))
+        self._polls += 1
+        if self.is_running and self._polls % RECORD_EVERY == 0:
+            self.show_whole_run()
+
+    def _trace_ready(self, path: str, complete: bool) -> None:
+        self.traces.append(path)
+        self.sig_status.emit(f"Trace written: {Path(path).name}"
+                             + ("" if complete else " (partial window)"), PLAIN)
+        self.sig_trace_ready.emit(path)
+
+    def _finished(self, e: Finished) -> None:
+        self.end = e
+        self.sig_status.emit(*finished_text(e))
+
+    def show_whole_run(self) -> bool:
+        """The session's whole-run record (if it has one yet) out through sig_record."""
+        record = None if self.session is None else read_whole_run(self.session,
+                                                                   self.record_events)
+        if record is not None:
+            self.sig_record.emit(record, self.session)
+        return record is not None
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, session: str | os.PathLike) -> None:
+        """A finished (or still running elsewhere) session, from its files."""
+        if self.is_running:
+            raise RuntimeError("a run is going on under this controller")
+        s = open_session(session)
+        self._reset(s.path)
+        self.request = None
+        script = s.run.get("script", "")
+        self.sig_opened.emit(" ".join([Path(script).name or s.path.name,
+                                       *s.run.get("args", [])]), s.path)
+        self.sig_console.emit(s.stdout(), PLAIN)
+        self.poll()
+        self.show_whole_run()
+        if self.end is None:
+            self.sig_status.emit("No finished record yet: the run may still be going on, or "
+                                 "was killed", NOTE)
+        self.sig_replayed.emit()
+
+    def shutdown(self) -> None:
+        """Stop a live run and wait for it (its view is closing or the app is quitting), so
+        the session still ends with `finished` and no worker is left behind."""
+        proc = self._running_process()
+        if proc is None:
+            return
+        self.stop()
+        proc.waitForFinished(self._kill_timer.interval())
+        if self.is_running:
+            self._kill_tree()
+            proc.waitForFinished(2000)
+
+
+def _environment(request: RunRequest) -> QProcessEnvironment:
+    env = QProcessEnvironment.systemEnvironment()
+    for key, value in request.env.items():
+        env.insert(key, value)
+    env.insert("PYTHONUNBUFFERED", "1")
+    env.remove("QT_QPA_PLATFORM")  # the app's display setting is not the script's business
+    return env
+
+
+def read_whole_run(session: Path, events: list[dict]) -> Record | None:
+    """The session's record with its events (decoded lines); None when there is none yet, it
+    holds no step, or it cannot be read."""
+    path = record_path(session)
+    if path is None:
+        return None
+    try:
+        rec = with_events(read_record(path), events, layout.rank_of_file(path.name))
+    except StallscopeError:
+        return None
+    return rec if rec.n_steps else None
+
+
+def started_text(e: Started) -> str:
+    device = ", ".join(e.devices) or "CPU only"
+    text = f"Running · torch {e.torch or '?'} · {device} · {e.python or 'python'}"
+    return text + (" · DataLoader: " + ", ".join(e.overrides) if e.overrides else "")
+
+
+def finished_text(e: Finished) -> tuple[str, str]:
+    """The status line of a finished record, and its level: plain for a clean end, error for
+    a failed one, a note for the rest (a warning, an unknown code)."""
+    text = f"Finished: {e.reason}" + (f" · {e.steps} steps" if e.steps is not None else "")
+    text += f" · exit code {e.rc}"
+    if e.exception is not None:
+        text += f"\n{e.exception.text}"
+    if e.warning:
+        text += f"\n{e.warning}"
+    ok = e.rc == 0 and not e.warning
+    return text, PLAIN if ok else ERROR if e.rc not in (0, None) else NOTE
+
+
+def new_run_view(parent=None) -> RunView:
+    """A RunView bound to a RunController of its own (view.controller, a child of the view:
+    closing the view stops its run)."""
+    view = RunView(parent)
+    view.bind(RunController(view))
+    return view
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m stallscope.gui.controllers.run [SESSION | --demo]`: replay a session or run
+    the demo."""
+    from PySide6.QtWidgets import QApplication
+
+    argv = sys.argv[1:] if argv is None else argv
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    view = new_run_view()
+    view.resize(1000, 700)
+    try:
+        if argv and argv[0] != "--demo":
+            view.controller.replay(argv[0])
+        else:
+            view.controller.start(demo_request())
+    except StallscopeError as exc:
+        print(f"stallscope: error: {exc}", file=sys.stderr)
+        return 2
+    view.show()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
