@@ -1,5 +1,6 @@
 """LMDBDataset and the record format: DataLoader workers under fork and spawn, pickling,
-tensor dtypes (bfloat16 included), alignment, and refusal of LMDBs that are not ours."""
+tensor dtypes (bfloat16 included), alignment, and refusal of LMDBs that are not ours. torch is
+imported by the tests that read tensors, not at collection."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from pathlib import Path
 import lmdb
 import numpy as np
 import pytest
-import torch
 from PIL import Image
-from torch.utils.data import DataLoader
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
@@ -55,6 +54,9 @@ def expected(files) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_dataloader_with_two_workers_reads_every_sample_once(converted, context):
+    import torch
+    from torch.utils.data import DataLoader
+
     _root, dst, files = converted
     ds = LMDBDataset(dst)
     ds[0]  # opened in the parent first: a forked worker must not reuse this handle
@@ -69,6 +71,8 @@ def test_dataloader_with_two_workers_reads_every_sample_once(converted, context)
 
 
 def test_pickles_without_its_environment_and_reopens(converted):
+    import torch
+
     _root, dst, _files = converted
     ds = LMDBDataset(dst, transform=None, readahead=True)
     first = ds[3]
@@ -83,6 +87,8 @@ def test_pickles_without_its_environment_and_reopens(converted):
 
 
 def test_samples_are_owned_writable_tensors_and_transform_applies_to_the_image(converted):
+    import torch
+
     _root, dst, _files = converted
     ds = LMDBDataset(dst, transform=lambda t: t.float() / 255)
     image, label = ds[-1]
@@ -119,6 +125,8 @@ FACTORY = textwrap.dedent(
 
 
 def test_factory_tensors_keep_their_dtypes_shapes_and_nesting(tmp_path):
+    import torch
+
     (tmp_path / "tens.py").write_text(FACTORY)
     spec = f"{tmp_path / 'tens.py'}:make"
     run_job(convert(spec, tmp_path / "t.lmdb", workers=0))
