@@ -11,9 +11,11 @@ from stallscope.core.units import duration, pct, plural, size
 
 
 def render_run(run: RunReport) -> str:
-    lines = [f"whole run  {plural(run.steps, 'step')} in {s_text(run.wall_s)}, median step "
-             f"{duration(run.median_step_ms * 1e3)}, data wait {pct(run.data_wait_share)} of "
-             f"wall time (epoch starts apart)"
+    steady = (f"{duration(run.step_ms * 1e3)} per step over the {run.steady_steps:,} after "
+              "the warm-up (elapsed / steps)" if run.step_ms == run.step_ms
+              else "no steady steps")
+    lines = [f"whole run  {plural(run.steps, 'step')} in {s_text(run.wall_s)}: {steady}, "
+             f"data wait {pct(run.data_wait_share)} of that time (epoch starts apart)"
              + (f", {plural(run.epochs, 'epoch')}" if run.epochs else "")
              + (f", {plural(run.saves, 'save')}" if run.saves else "")]
     if run.first_full > 0:

@@ -37,12 +37,15 @@ class Stall:
 class RunReport:
     steps: int
     wall_s: float
-    median_step_ms: float
-    data_wait_share: float
+    median_step_ms: float     # the stalls' yardstick ("a step takes ... (median)")
+    data_wait_share: float    # summed data wait / elapsed, over the steady steps
     epochs: int
     saves: int
     first_full: int
     record_bytes: int
+    # the steady statistic (core/session/steady.py) over the whole run after its warm-up
+    step_ms: float = float("nan")
+    steady_steps: int = 0
     windows: list[dict] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
 
@@ -71,14 +74,19 @@ def s_text(seconds: float) -> str:
 def analyze_run(rec: Record) -> RunReport:
     wall_ms = rec.total("wall_ms")
     med = rec.median_step_ms()
-    wait = rec.total("data_wait_ms")
+    steps, elapsed_ms, wait = rec.steady_span()
+    first = rec.n_steps - steps
     # the first batch of an epoch is its own stall: data wait here is the steady-state kind
-    steady_wait = max(0.0, wait - sum(float(e.get("fetch_ms") or 0.0) for e in rec.epochs))
+    fetches = sum(float(e.get("fetch_ms") or 0.0) for e in rec.epochs
+                  if int(e.get("n") or 0) >= first)
     run = RunReport(
         steps=rec.n_steps, wall_s=wall_ms / 1e3, median_step_ms=med,
-        data_wait_share=steady_wait / wall_ms if wall_ms > 0 else 0.0,
+        data_wait_share=min(1.0, max(0.0, wait - fetches) / elapsed_ms) if elapsed_ms > 0
+        else 0.0,
         epochs=len(_main_epochs(rec)), saves=len(rec.saves), first_full=rec.first_full,
         record_bytes=rec.nbytes,
+        step_ms=elapsed_ms / steps if steps and elapsed_ms > 0 else float("nan"),
+        steady_steps=steps,
         windows=[{"steps": [w.first, w.last], "trace": w.trace} for w in rec.windows])
     if wall_ms <= 0:
         return run
