@@ -20,6 +20,7 @@ set_rich_tooltip marked its widget: a view that forgets gets literal tags, never
 from __future__ import annotations
 
 import html
+import re
 from typing import cast
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt
@@ -168,6 +169,26 @@ def install_plain_text_guard(app: QApplication | None = None) -> PlainTextGuard:
 
 # ---------------------------------------------------------------------------------------------
 # Widgets
+
+
+BREAK_AFTER = "._#(/:,>="
+
+
+def breakable(text: str, longer_than: int = 24) -> str:
+    """`text` with zero-width break points inside words longer than `longer_than` (after
+    punctuation, at a camelCase step), so that a wrapping label breaks an event name such as
+    enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ instead of clipping it."""
+    def split(word: re.Match) -> str:
+        w = word.group(0)
+        if len(w) <= longer_than:
+            return w
+        return _BREAK.sub("\u200b", w)
+    return re.sub(r"\S+", split, text)
+
+
+_BREAK = re.compile(rf"(?<=[{re.escape(BREAK_AFTER)}])(?=[^{re.escape(BREAK_AFTER)}])"
+                    r"|(?<=[a-z])(?=[A-Z])")
+
 
 
 class ElidedLabel(QLabel):

@@ -57,7 +57,13 @@ from stallscope.gui.views.heatmap_table import (
     seconds,
     text_on,
 )
-from stallscope.gui.widgets import install_plain_text_guard, plain_label, rich_label, set_rich
+from stallscope.gui.widgets import (
+    breakable,
+    install_plain_text_guard,
+    plain_label,
+    rich_label,
+    set_rich,
+)
 
 TOP_N = 8
 
@@ -210,6 +216,9 @@ class HeatmapView(QWidget):
         self.top_list = QListWidget()
         self.top_list.setWordWrap(True)
         self.top_list.setSpacing(2)
+        # items wrap to the list's width (re-laid out when it changes), never scroll sideways
+        self.top_list.setResizeMode(QListWidget.ResizeMode.Adjust)
+        self.top_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.top_list.itemClicked.connect(self._top_clicked)
         self.top_list.currentItemChanged.connect(lambda cur, _prev: self._top_clicked(cur))
 
@@ -347,7 +356,9 @@ class HeatmapView(QWidget):
         self.top_list.clear()
         for rank, ln in enumerate(p.top_lines(TOP_N), 1):
             share = p.share(ln)
-            item = QListWidgetItem(f"{units.pct(share):>6}   line {ln.lineno}\n{ln.source.strip()}")
+            # a line without spaces still wraps (breakable), never cut at the list's edge
+            item = QListWidgetItem(f"{units.pct(share):>6}   line {ln.lineno}\n"
+                                   f"{breakable(ln.source.strip())}")
             item.setData(Qt.ItemDataRole.UserRole, ln.lineno)
             color = heat_color(share / self.model.scale_max if self.model.scale_max else 0)
             item.setBackground(QBrush(color))

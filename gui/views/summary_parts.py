@@ -7,7 +7,6 @@ the colours are colors.py's, keyed by cause, the same as the timeline's lanes an
 from __future__ import annotations
 
 import html
-import re
 
 import numpy as np
 import pyqtgraph as pg
@@ -27,7 +26,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import causes, units
 from stallscope.core.causes import BY_CODE, CAUSES
 from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, LIGHT_PLOT, qcolor
-from stallscope.gui.widgets import ElidedLabel, plain_label, rich_label
+from stallscope.gui.widgets import ElidedLabel, breakable, plain_label, rich_label
 
 PART_COLORS = {"compute": BUSY_COLOR, **CAUSE_COLORS}
 
@@ -73,25 +72,6 @@ class Heading(QLabel):
         super().changeEvent(event)
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self._fit()
-
-
-BREAK_AFTER = "._#(/:,>"
-
-
-def breakable(text: str, longer_than: int = 24) -> str:
-    """`text` with zero-width break points inside words longer than `longer_than` (after
-    punctuation, at a camelCase step), so that a wrapping label breaks an event name such as
-    enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ instead of clipping it."""
-    def split(word: re.Match) -> str:
-        w = word.group(0)
-        if len(w) <= longer_than:
-            return w
-        return _BREAK.sub("\u200b", w)
-    return re.sub(r"\S+", split, text)
-
-
-_BREAK = re.compile(rf"(?<=[{re.escape(BREAK_AFTER)}])(?=[^{re.escape(BREAK_AFTER)}])"
-                    r"|(?<=[a-z])(?=[A-Z])")
 
 
 def chip_icon(color: str) -> QIcon:

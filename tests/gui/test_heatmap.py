@@ -297,3 +297,41 @@ def test_an_opened_session_fills_the_tab_from_the_documents_line_stats(
 
     open_and_wait(real_trace("kineto_nw0"))
     assert window.heatmap is None
+
+
+def test_heaviest_lines_wrap_inside_the_list_at_1024x700(qtbot, tmp_path):
+    """A source line without spaces (a long chain of calls) wraps inside the Heaviest lines
+    list at the heatmap tab's size in a 1024x700 window: no line of any item is wider than the
+    list, and the list's heading is whole."""
+    from PySide6.QtGui import QTextDocument, QTextOption
+    from PySide6.QtWidgets import QApplication
+
+    long_line = "x=torch.from_numpy(np.asarray(Image.open(self.files[i]).convert('RGB')))"
+    file = tmp_path / "ds.py"
+    file.write_text(f"def __getitem__(self, i):\n    {long_line}\n    return x\n")
+    prof = lineprof.Profile("__getitem__", "Ds.__getitem__", str(file), 1, [
+        lineprof.Line(1, 0, 0.0, "def __getitem__(self, i):"),
+        lineprof.Line(2, 20, 0.9, f"    {long_line}"),
+        lineprof.Line(3, 20, 0.1, "    return x")], samples=20, workers=0)
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profile(prof)
+    view.resize(1000, 610)  # the tab's area in a 1024x700 window
+    view.show()
+    qtbot.waitExposed(view)
+    QApplication.processEvents()
+    listing = view.top_list
+    room = listing.viewport().width() - 2 * listing.spacing() - 8  # the item's text margins
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WordWrap)  # as an item view wraps: between words
+    for i in range(listing.count()):
+        doc = QTextDocument()
+        doc.setDefaultFont(listing.font())
+        doc.setDefaultTextOption(option)
+        doc.setPlainText(listing.item(i).text())
+        doc.setTextWidth(room)
+        assert doc.idealWidth() <= room, listing.item(i).text()
+    assert listing.item(0).text().replace("\u200b", "").splitlines()[1] == long_line
+    assert listing.horizontalScrollBar().maximum() == 0
+    label = view.top_label
+    assert label.fontMetrics().horizontalAdvance(label.text()) <= label.width()

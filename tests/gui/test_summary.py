@@ -18,7 +18,7 @@ from stallscope.core.analysis import analyze
 from stallscope.core.causes import CAUSES
 from stallscope.core.trace import load
 from stallscope.gui.views.summary import SummaryPanel
-from stallscope.gui.views.summary_parts import breakable
+from stallscope.gui.widgets import breakable
 
 
 def _two_gpu_trace(path, idle_on_1: int):

@@ -20,7 +20,8 @@ from reference_images import clipped_labels
 from shots import save_shot
 
 from stallscope.core.capture import runner
-from stallscope.gui.views.summary_parts import Heading, breakable
+from stallscope.gui.views.summary_parts import Heading
+from stallscope.gui.widgets import breakable
 from stallscope.resources import RESOURCES
 
 DEMO = RESOURCES / "demo" / "train_demo.py"
