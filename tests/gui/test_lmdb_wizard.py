@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import textwrap
-from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import numpy as np
 import pytest
-from PIL import Image
+from image_folders import flower_folder
 from PySide6.QtWidgets import QApplication, QWizard
 from shots import save_shot
 
@@ -29,33 +27,13 @@ def config_dir(tmp_path, monkeypatch, qapp):
     theme.apply_theme(qapp, "light")  # screenshots as the app shows them
 
 
-def make_folder(root: Path) -> list[Path]:
-    """Two classes of smooth colour images (PNG and JPEG, two sizes) and one corrupt file."""
-    files = []
-    yy, xx = np.mgrid[0:48, 0:64] / 48.0
-    for label, cls in enumerate(("daisy", "tulip")):
-        (root / cls).mkdir(parents=True)
-        for i in range(6):
-            r = (np.sin(xx * (i + 1) + label * 2) * 100 + 128).astype(np.uint8)
-            g = (yy * 200 + 30 * i).clip(0, 255).astype(np.uint8)
-            b = np.full_like(r, 60 + 100 * label)
-            img = Image.fromarray(np.stack([r, g, b], -1))
-            if i % 2:
-                img = img.resize((40, 56))
-            path = root / cls / f"{cls}_{i}.{'jpg' if i % 3 == 0 else 'png'}"
-            img.save(path)
-            files.append(path)
-    (root / "tulip" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
-    return files
-
-
 def shot(wizard: QWizard, name: str) -> None:
     save_shot(wizard, f"lmdb_{name}")
 
 
 def test_wizard_end_to_end_converts_verifies_measures_and_offers_code(qtbot, tmp_path):
     src = tmp_path / "flowers"
-    make_folder(src)
+    flower_folder(src)
     wizard = LMDBWizard()
     qtbot.addWidget(wizard)
     wizard.show()
@@ -179,7 +157,7 @@ def test_cancel_keeps_work_and_resume_finishes_exactly(qtbot, tmp_path):
 
 def test_options_refuse_a_destination_that_is_not_ours(qtbot, tmp_path):
     src = tmp_path / "imgs"
-    make_folder(src)
+    flower_folder(src)
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")
