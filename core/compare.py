@@ -102,15 +102,12 @@ def format_value(value: float | None, unit: str) -> str:
     return f"{value:,.0f}"
 
 
-def primary_device(report: Report) -> str | None:
-    """The device with the most busy time (the one a single-GPU user cares about)."""
+def primary_device(report: Report) -> int | None:
+    """The device with the most busy time (the one a single-GPU user cares about); on a tie
+    the lowest id."""
     if not report.devices:
         return None
-    return max(report.devices, key=lambda d: (report.devices[d].busy_us, -_dev_num(d)))
-
-
-def _dev_num(dev: str) -> int:
-    return int(dev) if dev.isdigit() else 1 << 30
+    return max(report.devices, key=lambda d: (report.devices[d].busy_us, -d))
 
 
 def n_steps(report: Report) -> int:
@@ -137,7 +134,7 @@ def steady_of(report: Report) -> Steady | None:
     return found[1] if found is not None else None
 
 
-def summary_values(report: Report, device: str | None = None,
+def summary_values(report: Report, device: int | None = None,
                    steady: Steady | None = None) -> dict[str, tuple]:
     """key -> (label, unit, value, lower_is_better, cause) for one report; cause is set on the
     per-cause idle rows only. With the session's `steady` window, `step_ms` is its steady
@@ -178,8 +175,8 @@ def summary_values(report: Report, device: str | None = None,
     return out
 
 
-def compare_reports(before: Report, after: Report, device_before: str | None = None,
-                    device_after: str | None = None) -> list[Metric]:
+def compare_reports(before: Report, after: Report, device_before: int | None = None,
+                    device_after: int | None = None) -> list[Metric]:
     """Metrics of both runs with deltas, in a stable order (before's keys first). Step time is
     the steady statistic when both traces belong to sessions, else the traces' own mean."""
     sb, sa = steady_of(before), steady_of(after)
@@ -213,18 +210,18 @@ def statistic(metrics: list[Metric]) -> str:
     return "mean ProfilerStep duration in the traces' profiled windows"
 
 
-def device_name(report: Report, device: str | None) -> str | None:
+def device_name(report: Report, device: int | None) -> str | None:
     """The GPU's name from the trace's deviceProperties, when the trace has one for `device`."""
     if device is None:
         return None
     for props in report.trace.device_properties:
-        if str(props.get("id")) == str(device) and props.get("name"):
+        if str(props.get("id")) == str(device) and props.get("name"):  # "id": 0 or "0"
             return str(props["name"])
     return None
 
 
-def mismatch_warnings(before: Report, after: Report, device_before: str | None = None,
-                      device_after: str | None = None) -> list[str]:
+def mismatch_warnings(before: Report, after: Report, device_before: int | None = None,
+                      device_after: int | None = None) -> list[str]:
     """One line per reason why before and after are not like for like (empty when they are)."""
     dev_b = device_before if device_before is not None else primary_device(before)
     dev_a = device_after if device_after is not None else primary_device(after)
@@ -286,7 +283,7 @@ def rank_rows(reports: list[Report], labels: list[str]) -> list[RankRow]:
 STEP_PARTS = ("compute", *CAUSES)
 
 
-def step_breakdown(report: Report, device: str | None = None) -> dict[str, np.ndarray]:
+def step_breakdown(report: Report, device: int | None = None) -> dict[str, np.ndarray]:
     """Per step, µs of the step split into parts that stack into one bar: with a GPU, its busy
     time ("compute") and its idle time by cause; without one, the main thread's step time by
     cause. The parts add up to each step's duration; every cause has its own part.

@@ -63,13 +63,13 @@ def plan_path(path: str | os.PathLike, run: str | None = None,
     return plan_folder(path, run=run, every=every)
 
 
-def analyze_path(path: str | os.PathLike, device: str | None = None,
+def analyze_path(path: str | os.PathLike, device: int | None = None,
                  cancel: CancelFlag | None = None) -> Report:
     """Load the trace `path` stands for and analyse it with its session's line stats."""
     return run_job(analyze_job(path, device, cancel))
 
 
-def analyze_job(path: str | os.PathLike, device: str | None = None,
+def analyze_job(path: str | os.PathLike, device: int | None = None,
                 cancel: CancelFlag | None = None,
                 line_stats: SessionStats | None = None) -> Job[Report]:
     """analyze_path as a job (yields loading's (done, 1000)); `line_stats`: the session's, when

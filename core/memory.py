@@ -46,7 +46,7 @@ class MemoryStats:
 
 
 def memory_by_device(trace: Trace, devices: list[int],
-                     step_windows: np.ndarray) -> dict[str, MemoryStats]:
+                     step_windows: np.ndarray) -> dict[int, MemoryStats]:
     """One entry per CUDA device that has samples or GPU activity."""
     mem = trace.mem
     cuda = mem.device_type == CUDA_DEVICE_TYPE
@@ -55,7 +55,7 @@ def memory_by_device(trace: Trace, devices: list[int],
     out = {}
     for dev in sorted(set(sampled) | set(devices)):
         sel = cuda & (mem.device_id == dev)
-        out[str(dev)] = _series(mem.ts[sel], mem.nbytes[sel], mem.total_allocated[sel],
+        out[dev] = _series(mem.ts[sel], mem.nbytes[sel], mem.total_allocated[sel],
                                 mem.total_reserved[sel], calls)
     return out
 

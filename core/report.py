@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from stallscope.core.memory import MemoryStats
 from stallscope.core.trace import Trace
 from stallscope.core.units import duration
 
+V = TypeVar("V")
+
 
 @dataclass
 class Step:
@@ -27,22 +30,25 @@ class Step:
     dur_us: float
     data_loading_us: float
     optimizer_us: float
-    gpu_busy_us: dict[str, float]
-    idle_by_cause: dict[str, dict[str, float]] = field(default_factory=dict)  # {dev: {cause: us}}
-    comm_us: dict[str, float] = field(default_factory=dict)
-    exposed_comm_us: dict[str, float] = field(default_factory=dict)
+    gpu_busy_us: dict[int, float]
+    idle_by_cause: dict[int, dict[str, float]] = field(default_factory=dict)  # {dev: {cause: us}}
+    comm_us: dict[int, float] = field(default_factory=dict)
+    exposed_comm_us: dict[int, float] = field(default_factory=dict)
     host_by_cause: dict[str, float] = field(default_factory=dict)  # the main thread's step time
 
     @property
-    def comm_overlap(self) -> dict[str, float]:
+    def comm_overlap(self) -> dict[int, float]:
         return {d: _overlap(c, self.exposed_comm_us.get(d, 0.0)) for d, c in self.comm_us.items()}
 
     def to_json(self) -> dict:
         return {"name": self.name, "start_us": self.start_us, "dur_us": self.dur_us,
                 "data_loading_us": self.data_loading_us, "optimizer_us": self.optimizer_us,
-                "gpu_busy_us": self.gpu_busy_us, "idle_by_cause": self.idle_by_cause,
-                "comm_us": self.comm_us, "exposed_comm_us": self.exposed_comm_us,
-                "comm_overlap": self.comm_overlap, "host_by_cause": self.host_by_cause}
+                "gpu_busy_us": by_device_json(self.gpu_busy_us),
+                "idle_by_cause": by_device_json(self.idle_by_cause),
+                "comm_us": by_device_json(self.comm_us),
+                "exposed_comm_us": by_device_json(self.exposed_comm_us),
+                "comm_overlap": by_device_json(self.comm_overlap),
+                "host_by_cause": self.host_by_cause}
 
 
 @dataclass
@@ -131,7 +137,7 @@ class CollectiveWait:
     """The main thread's `python` time (on `device`, or its step time without a GPU) during
     which collectives ran on other threads: communication, not Python."""
 
-    device: str | None
+    device: int | None
     us: float                       # python time overlapped by collectives
     python_us: float                # the python time it is part of
     by_name: dict[str, float]       # collective name -> overlapped µs, largest first
@@ -150,7 +156,7 @@ class Advice:
     focus: tuple[float, float] | None = None  # the span a click on the card jumps to
     saving_us: float = 0.0
     minor: bool = False                        # worth < 1% of the window: never the top card
-    device: str | None = None
+    device: int | None = None
     culprits: list[Culprit] = field(default_factory=list)  # what covers its idle, largest first
 
     def to_json(self) -> dict:
@@ -167,7 +173,7 @@ class Headline:
     title: str
     evidence: str
     fix: str = ""
-    device: str | None = None
+    device: int | None = None
 
     def to_json(self) -> dict:
         return {"id": self.id, "title": self.title, "evidence": self.evidence, "fix": self.fix}
@@ -177,7 +183,7 @@ class Headline:
 class Ceiling:
     """How much faster steps could be if one cause vanished: base / (base - cause)."""
 
-    device: str | None  # None: a trace without a GPU (the main thread's step time)
+    device: int | None  # None: a trace without a GPU (the main thread's step time)
     cause: str
     cause_us: float
     base_us: float      # the step time (or the window, without steps) it is taken from
@@ -193,7 +199,7 @@ class Ceiling:
         return f"up to {self.speedup:.2f}x faster {phrase}"
 
     def to_json(self) -> dict:
-        return {"device": self.device, "cause": self.cause, "cause_us": self.cause_us,
+        return {"device": device_json(self.device), "cause": self.cause, "cause_us": self.cause_us,
                 "base_us": self.base_us,
                 "speedup": self.speedup if math.isfinite(self.speedup) else None,
                 "text": self.text}
@@ -205,9 +211,9 @@ class Report:
     window: tuple[float, float]
     main_track: int | None
     steps: list[Step]
-    devices: dict[str, DeviceStats]
+    devices: dict[int, DeviceStats]    # by device id, in id order (as are all device dicts)
     phases: dict[str, np.ndarray]      # the main thread's unions per host cause, in the window
-    memory: dict[str, MemoryStats]
+    memory: dict[int, MemoryStats]
     host_by_cause: dict[str, float] = field(default_factory=dict)
     host_base_us: float = 0.0          # what host_by_cause splits: step time, else the window
     host_python_by_annotation: dict[str, float] = field(default_factory=dict)
@@ -234,7 +240,7 @@ class Report:
     def main_thread(self) -> tuple[str, str] | None:
         return None if self.main_track is None else self.trace.tracks[self.main_track]
 
-    def card_device(self, cause: str) -> str | None:
+    def card_device(self, cause: str) -> int | None:
         """The device whose card speaks of `cause`: the one idling most on it (None: no GPU)."""
         if not self.devices:
             return None
@@ -249,7 +255,7 @@ class Report:
     def top_advice(self) -> Advice | None:
         return self.advice[0] if self.advice and not self.advice[0].minor else None
 
-    def worst_gap(self, cause: str, device: str | None = None) -> tuple[float, float] | None:
+    def worst_gap(self, cause: str, device: int | None = None) -> tuple[float, float] | None:
         """The longest idle piece charged to `cause` (on `device`, else on any device)."""
         picks = [iv.longest(stats.spans_of(cause)) for dev, stats in self.devices.items()
                  if device is None or dev == device]
@@ -263,16 +269,26 @@ class Report:
             "window_us": [self.window[0], self.window[1]],
             "main_thread": None if main is None else {"pid": main[0], "tid": main[1]},
             "steps": [s.to_json() for s in self.steps],
-            "devices": {d: s.to_json(self.trace) for d, s in self.devices.items()},
+            "devices": {str(d): s.to_json(self.trace) for d, s in self.devices.items()},
             "host_by_cause": self.host_by_cause,
             "host_python_by_annotation": self.host_python_by_annotation,
             "ceilings": [c.to_json() for c in self.ceilings],
             "window_kind": self.window_kind,
-            "memory": {d: m.to_json() for d, m in self.memory.items()},
+            "memory": {str(d): m.to_json() for d, m in self.memory.items()},
             "headlines": [h.to_json() for h in self.headlines],
             "advice": [a.to_json() for a in self.advice],
             "dropped_events": dict(self.trace.dropped),
         }
+
+
+def device_json(dev: int | None) -> str | None:
+    """A device id as JSON writes it: a string ("0"), the key of every per-device object."""
+    return None if dev is None else str(dev)
+
+
+def by_device_json(values: dict[int, V]) -> dict[str, V]:
+    """A per-device dict with JSON's string keys, in the same (id) order."""
+    return {str(d): v for d, v in values.items()}
 
 
 def _overlap(comm_us: float, exposed_us: float) -> float:

@@ -64,7 +64,7 @@ class Trace:
         gpu = np.isin(self.cat, np.array(GPU_CATS, dtype=np.int8))
         return sorted(int(d) for d in np.unique(self.device[gpu]))
 
-    def device_label(self, dev) -> str:
+    def device_label(self, dev: int) -> str:
         """A device for people: "GPU 0", "MTIA 17"."""
         return f"{self.device_kind} {dev}"
 

@@ -30,7 +30,7 @@ def describer(spec, trace, t0_us: float) -> Describe:
     if spec.kind in ("steps", "thread") and spec.texts is not None:
         return named_describer(spec.label, *spec.texts)
     if spec.kind == "stream":
-        mask = (np.asarray(trace.device) == dev_id(spec.device)) & \
+        mask = (np.asarray(trace.device) == spec.device) & \
             (np.asarray(trace.stream) == spec.extra["stream"])
         events = gpu_events(trace, mask, t0_us)
 
@@ -48,7 +48,7 @@ def gpu_describer(spec, trace, t0_us: float) -> Describe:
     dev, gaps, name = spec.device, spec.extra["gaps"], spec.label
     spans, codes = spec.extra["spans"], spec.extra["codes"]
     busy, comm = spec.extra["busy"], spec.extra["comm"]
-    events = gpu_events(trace, np.asarray(trace.device) == dev_id(dev), t0_us)
+    events = gpu_events(trace, np.asarray(trace.device) == dev, t0_us)
 
     def describe(x: float) -> str | None:
         g = index_at(gaps, x)
@@ -120,10 +120,6 @@ def named_describer(label: str, starts, ends, names) -> Describe:
         return None
 
     return describe
-
-
-def dev_id(dev: str | None) -> int:
-    return int(dev) if dev is not None and dev.lstrip("-").isdigit() else -2
 
 
 def index_at(intervals: np.ndarray, x: float) -> int | None:

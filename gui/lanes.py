@@ -65,7 +65,7 @@ class LaneSpec:
     kind: str                 # "steps" | "gpu" | "stream" | "cpu" | "thread"
     layers: list[LayerSpec]
     tooltip: str = ""
-    device: str | None = None
+    device: int | None = None
     track: int | None = None  # the trace track of a CPU lane
     texts: tuple[np.ndarray, np.ndarray, list[str]] | None = None  # names drawn where they fit
     extra: dict = field(default_factory=dict)
@@ -76,12 +76,10 @@ class LaneSpec:
         return ROW_HEIGHTS.get(self.kind, 1.0)
 
 
-def device_sort_key(dev: str) -> tuple[int, int, str]:
-    """Devices in numeric order (0, 2, 10, 100), ids that are not numbers after them."""
-    try:
-        return (0, int(dev), dev)
-    except ValueError:
-        return (1, 0, dev)
+def device_sort_key(dev: int) -> int:
+    """Devices in numeric order (0, 2, 10, 100). Report's device ids are ints, so this is
+    plain `sorted(report.devices)`; kept until its last callers sort without a key."""
+    return dev
 
 
 def per_report(fn: Callable[P, T]) -> Callable[P, T]:
@@ -141,13 +139,13 @@ def steps_lane(report: Report, t0: float) -> LaneSpec:
 
 
 @per_report
-def device_lanes(report: Report, t0: float) -> dict[str, LaneSpec]:
+def device_lanes(report: Report, t0: float) -> dict[int, LaneSpec]:
     """Each device's lane, in numeric order of the devices."""
     return {dev: device_lane(dev, report.devices[dev], t0, report.trace.device_label(dev))
-            for dev in sorted(report.devices, key=device_sort_key)}
+            for dev in sorted(report.devices)}
 
 
-def device_lane(dev: str, stats: DeviceStats, t0: float, name: str) -> LaneSpec:
+def device_lane(dev: int, stats: DeviceStats, t0: float, name: str) -> LaneSpec:
     spans = to_ms(stats.cause_spans, t0)
     codes = np.asarray(stats.cause_codes, dtype=np.int64)
     # The cause band: every cause's pieces, stacked per pixel column by their share of it.
@@ -167,13 +165,9 @@ def device_lane(dev: str, stats: DeviceStats, t0: float, name: str) -> LaneSpec:
                                        "comm": to_ms(alone, t0)})
 
 
-def device_ops(trace: Trace, dev: str) -> np.ndarray:
+def device_ops(trace: Trace, dev: int) -> np.ndarray:
     """Indices of device `dev`'s GPU ops."""
-    try:
-        dev_id = int(dev)
-    except ValueError:
-        return np.zeros(0, np.int64)
-    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.device == dev_id)
+    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.device == dev)
     return np.flatnonzero(gpu)
 
 
@@ -188,7 +182,7 @@ def stream_kind(n_ops: int, n_comm: int, n_copies: int) -> str:
 
 
 @per_report
-def stream_lanes(report: Report, dev: str, t0: float) -> list[LaneSpec]:
+def stream_lanes(report: Report, dev: int, t0: float) -> list[LaneSpec]:
     """One sub-lane per stream of device `dev` (from args.stream), busiest first."""
     trace = report.trace
     lo, hi = report.window

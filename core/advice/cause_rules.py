@@ -56,7 +56,7 @@ CAUSE_RULES = {
 }
 
 
-def _evidence(ctx: Context, cause: str, dev: str | None, us: float) -> str:
+def _evidence(ctx: Context, cause: str, dev: int | None, us: float) -> str:
     _rule_id, _t, _tc, what, what_cpu = CAUSE_RULES[cause]
     what = what.format(sync_calls=" / ".join(ctx.rt(n) for n in (
         "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaMemcpy")) + "-style calls")
@@ -156,7 +156,7 @@ def python_overhead(ctx: Context) -> Advice | None:
     return card
 
 
-def _gpu_wait_split(ctx: Context) -> tuple[str, float, float, int, float] | None:
+def _gpu_wait_split(ctx: Context) -> tuple[int, float, float, int, float] | None:
     """(device, gpu_wait µs, share in gaps < 20 µs, gaps, median gap µs) when gpu_wait fires."""
     found = ctx.fires("gpu_wait")
     if found is None:

@@ -63,7 +63,7 @@ def headlines(report: Report) -> list[Headline]:
     return out
 
 
-def first_fix(report: Report, dev: str, cause: str) -> str:
+def first_fix(report: Report, dev: int, cause: str) -> str:
     """The headline's fix for the device's largest idle cause."""
     hip = report.runtime == "hip"
     names = {"graphs": "HIP graphs" if hip else "CUDA graphs",

@@ -37,7 +37,7 @@ def pageable_h2d(ctx: Context) -> Advice | None:
     pageable &= trace.mask_names(lambda n: PAGEABLE_H2D in n)
     best = None
     for dev in ctx.report.devices:
-        on = pageable & (trace.device == int(dev))
+        on = pageable & (trace.device == dev)
         spans = iv.clip(iv.as_intervals(trace.start[on], trace.end[on]), lo, hi)
         us = iv.length(iv.union(spans))
         if len(spans) and (best is None or us > best[1]):

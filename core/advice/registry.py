@@ -40,7 +40,7 @@ class Context:
 
     report: Report
     line_stats: list[Profile] | None = None
-    forced: dict[str, str] = field(default_factory=dict)  # cause -> device whose largest it is
+    forced: dict[str, int] = field(default_factory=dict)  # cause -> device whose largest it is
     loaders: list[dict] = field(default_factory=list)  # run.json `dataloaders`: site, passed...
 
     def __post_init__(self) -> None:
@@ -66,7 +66,7 @@ class Context:
     def n_steps(self) -> int:
         return len(self.report.steps)
 
-    def cause_on(self, cause: str) -> tuple[str | None, float]:
+    def cause_on(self, cause: str) -> tuple[int | None, float]:
         """(device, idle µs) of the device that idles most on `cause`; without a GPU
         (None, the main thread's step time in it)."""
         if not self.gpu:
@@ -91,7 +91,7 @@ class Context:
         carded = self.forced.get("python") == wait.device and wait.us >= 0.5 * wait.python_us
         return wait.us >= CAUSE_SHARE * self.base_us or carded
 
-    def fires(self, cause: str) -> tuple[str | None, float] | None:
+    def fires(self, cause: str) -> tuple[int | None, float] | None:
         """(device, µs) when `cause` holds >= 5% of the base or must be carded, else None."""
         dev, us = self.cause_on(cause)
         if cause in self.forced and us > 0:
@@ -119,7 +119,7 @@ class Context:
     def graphs(self) -> str:
         return "HIP graphs (torch.cuda.CUDAGraph on ROCm)" if self.rocm else "CUDA graphs"
 
-    def label(self, dev: str) -> str:
+    def label(self, dev: int) -> str:
         """The device for people: "GPU 0", "MTIA 17"."""
         return self.report.trace.device_label(dev)
 
@@ -132,13 +132,13 @@ class Context:
         """A card's title in the trace's device kind: "The MTIA waits for data"."""
         return title.replace("GPU", self.kind)
 
-    def stats(self, dev: str | None) -> DeviceStats | None:
+    def stats(self, dev: int | None) -> DeviceStats | None:
         return None if dev is None else self.report.devices.get(dev)
 
     def share(self, us: float) -> float:
         return us / self.base_us if self.base_us > 0 else 0.0
 
-    def rank_phrase(self, dev: str | None, cause: str) -> str:
+    def rank_phrase(self, dev: int | None, cause: str) -> str:
         """"the largest idle cause" / "2nd of 8 causes" for the evidence."""
         by = self.report.devices[dev].idle_by_cause if dev is not None \
             else self.report.host_by_cause
@@ -149,7 +149,7 @@ class Context:
         return f"the {_ordinal(k)} largest idle cause" if self.gpu else \
             f"the {_ordinal(k)} largest share of step time"
 
-    def focus(self, cause: str, dev: str | None) -> tuple[float, float] | None:
+    def focus(self, cause: str, dev: int | None) -> tuple[float, float] | None:
         if dev is not None:
             return self.report.worst_gap(cause, dev)
         r = self.report

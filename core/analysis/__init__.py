@@ -32,20 +32,20 @@ from stallscope.core.trace import Trace
 __all__ = ["analyze"]
 
 
-def analyze(trace: Trace, device: int | str | None = None,
+def analyze(trace: Trace, device: int | None = None,
             line_stats: list[Profile] | None = None,
             loaders: list[dict] | None = None) -> Report:
     devices = trace.gpu_devices()
     if device is not None:
-        if int(device) not in devices:
+        if device not in devices:
             have = ", ".join(map(str, devices)) or "none"
             raise StallscopeError(f"{trace.path}: no GPU activity on device {device} "
                                   f"(devices with activity: {have})")
-        devices = [int(device)]
+        devices = [device]
     r = roles(trace)
     phases = main_phases(trace, r)
     comm = idle.comm_mask(trace, r)
-    dev_stats = {str(d): idle.device_stats(trace, r, d, phases, comm) for d in devices}
+    dev_stats = {d: idle.device_stats(trace, r, d, phases, comm) for d in devices}
     base = step_figures.host_base(trace, r)
     host = step_figures.host_split(base, phases)
     host_by_cause = step_figures.totals(*host)
@@ -56,7 +56,7 @@ def analyze(trace: Trace, device: int | str | None = None,
         trace=trace, window=(r.lo, r.hi), main_track=r.main, steps=steps,
         devices=dev_stats, phases=phases,
         memory={d: m for d, m in memory_by_device(trace, devices, step_windows).items()
-                if device is None or d == str(device)},
+                if device is None or d == device},
         host_python_by_annotation=idle.python_by_annotation(
             trace, r, host[0][host[1] == causes.index("python")]),
         host_by_cause=host_by_cause, host_base_us=iv.length(base),

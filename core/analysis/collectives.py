@@ -14,7 +14,7 @@ from stallscope.core.trace import Trace
 
 
 def collective_wait(trace: Trace, r: Roles, python: np.ndarray,
-                    device: str | None) -> CollectiveWait | None:
+                    device: int | None) -> CollectiveWait | None:
     """How much of the `python` spans (disjoint) collectives on other threads cover, by name."""
     if r.main is None or len(python) == 0:
         return None

@@ -345,7 +345,7 @@ def loader_batches(trace: Trace, r: Roles) -> int:
     return int(loader.sum())
 
 
-def culprits_by_cause(trace: Trace, r: Roles, devices: dict[str, DeviceStats],
+def culprits_by_cause(trace: Trace, r: Roles, devices: dict[int, DeviceStats],
                       host_spans: np.ndarray, host_codes: np.ndarray, card_device,
                       comm: np.ndarray) -> dict[str, list[Culprit]]:
     """Per cause (uncovered aside): the culprits on the device its card speaks of
@@ -357,7 +357,7 @@ def culprits_by_cause(trace: Trace, r: Roles, devices: dict[str, DeviceStats],
         comm_dev, comm_stats = max(devices.items(),
                                    key=lambda kv: (kv[1].exposed_comm_us, kv[0]))
         found = finder.gpu_ops(comm_stats.exposed_comm,
-                               np.flatnonzero(comm & (trace.device == int(comm_dev))))
+                               np.flatnonzero(comm & (trace.device == comm_dev)))
         if found:
             out["exposed_comm"] = found
         copies = (trace.cat == Cat.GPU_MEMCPY) & r.gpu & trace.mask_names(
@@ -380,7 +380,7 @@ def culprits_by_cause(trace: Trace, r: Roles, devices: dict[str, DeviceStats],
             continue
         else:
             spans = host_spans[host_codes == causes.index(cause)]
-        found = finder.of(cause, spans, stats, int(dev) if dev is not None else -1)
+        found = finder.of(cause, spans, stats, dev if dev is not None else -1)
         if found:
             out[cause] = found
     return out

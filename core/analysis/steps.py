@@ -30,7 +30,7 @@ totals = cause_totals
 
 
 def steps(trace: Trace, r: Roles, phases: dict[str, np.ndarray],
-          devices: dict[str, DeviceStats], host: tuple[np.ndarray, np.ndarray]) -> list[Step]:
+          devices: dict[int, DeviceStats], host: tuple[np.ndarray, np.ndarray]) -> list[Step]:
     idx = r.steps
     if len(idx) == 0:
         return []
@@ -57,7 +57,7 @@ def steps(trace: Trace, r: Roles, phases: dict[str, np.ndarray],
     ]
 
 
-def ceilings(steps_: list[Step], devices: dict[str, DeviceStats], window_us: float,
+def ceilings(steps_: list[Step], devices: dict[int, DeviceStats], window_us: float,
              host_by_cause: dict[str, float], host_base_us: float) -> list[Ceiling]:
     """Per device and cause: step time / (step time - the cause's idle inside the steps).
     Without steps the window stands for the step time; without a GPU, the main thread's step
@@ -77,7 +77,7 @@ def ceilings(steps_: list[Step], devices: dict[str, DeviceStats], window_us: flo
     return sorted((c for c in out if c is not None), key=lambda c: (-c.speedup, c.cause))
 
 
-def _ceiling(dev: str | None, cause: str, us: float, base: float) -> Ceiling | None:
+def _ceiling(dev: int | None, cause: str, us: float, base: float) -> Ceiling | None:
     if base <= 0:
         return None
     rest = base - us

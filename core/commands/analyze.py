@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from stallscope.core.commands.options import add_device_option
+
 
 def register(sub) -> None:
     p = sub.add_parser("analyze", help="why the GPU waits: utilization, idle causes, advice",
@@ -21,7 +23,7 @@ def register(sub) -> None:
     p.add_argument("trace", help="trace .json/.json.gz, TensorBoard log dir, session folder or "
                                  "a folder of ranks' traces")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--device", help="only this GPU device id")
+    add_device_option(p)
     p.add_argument("--all", action="store_true",
                    help="in a folder, analyse every trace file, each on its own (by default: "
                         "the newest run: a job's ranks, or the newest trace)")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from stallscope.core.commands.options import add_device_option
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -18,7 +20,7 @@ def register(sub) -> None:
     p.add_argument("trace", help="trace .json/.json.gz or a session folder")
     p.add_argument("--perfetto", required=True, metavar="OUT.json",
                    help="the annotated trace to write (.json, or .json.gz to compress)")
-    p.add_argument("--device", help="only this GPU device id")
+    add_device_option(p)
     p.set_defaults(func=run)
 
 

@@ -32,7 +32,7 @@ def _distributed():
 
 def run_dask(tasks: Sequence[Task], scheduler: str, cancel: CancelFlag | None = None,
              on_result: OnResult | None = None,
-             device: str | None = None) -> Job[list[Result]]:
+             device: int | None = None) -> Job[list[Result]]:
     """Results in task order; yields (done, total) while the cluster works."""
     cancel = cancel or CancelFlag()
     distributed = _distributed()

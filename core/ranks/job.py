@@ -46,7 +46,7 @@ def analyze_ranks_job(picks: Sequence[tuple[str, str | Path]], workers: int | No
                       scheduler: str | None = None, cancel: CancelFlag | None = None,
                       on_result: Callable[[int, Result], None] | None = None,
                       plan: FolderPlan | None = None, compare: bool = True,
-                      device: str | None = None) -> Job[RankJob]:
+                      device: int | None = None) -> Job[RankJob]:
     """Analyse every (label, path) pick (FolderPlan.picks); yields (done, total).
     `compare=False` skips the straggler table (traces that are not one job's ranks). Raises
     when no task succeeds."""

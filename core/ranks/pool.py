@@ -68,7 +68,7 @@ def default_workers(paths: Sequence[str | os.PathLike]) -> int:
 
 def run_serial(tasks: Sequence[Task], cancel: CancelFlag | None = None,
                on_result: OnResult | None = None,
-               device: str | None = None) -> Job[list[Result]]:
+               device: int | None = None) -> Job[list[Result]]:
     """The same tasks one after another in this process (the baseline, and workers=1)."""
     cancel = cancel or CancelFlag()
     results: list[Result] = []
@@ -85,7 +85,7 @@ def run_serial(tasks: Sequence[Task], cancel: CancelFlag | None = None,
 def run_local(tasks: Sequence[Task], workers: int | None = None,
               cancel: CancelFlag | None = None,
               on_result: OnResult | None = None,
-              device: str | None = None) -> Job[list[Result]]:
+              device: int | None = None) -> Job[list[Result]]:
     """Results in task order; `on_result` sees each as it finishes. Yields (done, total) while
     waiting, so a set cancel flag (or closing the job) stops it within ~0.1 s and ends the
     worker processes."""

@@ -24,7 +24,7 @@ from stallscope.core.compare import step_ms
 from stallscope.core.document import analyze_path
 from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import GPU_CATS, is_comm_name
-from stallscope.core.report import Report
+from stallscope.core.report import Report, device_json
 
 
 @dataclass
@@ -57,7 +57,7 @@ class RankSummary:
     path: str
     rank: int | None
     world_size: int | None
-    device: str | None                  # the device whose collectives are compared
+    device: int | None                  # the device whose collectives are compared
     report: dict                        # Report.to_json()
     steps: list[StepTiming]
     mean_step_ms: float = 0.0
@@ -71,7 +71,7 @@ class RankSummary:
         return self.mean_step_ms
 
     def device_json(self) -> dict | None:
-        return self.report["devices"].get(self.device) if self.device is not None else None
+        return self.report["devices"].get(device_json(self.device))
 
     def largest_cause(self) -> str | None:
         """The idle cause holding the most of the compared device's idle time."""
@@ -86,7 +86,7 @@ class RankSummary:
         """The Report's JSON with the rank's label, world size and compared device."""
         out = dict(self.report)
         out.update({"label": self.label, "world_size": self.world_size,
-                    "comm_device": self.device})
+                    "comm_device": device_json(self.device)})
         return out
 
 
@@ -101,7 +101,7 @@ class RankFailure:
 
 
 def analyze_rank(path: str, label: str = "",
-                 device: str | None = None) -> RankSummary | RankFailure:
+                 device: int | None = None) -> RankSummary | RankFailure:
     """The task: never raises for a bad trace (a RankFailure says why). `device`: only that
     GPU (as `analyze --device`)."""
     try:
@@ -128,25 +128,22 @@ def summarize(report: Report, label: str = "") -> RankSummary:
                        steps=steps, mean_step_ms=step_ms(report))
 
 
-def comm_device(report: Report) -> str | None:
-    """The device with the most communication time; without any, the busiest device."""
+def comm_device(report: Report) -> int | None:
+    """The device with the most communication time; without any, the busiest device; on a
+    tie the lowest id."""
     if not report.devices:
         return None
     return max(report.devices, key=lambda d: (report.devices[d].comm_us,
-                                              report.devices[d].busy_us, -_num(d)))
+                                              report.devices[d].busy_us, -d))
 
 
-def _num(dev: str) -> int:
-    return int(dev) if dev.lstrip("-").isdigit() else 1 << 30
-
-
-def step_timings(report: Report, device: str | None) -> list[StepTiming]:
+def step_timings(report: Report, device: int | None) -> list[StepTiming]:
     """Per step: compute, idle by cause and the collectives on `device`."""
     if device is None:
         return [StepTiming(s.name, s.start_us, s.start_us + s.dur_us, 0.0, {})
                 for s in report.steps]
     trace = report.trace
-    names, start, end, ready = _collectives(trace, int(device))
+    names, start, end, ready = _collectives(trace, device)
     out = []
     for s in report.steps:
         lo, hi = s.start_us, s.start_us + s.dur_us

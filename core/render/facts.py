@@ -42,7 +42,7 @@ def window_text(report: Report) -> str:
                               else f"{units.plural(n, 'step')} averaging {mean}")
 
 
-def memory_facts(report: Report) -> dict[str, list[Fact]]:
+def memory_facts(report: Report) -> dict[int, list[Fact]]:
     """{device id: [(label, value), ...]} of the memory facts the trace recorded, in device
     order; a device with none is left out. Peaks only where samples (and, for reserved, the
     allocator's totals) were recorded; how often reserved memory shrank only when it did;

@@ -25,7 +25,7 @@ import numpy as np
 from stallscope.core.causes import CAUSES, label
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job, run_job
-from stallscope.core.report import Report
+from stallscope.core.report import Report, device_json
 
 PID = 2_000_000_000   # stallscope's tracks: one process no profiler uses
 CAT = ""              # a category the loader knows and leaves out of the analysis
@@ -58,7 +58,7 @@ def stallscope_events(report: Report) -> list[dict]:
             cause = CAUSES[code]
             out.append({"ph": "X", "cat": CAT, "name": f"idle: {label(cause)}", "pid": PID,
                         "tid": tid, "ts": lo, "dur": hi - lo,
-                        "args": {"cause": cause, "device": dev}})
+                        "args": {"cause": cause, "device": device_json(dev)}})
     for step in report.steps:
         out.append({"ph": "X", "cat": CAT, "name": f"step {step.name.rpartition('#')[2]}",
                     "pid": PID, "tid": STEPS_TID, "ts": step.start_us, "dur": step.dur_us,
@@ -69,7 +69,7 @@ def stallscope_events(report: Report) -> list[dict]:
         out.append({"ph": "i", "s": "t", "cat": CAT, "name": a.title, "pid": PID,
                     "tid": CARDS_TID, "ts": at,
                     "args": {"id": a.id, "evidence": a.evidence, "fix": a.fix,
-                             "saving_us": a.saving_us, "device": a.device}})
+                             "saving_us": a.saving_us, "device": device_json(a.device)}})
     return out
 
 

@@ -31,7 +31,7 @@ def _device_line(report: Report) -> str:
     devices = report.devices
     if not devices:
         return _cpu_only_line(report)
-    dev, stats = max(devices.items(), key=lambda kv: (kv[1].idle_us, str(kv[0])))
+    dev, stats = max(devices.items(), key=lambda kv: (kv[1].idle_us, kv[0]))
     who = report.trace.device_kind if len(devices) == 1 else \
         f"{report.trace.device_label(dev)} (worst of {len(devices)})"
     total = stats.busy_us + stats.idle_us

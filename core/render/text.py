@@ -70,7 +70,7 @@ def _host(report: Report) -> list[str]:
     return lines + [""]
 
 
-def _device(report: Report, dev: str, s) -> list[str]:
+def _device(report: Report, dev: int, s) -> list[str]:
     t = report.trace
     lines = [f"{t.device_label(dev)}: utilization {pct(s.utilization):>6}   busy {ms(s.busy_us)}"
              f"   idle {ms(s.idle_us)} in {units.plural(s.idle_gaps, 'gap')}"]

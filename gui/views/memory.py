@@ -44,12 +44,12 @@ class MemoryPlot(pg.PlotItem):
         self.getAxis("bottom").setLabel("time since window start (ms)")
         self.legend = self.addLegend(offset=(8, 4), colCount=4)
         self.colors = LIGHT_PLOT
-        self.lines: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem | None]] = {}
-        self.drops: dict[str, pg.ScatterPlotItem] = {}
+        self.lines: dict[int, tuple[pg.PlotDataItem, pg.PlotDataItem | None]] = {}
+        self.drops: dict[int, pg.ScatterPlotItem] = {}
         self._empty_text: pg.TextItem | None = None
-        self._series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._series: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.scale, self.unit = float(1024**2), "MiB"
-        self.device_label: Callable[[str], str] = _gpu_label
+        self.device_label: Callable[[int], str] = _gpu_label
 
     def clear_memory(self) -> None:
         for alloc, reserved in self.lines.values():
@@ -79,9 +79,9 @@ class MemoryPlot(pg.PlotItem):
         if self._empty_text is not None:
             self._empty_text.setColor(colors["dim"])
 
-    def set_memory(self, memory: dict[str, MemoryStats], t0_us: float, span_ms: float,
+    def set_memory(self, memory: dict[int, MemoryStats], t0_us: float, span_ms: float,
                    colors: dict | None = None,
-                   device_label: Callable[[str], str] | None = None) -> None:
+                   device_label: Callable[[int], str] | None = None) -> None:
         """`memory`: Report.memory (device id -> MemoryStats); `t0_us`: the window start;
         `device_label`: Report.trace.device_label ("GPU 0", "MTIA 17")."""
         self.clear_memory()
@@ -157,7 +157,7 @@ class MemoryPlot(pg.PlotItem):
         return " | ".join(parts) if parts else None
 
 
-def _gpu_label(dev: str) -> str:
+def _gpu_label(dev: int) -> str:
     """Until every caller passes Report.trace.device_label (gui/views/timeline.py)."""
     return f"GPU {dev}"
 

@@ -47,18 +47,18 @@ def test_the_registry_holds_the_thirteen_rules():
 @pytest.mark.parametrize(("cause", "rule_id"), CAUSE_RULES)
 def test_cause_rule_fires_at_five_percent_of_the_window(tmp_path, cause, rule_id):
     above = _report(_cause_trace(tmp_path / "above.json", cause, 0.052))
-    stats = above.devices["0"]
+    stats = above.devices[0]
     share = stats.idle_by_cause[cause] / above.window_us
     assert 0.0515 < share <= 0.052 + 1e-12, share  # the 2 µs launch counts for some
     card = next(a for a in above.advice if a.id == rule_id)
-    assert card.cause == cause and card.device == "0" and not card.minor
+    assert card.cause == cause and card.device == 0 and not card.minor
     assert card.saving_us == pytest.approx(stats.idle_by_cause[cause])
     assert f"{100 * share:.1f}% of the 400.00 ms window" in card.evidence, card.evidence
-    assert card.focus == above.worst_gap(cause, "0")
+    assert card.focus == above.worst_gap(cause, 0)
     assert above.advice[0].id == rule_id  # the only cause worth a card
 
     below = _report(_cause_trace(tmp_path / "below.json", cause, 0.048))
-    share = below.devices["0"].idle_by_cause[cause] / below.window_us
+    share = below.devices[0].idle_by_cause[cause] / below.window_us
     assert 0.047 < share < 0.05
     assert rule_id not in _ids(below)
     assert below.advice == []
@@ -66,7 +66,7 @@ def test_cause_rule_fires_at_five_percent_of_the_window(tmp_path, cause, rule_id
 
 def test_backward_is_the_autograd_thread(tmp_path):
     report = _report(_cause_trace(tmp_path / "bw.json", "backward", 0.2))
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert [report.trace.tracks[t] for t in stats.launch_tracks] == [("1", "2")]
     # the autograd thread's launch is one of its runtime calls: backward too
     assert stats.idle_by_cause["backward"] == pytest.approx(10 * 0.2 * 40_000)
@@ -75,7 +75,7 @@ def test_backward_is_the_autograd_thread(tmp_path):
 
 def test_python_overhead_names_the_annotation(tmp_path):
     report = _report(_cause_trace(tmp_path / "py.json", "python", 0.1))
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert stats.python_by_annotation == {"## forward ##": pytest.approx(10 * (4000 - 2.0))}
     card = report.advice[0]
     assert card.id == "python_overhead"
@@ -86,7 +86,7 @@ def test_python_overhead_names_the_annotation(tmp_path):
                                                           (208.0, "stream_wait", "small_kernels")])
 def test_gpu_wait_splits_on_twenty_microsecond_gaps(tmp_path, gap_us, rule_id, other):
     above = _report(gpu_wait_trace(tmp_path / "above.json", 0.052, gap_us))
-    stats = above.devices["0"]
+    stats = above.devices[0]
     assert stats.idle_by_cause["gpu_wait"] == pytest.approx(stats.idle_us)
     assert stats.idle_by_cause["gpu_wait"] / above.window_us == pytest.approx(0.052, abs=5e-4)
     ids = _ids(above)
@@ -96,18 +96,18 @@ def test_gpu_wait_splits_on_twenty_microsecond_gaps(tmp_path, gap_us, rule_id, o
     lo, hi = card.focus
     assert above.window[0] <= lo < hi <= above.window[1]
     below = _report(gpu_wait_trace(tmp_path / "below.json", 0.048, gap_us))
-    assert below.devices["0"].idle_by_cause["gpu_wait"] / below.window_us < 0.05
+    assert below.devices[0].idle_by_cause["gpu_wait"] / below.window_us < 0.05
     assert rule_id not in _ids(below) and other not in _ids(below)
 
 
 def test_exposed_comm_fires_at_five_percent(tmp_path):
     above = _report(comm_trace(tmp_path / "above.json", 0.052))
-    stats = above.devices["0"]
+    stats = above.devices[0]
     assert stats.idle_us == 0.0
     assert stats.comm_us == pytest.approx(10 * (2080 + 1000))
     assert stats.exposed_comm_us == pytest.approx(10 * 2080)
     assert stats.comm_overlap == pytest.approx(1000 / 3080)
-    assert above.steps[0].exposed_comm_us["0"] == pytest.approx(2080)
+    assert above.steps[0].exposed_comm_us[0] == pytest.approx(2080)
     (card,) = above.advice
     assert card.id == "exposed_comm" and card.saving_us == pytest.approx(20_800)
     assert "20.80 ms (5.2% of the 400.00 ms window)" in card.evidence, card.evidence
@@ -150,7 +150,7 @@ def test_allocator_churn(tmp_path):
     (card,) = drops.advice
     assert card.id == "allocator_churn" and "shrank 1 time in the window" in card.evidence
     quiet = _report(_churn(tmp_path / "c.json", malloc_in_step=False, drop_in_window=False))
-    assert quiet.advice == [] and quiet.memory["0"].reserved_drops == 1  # after the window
+    assert quiet.advice == [] and quiet.memory[0].reserved_drops == 1  # after the window
 
 
 def test_largest_cause_of_a_gpu_idle_ten_percent_is_always_carded(tmp_path):
@@ -160,7 +160,7 @@ def test_largest_cause_of_a_gpu_idle_ten_percent_is_always_carded(tmp_path):
         b.x("aten::copy_", "cpu_op", t0 + 750, 298.0)
         b.gpu(t0 + 1050, 8950.0, t0 + 1048)
     report = _report(b.save(tmp_path / "t.json"))
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert stats.idle_us / report.window_us == pytest.approx(0.105)
     assert _ids(report) == ["optimizer_bound"]  # 4.5% < 5%, but the largest of 10.5% idle
     assert report.advice[0].saving_us == pytest.approx(4500.0)
@@ -188,7 +188,7 @@ def test_cards_are_sorted_by_saving_and_minor_ones_come_last(tmp_path):
 @pytest.mark.parametrize(("busy", "fires"), [(0.49, True), (0.51, False)])
 def test_low_utilization_is_a_headline_not_a_card(tmp_path, busy, fires):
     report = _report(_cause_trace(tmp_path / "u.json", "data_loading", 1 - busy))
-    assert report.devices["0"].utilization == pytest.approx(busy)
+    assert report.devices[0].utilization == pytest.approx(busy)
     assert "low_utilization" not in _ids(report)
     assert [h.id for h in report.headlines] == (["low_utilization"] if fires else [])
     if fires:

@@ -188,7 +188,7 @@ def test_python_time_beside_collectives_on_other_threads_is_communication(tmp_pa
         b.gpu(t0 + 0.6 * STEP + 400, 0.4 * STEP - 400, t0 + 0.6 * STEP + 300)
     report = _report(b.save(tmp_path / "coll.json"))
     wait = report.collective_wait
-    assert wait is not None and wait.device == "0"
+    assert wait is not None and wait.device == 0
     assert wait.us == pytest.approx(10 * 0.6 * STEP)
     assert list(wait.by_name) == ["nccl:all_reduce", "record_param_comms"]
     assert wait.threads == [("1", "5")]

@@ -172,7 +172,7 @@ def test_the_hottest_getitem_line_gets_a_concrete_card(real_trace, source, says)
     line = next(a for a in cards if a.id == "dataset_line")
     assert says in line.fix, line.fix
     assert "Frames.__getitem__ line 12" in line.evidence and "70.6%" in line.evidence
-    assert line.saving_us == pytest.approx(1.2 / 1.7 * report.devices["0"]
+    assert line.saving_us == pytest.approx(1.2 / 1.7 * report.devices[0]
                                            .idle_by_cause["data_loading"])
     loader = next(a for a in cards if a.id == "dataloader_bound")
     assert f"line 12 (`{source}`)" in loader.evidence

@@ -31,7 +31,7 @@ def test_an_mtia_trace_is_named_mtia_everywhere(tmp_path):
                                              share=0.6))))
     assert mtia.trace.device_kind == "MTIA"
     # the same numbers, only the device's name differs
-    assert mtia.devices["0"].idle_by_cause == gpu.devices["0"].idle_by_cause
+    assert mtia.devices[0].idle_by_cause == gpu.devices[0].idle_by_cause
     assert [a.id for a in mtia.advice] == [a.id for a in gpu.advice]
     card = next(a for a in mtia.advice if a.id == "dataloader_bound")
     assert card.title == "The MTIA waits for data"

@@ -61,7 +61,7 @@ def test_sampled_rank0_exposed_communication_outweighs_its_largest_cause(real_tr
     cause, queued work (312 ms, 25.4%): sorted by saving_us, exposed_comm leads and the
     largest cause's card follows."""
     report = analyze(load(real_trace("hta_sampled_rank-0")))
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert _largest(stats) == "gpu_wait"
     assert [a.id for a in report.advice[:2]] == ["exposed_comm", "stream_wait"]
     assert report.advice[0].saving_us == pytest.approx(stats.exposed_comm_us)
@@ -72,16 +72,16 @@ def test_sampled_rank0_exposed_communication_outweighs_its_largest_cause(real_tr
 def test_a_busy_trace_gets_no_host_bound(real_trace):
     """Issue 11: host_bound fired on a 96.3% busy trace whose idle is 2% of the window."""
     report = analyze(load(real_trace("hta_trace_diff_test")))
-    assert report.devices["1"].utilization > 0.96
+    assert report.devices[1].utilization > 0.96
     assert "host_bound" not in [a.id for a in report.advice]
 
 
 def test_kineto_nw0_ceiling(real_trace):
     report = analyze(load(real_trace("kineto_nw0")))
     steps = sum(s.dur_us for s in report.steps)
-    waits = sum(s.idle_by_cause["0"]["data_loading"] for s in report.steps)
+    waits = sum(s.idle_by_cause[0]["data_loading"] for s in report.steps)
     top = report.ceilings[0]
-    assert (top.device, top.cause) == ("0", "data_loading")
+    assert (top.device, top.cause) == (0, "data_loading")
     assert top.speedup == pytest.approx(steps / (steps - waits))
     assert top.text == f"up to {top.speedup:.2f}x faster if the GPU never waited for data"
     assert 1.4 < top.speedup < 1.6

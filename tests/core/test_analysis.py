@@ -223,7 +223,7 @@ def reference(path):
                             for a, b, cause, _ in pieces if cause == c) for c in CAUSES}
                     for s in steps]
         busy_us = sum(b - a for a, b in busy)
-        devices[str(dev)] = {
+        devices[dev] = {
             "busy_us": busy_us, "idle_us": (hi - lo) - busy_us, "idle_gaps": len(gaps),
             "idle_by_cause": by_cause, "python_by_annotation": by_note,
             "launchers": launchers, "comm_us": sum(b - a for a, b in comm),
@@ -315,9 +315,9 @@ def test_amd_launches_survive_the_loader(real_trace):
     """hta_amd writes `stream: "0x0"` on its runtime events; their correlation must still load,
     or no launch is found and L(d) is empty."""
     path = real_trace("hta_amd_trace")
-    ref = reference(path)["devices"]["2"]
+    ref = reference(path)["devices"][2]
     report = analyze(load(path))
-    got = report.devices["2"]
+    got = report.devices[2]
     assert {report.trace.tracks[t] for t in got.launch_tracks} == ref["launchers"]
     for cause in CAUSES:
         assert got.idle_by_cause[cause] == pytest.approx(ref["idle_by_cause"][cause], abs=1e-3)
@@ -325,7 +325,7 @@ def test_amd_launches_survive_the_loader(real_trace):
 
 def test_kineto_nw0_is_dataloader_bound(real_trace):
     report = analyze(load(real_trace("kineto_nw0")))
-    dev = report.devices["0"]
+    dev = report.devices[0]
     causes = dev.idle_by_cause
     assert max(causes, key=causes.get) == "data_loading"
     assert causes["data_loading"] / report.window_us > 0.30
@@ -349,12 +349,12 @@ def test_kineto_nw0_is_dataloader_bound(real_trace):
 def test_kineto_nw4_is_not_dataloader_bound(real_trace, prefix):
     report = analyze(load(real_trace(prefix)))
     assert "dataloader_bound" not in [a.id for a in report.advice]
-    assert report.devices["0"].idle_by_cause["data_loading"] / report.window_us < 0.01
+    assert report.devices[0].idle_by_cause["data_loading"] / report.window_us < 0.01
 
 
 def test_df_index_resolver_memory_peaks_come_from_totals(real_trace):
     report = analyze(load(real_trace("hta_df_index_resolver")))
-    mem = report.memory["1"]
+    mem = report.memory[1]
     assert mem.has_totals
     assert len(mem.ts) == 26770
     assert mem.peak_allocated == 6629508096.0
@@ -364,7 +364,7 @@ def test_df_index_resolver_memory_peaks_come_from_totals(real_trace):
 
 def test_kineto_memory_without_totals_is_a_running_sum(real_trace):
     trace = load(real_trace("kineto_nw0"))
-    mem = analyze(trace).memory["0"]
+    mem = analyze(trace).memory[0]
     assert not mem.has_totals
     cuda = (trace.mem.device_type == 1) & (trace.mem.device_id == 0)
     assert np.array_equal(mem.allocated, np.cumsum(trace.mem.nbytes[cuda]))
@@ -384,8 +384,8 @@ def test_cpu_only_trace_reports_no_gpu(real_trace):
 def test_two_ranks_have_their_own_device(real_trace):
     r0 = analyze(load(real_trace("hta_sampled_rank-0")))
     r1 = analyze(load(real_trace("hta_sampled_rank-1")))
-    assert (r0.trace.rank, list(r0.devices)) == (0, ["0"])
-    assert (r1.trace.rank, list(r1.devices)) == (1, ["1"])
+    assert (r0.trace.rank, list(r0.devices)) == (0, [0])
+    assert (r1.trace.rank, list(r1.devices)) == (1, [1])
 
 
 def test_every_fixture_loads_and_analyses(fixtures_dir):
@@ -410,8 +410,8 @@ def test_every_fixture_loads_and_analyses(fixtures_dir):
 
 def test_device_filter(real_trace):
     path = real_trace("hta_sampled_rank-1")
-    report = analyze(load(path), device="1")
-    assert list(report.devices) == ["1"]
+    report = analyze(load(path), device=1)
+    assert list(report.devices) == [1]
     from stallscope.core.errors import StallscopeError
     with pytest.raises(StallscopeError, match="no GPU activity on device 5"):
         analyze(load(path), device=5)
@@ -419,13 +419,13 @@ def test_device_filter(real_trace):
 
 def test_gaps_count_matches_interval_arrays(real_trace):
     report = analyze(load(real_trace("hta_rank-0")))
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert len(stats.gaps) == stats.idle_gaps
     assert iv.length(stats.gaps) == pytest.approx(stats.idle_us, rel=1e-9)
     assert iv.length(stats.cause_spans) == pytest.approx(stats.idle_us, rel=1e-9)
     # every cause's worst gap is one of its spans, inside the window
     for cause, us in stats.idle_by_cause.items():
-        gap = report.worst_gap(cause, "0")
+        gap = report.worst_gap(cause, 0)
         assert (gap is None) == (us == 0), cause
         if gap is not None:
             assert report.window[0] <= gap[0] < gap[1] <= report.window[1]

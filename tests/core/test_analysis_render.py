@@ -17,7 +17,7 @@ RAW_FLOAT = re.compile(r"\d\.\d{3,}")  # a number that skipped core/units.py
 def test_text_report_of_a_two_thread_ddp_rank(real_trace):
     report = analyze(load(real_trace("hta_sampled_rank-0")))
     text = render(report)
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert not RAW_FLOAT.search(text), RAW_FLOAT.search(text)
     for label in map(causes.label, causes.CAUSES):
         assert f"\n  {label} " in text, label

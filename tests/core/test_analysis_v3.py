@@ -37,13 +37,13 @@ def closure_trace(path, closure_name: str, cat: str = "user_annotation", gpu: bo
 ])
 def test_closure_time_is_not_the_optimizer(tmp_path, name, cat):
     r = analyze(closure_trace(tmp_path, name, cat))
-    idle = r.devices["0"].idle_by_cause
+    idle = r.devices[0].idle_by_cause
     # Optimizer: 30 ms minus the 24 ms closure = 6 ms per step; the closure's aten op is CPU
     # ops (with the kernel's 2 µs launch).
     assert idle["optimizer"] == pytest.approx(2 * 6_000)
     assert idle["cpu_ops"] == pytest.approx(2 * (20_000 + 2))
     assert [s.optimizer_us for s in r.steps] == [pytest.approx(6_000)] * 2
-    assert r.devices["0"].idle_us == pytest.approx(2 * STEP - 2 * 3_000)
+    assert r.devices[0].idle_us == pytest.approx(2 * STEP - 2 * 3_000)
 
 
 def test_cpu_only_closure_split(tmp_path):
@@ -55,7 +55,7 @@ def test_cpu_only_closure_split(tmp_path):
 def test_annotation_named_like_a_closure_but_not_an_annotation_is_optimizer(tmp_path):
     """Only user annotations count by suffix: a cpu_op named `...closure` stays optimizer."""
     r = analyze(closure_trace(tmp_path, "aten::fake_closure", cat="cpu_op"))
-    assert r.devices["0"].idle_by_cause["optimizer"] == pytest.approx(2 * 30_000)
+    assert r.devices[0].idle_by_cause["optimizer"] == pytest.approx(2 * 30_000)
 
 
 @pytest.mark.parametrize("name,comm", [
@@ -81,6 +81,6 @@ def test_comm_figures_count_a_deepep_kernel(tmp_path):
     b.gpu(T0 + 1_000, 10_000, launch_ts=T0 + 500, name="void dpsk::ep::internode::dispatch<8>")
     b.gpu(T0 + 5_000, 20_000, launch_ts=T0 + 600, name="volta_sgemm", stream=8)
     r = analyze(load(b.save(tmp_path / "t.json")))
-    d = r.devices["0"]
+    d = r.devices[0]
     assert d.comm_us == pytest.approx(10_000)
     assert d.exposed_comm_us == pytest.approx(4_000)  # 1-5 ms, before the sgemm starts

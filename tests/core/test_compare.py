@@ -55,10 +55,10 @@ def test_num_workers_4_beats_0_on_step_time_and_data_loading(nw0, nw4):
     assert step.delta == pytest.approx(step.after - step.before)
     assert step.verdict == "better" and step.rel < -0.15
     util = metrics["utilization"]
-    assert util.before == pytest.approx(100 * nw0.devices["0"].utilization)
+    assert util.before == pytest.approx(100 * nw0.devices[0].utilization)
     assert util.verdict == "better" and util.after > util.before
     dl = metrics["idle_data_loading_ms"]
-    assert dl.before == pytest.approx(nw0.devices["0"].idle_by_cause["data_loading"] / 6000)
+    assert dl.before == pytest.approx(nw0.devices[0].idle_by_cause["data_loading"] / 6000)
     assert dl.verdict == "better" and dl.after < 0.1 * dl.before
     # Per-cause idle per step adds up to the idle per step.
     total = sum(metrics[f"idle_{c}_ms"].before for c in CAUSES)
@@ -110,7 +110,7 @@ def test_mismatch_warnings_name_each_difference(nw0):
     assert mismatch_warnings(cpu, nw0)[0].startswith("after ran on a GPU, before is CPU-only")
     v100 = analyze(load(fixture_path("hta_df_index_resolver")))       # rank 1, Tesla V100
     a100 = analyze(load(fixture_path("hta_trace_diff_control")))      # rank 3, NVIDIA A100
-    assert device_name(v100, "1") == "Tesla V100-SXM2-32GB"
+    assert device_name(v100, 1) == "Tesla V100-SXM2-32GB"
     lines = mismatch_warnings(a100, v100)
     assert "different GPUs: NVIDIA A100-PG509-200 (device 3) vs Tesla V100-SXM2-32GB (device 1)" \
         in lines
@@ -120,7 +120,7 @@ def test_mismatch_warnings_name_each_difference(nw0):
 
 def test_ranks_without_device_names_warn_about_the_rank_only():
     r0, r1 = (analyze(load(fixture_path(f"hta_sampled_rank-{r}"))) for r in (0, 1))
-    assert device_name(r0, "0") is None  # the sampled traces carry no deviceProperties
+    assert device_name(r0, 0) is None  # the sampled traces carry no deviceProperties
     lines = mismatch_warnings(r0, r1)
     assert lines[0] == "different ranks: rank 0 vs rank 1"
     assert all("GPUs" not in line for line in lines)
@@ -140,11 +140,11 @@ def test_step_breakdown_partitions_each_step_into_every_cause(nw0):
     assert list(parts) == ["compute", *CAUSES]  # no lumped "other": each cause is its own part
     total = sum(parts.values())
     np.testing.assert_allclose(total, [s.dur_us for s in nw0.steps], rtol=1e-6)
-    np.testing.assert_allclose(parts["compute"], [s.gpu_busy_us["0"] for s in nw0.steps])
+    np.testing.assert_allclose(parts["compute"], [s.gpu_busy_us[0] for s in nw0.steps])
     # Over all steps, each cause adds up to the device's figure (the steps tile the window).
     for cause in CAUSES:
         assert parts[cause].sum() == pytest.approx(
-            nw0.devices["0"].idle_by_cause[cause], rel=1e-6, abs=1.0), cause
+            nw0.devices[0].idle_by_cause[cause], rel=1e-6, abs=1.0), cause
     assert parts["cpu_ops"].sum() > 0 and parts["optimizer"].sum() > 0
     assert (parts["data_loading"] > parts["optimizer"]).all()  # num_workers=0: data bound
 
@@ -202,14 +202,14 @@ def test_no_gpu_trace_has_no_device_metrics():
 def test_export_markdown_and_json_round_trip(nw0, tmp_path):
     md = save_report(nw0, tmp_path / "r.md").read_text()
     assert md.startswith("# stallscope report: kineto_nw0")
-    assert f"{100 * nw0.devices['0'].utilization:.1f}%" in md
+    assert f"{100 * nw0.devices[0].utilization:.1f}%" in md
     for advice in nw0.advice:
         assert f"### {advice.title}" in md and advice.fix in md
     assert md.count("| ProfilerStep#") == len(nw0.steps)
     data = json.loads(save_report(nw0, tmp_path / "r.json").read_text())
     assert data["window_us"] == list(nw0.window)
     assert data["devices"]["0"]["idle_by_cause"] == pytest.approx(
-        nw0.devices["0"].idle_by_cause)
+        nw0.devices[0].idle_by_cause)
     with pytest.raises(StallscopeError, match="r.txt"):
         save_report(nw0, tmp_path / "r.txt")
     with pytest.raises(StallscopeError, match="cannot write"):

@@ -49,4 +49,4 @@ def test_devices_are_listed_in_numeric_order(tmp_path):
     out = _cli("info", path)
     assert "devices    0, 2, 10, 100 (GPU)" in out.stdout, out.stdout
     assert "steps      1: ProfilerStep#1\n" in out.stdout  # one step: no "#1 .. #1"
-    assert set(analyze(load(path)).devices) == {"0", "2", "10", "100"}
+    assert set(analyze(load(path)).devices) == {0, 2, 10, 100}

@@ -105,8 +105,9 @@ def test_rank_summaries_match_a_plain_reading(sampled):
                 assert got.compute_end_us == pytest.approx(arrival, abs=1e-6)
             assert st.compute_us == pytest.approx(compute, abs=1e-3)
         assert s.rank == int(s.label[-1]) and s.world_size == 128
-        assert s.device == str(s.rank)  # rank 0 runs on GPU 0, rank 1 on GPU 1
-        dev = s.to_json()["devices"][s.device]
+        assert s.device == s.rank  # rank 0 runs on GPU 0, rank 1 on GPU 1
+        assert s.to_json()["comm_device"] == str(s.rank)  # JSON keys devices by string
+        dev = s.to_json()["devices"][str(s.device)]
         assert dev["comm_us"] > 0 and 0 <= dev["exposed_comm_us"] <= dev["comm_us"]
         assert len(pickle.dumps(s)) < 64_000  # small: what a worker sends back
 

@@ -44,7 +44,7 @@ def _allocator_trace(path: Path) -> Path:
 
 def test_facts_of_a_trace_with_the_allocators_totals(tmp_path):
     report = analyze(load(_allocator_trace(tmp_path / "mem.json")))
-    assert memory_facts(report) == {"0": [
+    assert memory_facts(report) == {0: [
         ("peak allocated", "30.0 MiB"), ("peak reserved", "96.0 MiB"),
         ("reserved shrank", "1 time"), ("cudaMalloc", "2 times (60.0 µs)"),
         ("cudaFree", "1 time (10.0 µs)")]}
@@ -59,7 +59,7 @@ def test_facts_say_only_what_was_recorded():
     """kineto_nw0: allocations without totals, no allocator calls in the window: one fact. A
     CPU-only trace: none, and the line that says why."""
     nw0 = analyze(load(fixture_path("kineto_nw0")))
-    assert memory_facts(nw0) == {"0": [("peak allocated", "2,662.3 MiB")]}
+    assert memory_facts(nw0) == {0: [("peak allocated", "2,662.3 MiB")]}
     md = report_to_markdown(nw0)
     assert "- GPU 0: peak allocated 2,662.3 MiB\n" in md
     for out in (md, text.render(nw0)):
@@ -73,7 +73,7 @@ def test_facts_say_only_what_was_recorded():
 def test_markdown_names_an_mtia_device_and_counts_in_one_voice():
     report = analyze(load(fixture_path("hta_mtia_inference_rank_0")))
     md = report_to_markdown(report)
-    gaps = report.devices["17"].idle_gaps
+    gaps = report.devices[17].idle_gaps
     assert "## MTIA\n" in md and "| MTIA 17 | " in md and "GPU 17" not in md
     assert f" | {gaps:,} | " in md
     nw0 = report_to_markdown(analyze(load(fixture_path("kineto_nw0"))))

@@ -130,7 +130,7 @@ def test_a_gpu_busy_13_percent_fills_13_percent_of_each_column(qtbot, tmp_path, 
     path = tmp_path / "duty.pt.trace.json.gz"
     _duty_cycle_trace(path)
     report = analyze(load(path))
-    assert report.devices["0"].utilization == pytest.approx(0.13, abs=0.001)
+    assert report.devices[0].utilization == pytest.approx(0.13, abs=0.001)
     view = overview(qtbot, report, size=(1024, 700))
     px = band(view, view.lane("gpu:0"), "busy")
     filled = (np.abs(px.astype(np.int16) - np.array(QColor(BUSY_COLOR).getRgb()[:3]))
@@ -144,7 +144,7 @@ def test_a_gpu_busy_13_percent_fills_13_percent_of_each_column(qtbot, tmp_path, 
 
 def test_a_tiny_gap_in_a_busy_stretch_is_whole_columns_zoomed_in(qtbot, reports, themed):
     report = reports["kineto_nw0"]
-    stats = report.devices["0"]
+    stats = report.devices[0]
     spans = stats.spans_of("gpu_wait")
     k = int(np.argmin(np.abs((spans[:, 1] - spans[:, 0]) - 5.0)))  # a gap of about 5 µs
     lo, hi = spans[k]

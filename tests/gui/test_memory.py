@@ -17,7 +17,7 @@ def test_memory_hover_names_the_device_by_the_traces_kind(real_trace):
     plot = MemoryPlot()
     lo, hi = report.window
     plot.set_memory(report.memory, lo, (hi - lo) / 1000.0, device_label=report.trace.device_label)
-    x, _alloc, _reserved = plot._series["0"]
+    x, _alloc, _reserved = plot._series[0]
     text = plot.describe(float(np.median(x)))
     assert text is not None and text.startswith("MTIA 0: allocated ") and "GPU" not in text
 

@@ -112,7 +112,7 @@ def _close(pixel: QColor, want: str, tol: int = 10) -> bool:
 
 def test_lanes_of_a_real_trace(view, nw0_report):
     report = nw0_report
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert [lane.label for lane in view.lanes] == [
         "steps", "GPU 0", "CPU main thread", "CPU backward"]
     gpu = view.lane("gpu:0")
@@ -146,7 +146,7 @@ def test_worst_data_loading_gap_is_solid_in_its_cause_colour_under_an_empty_busy
 
 
 def test_a_busy_kernel_is_solid_busy_blue_on_top(view, nw0_report):
-    stats = nw0_report.devices["0"]
+    stats = nw0_report.devices[0]
     k = int(np.argmax(stats.busy[:, 1] - stats.busy[:, 0]))
     lo, hi = stats.busy[k]
     view.zoom_to(lo, hi, pad=0.1)
@@ -230,7 +230,7 @@ def test_every_device_of_a_trace_is_shown_with_its_nccl_stream(qtbot, tmp_path):
     v.set_report(report)
     labels = [lane.label.strip() for lane in v.lanes]
     assert labels[:1] == ["steps"] and "GPU 0" in labels and "GPU 1" in labels
-    for dev in ("0", "1"):
+    for dev in (0, 1):
         kinds = {lane.spec.extra["stream"]: lane.spec.extra["kind"] for lane in v.lanes
                  if lane.kind == "stream" and lane.device == dev}
         assert kinds == {7: "compute", 13: "communication"}
@@ -282,8 +282,8 @@ def test_cpu_only_trace_shows_the_threads_that_took_the_step(qtbot):
 
 
 def test_memory_curve_holds_every_sample(view, nw0_report):
-    mem = nw0_report.memory["0"]
-    alloc, reserved = view.memory.lines["0"]
+    mem = nw0_report.memory[0]
+    alloc, reserved = view.memory.lines[0]
     assert len(alloc.xData) == len(mem.ts) == 8220
     np.testing.assert_allclose(alloc.yData * view.memory.scale, mem.allocated)
     assert reserved is None  # the 2021 trace records no totals
@@ -313,9 +313,9 @@ def test_reserved_drops_are_marked(qtbot, tmp_path):
     v = TimelineView()
     qtbot.addWidget(v)
     v.set_report(report)
-    drops = v.memory.drops["0"]
+    drops = v.memory.drops[0]
     x, y = drops.getData()
-    assert len(x) == report.memory["0"].reserved_drops == 2
+    assert len(x) == report.memory[0].reserved_drops == 2
     np.testing.assert_allclose(y * v.memory.scale, [150 * 2**20, 100 * 2**20])
 
 
