@@ -25,15 +25,14 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from stallscope.gui.dialogs.fields import with_button
 from stallscope.gui.widgets import plain_label
 
 
@@ -163,12 +162,7 @@ class RunPlanDialog(ConfirmDialog):
     def _chooser(self, name: str, value: str, choose) -> QLineEdit:
         edit = QLineEdit(value)
         edit.textChanged.connect(self._edited)
-        pick = QPushButton("Choose…")
-        pick.clicked.connect(choose)
-        row = QHBoxLayout()
-        row.addWidget(edit, 1)
-        row.addWidget(pick)
-        self.facts.addRow(plain_label(name), row)
+        self.facts.addRow(plain_label(name), with_button(edit, "Choose…", choose))
         return edit
 
     def _choose_python(self) -> None:

@@ -36,6 +36,7 @@ from shiboken6 import isValid
 
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
+from stallscope.gui.dialogs.fields import row_widget, with_button
 from stallscope.gui.dialogs.run_windows import WINDOW_CHOICES, window_options, windows_of
 from stallscope.gui.run_request import (  # noqa: F401 - re-exported for callers
     DEFAULT_OPTIONS,
@@ -79,19 +80,19 @@ class RunDialog(QDialog):
 
         self.script_edit = QLineEdit(placeholderText="train.py: your unmodified training script")
         self.script_edit.editingFinished.connect(self._load_remembered)
-        form.addRow("Script", self._with_button(self.script_edit, "Browse…", self._browse_script))
+        form.addRow("Script", with_button(self.script_edit, "Browse…", self._browse_script))
 
         self.args_edit = QLineEdit(placeholderText="--epochs 10 --batch-size 64")
         form.addRow("Arguments", self.args_edit)
 
         self.cwd_edit = QLineEdit(placeholderText="the script's folder")
-        form.addRow("Working folder", self._with_button(self.cwd_edit, "Browse…",
+        form.addRow("Working folder", with_button(self.cwd_edit, "Browse…",
                                                         self._browse_cwd))
 
         self.python_combo = QComboBox(editable=True)
         self.python_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.python_combo.currentTextChanged.connect(self._probe_python)
-        form.addRow("Python", self._with_button(self.python_combo, "Browse…",
+        form.addRow("Python", with_button(self.python_combo, "Browse…",
                                                 self._browse_python))
         self.python_status = QLabel(" ")
         self.python_status.setObjectName("hint")
@@ -115,7 +116,7 @@ class RunDialog(QDialog):
             sched.addWidget(QLabel(key))
             sched.addWidget(spin)
         sched.addStretch(1)
-        form.addRow("Schedule", self._row(sched))
+        form.addRow("Schedule", row_widget(sched))
 
         opts = QHBoxLayout()
         self.checks = {
@@ -129,7 +130,7 @@ class RunDialog(QDialog):
         for box in self.checks.values():
             opts.addWidget(box)
         opts.addStretch(1)
-        form.addRow("Record", self._row(opts))
+        form.addRow("Record", row_widget(opts))
 
         more = QHBoxLayout()
         self.nproc_spin = QSpinBox(minimum=1, maximum=64, value=1)
@@ -149,7 +150,7 @@ class RunDialog(QDialog):
         more.addWidget(QLabel("depth"))
         more.addWidget(self.depth_spin)
         more.addStretch(1)
-        form.addRow("", self._row(more))
+        form.addRow("", row_widget(more))
 
         windows = QHBoxLayout()
         self.windows_combo = QComboBox()
@@ -163,7 +164,7 @@ class RunDialog(QDialog):
         self.windows_combo.currentIndexChanged.connect(self._windows_changed)
         windows.addWidget(self.windows_combo)
         windows.addWidget(self.windows_edit, 1)
-        form.addRow("Windows", self._row(windows))
+        form.addRow("Windows", row_widget(windows))
 
         self.sets_edit = QLineEdit(placeholderText="num_workers=4 pin_memory=true   (changes "
                                                    "every DataLoader, without editing the script)")
@@ -177,7 +178,7 @@ class RunDialog(QDialog):
             placeholderText=f"{run_options.sessions_root()}/<script>-<time>")
         self.session_edit.setToolTip("Empty: a new folder in your data folder (never the "
                                      "script's folder nor the installed app)")
-        form.addRow("Session folder", self._with_button(self.session_edit, "Browse…",
+        form.addRow("Session folder", with_button(self.session_edit, "Browse…",
                                                         self._browse_session))
 
         self.error_label = QLabel("")
@@ -197,20 +198,6 @@ class RunDialog(QDialog):
         layout.addWidget(self.error_label)
         layout.addWidget(buttons)
         self._set_fields(RunRequest(script=""))
-
-    def _row(self, inner) -> QWidget:
-        w = QWidget()
-        inner.setContentsMargins(0, 0, 0, 0)
-        w.setLayout(inner)
-        return w
-
-    def _with_button(self, field_widget: QWidget, text: str, slot) -> QWidget:
-        row = QHBoxLayout()
-        row.addWidget(field_widget, 1)
-        button = QPushButton(text)
-        button.clicked.connect(slot)
-        row.addWidget(button)
-        return self._row(row)
 
     # ------------------------------------------------------------------ browsing
     def _browse_script(self) -> None:

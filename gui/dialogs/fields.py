@@ -1,0 +1,30 @@
+"""Form rows the dialogs share: a field with a button beside it (Browse…, Choose…), and a
+layout made into a form row.
+
+    form.addRow("Script", with_button(QLineEdit(), "Browse…", browse))
+    form.addRow("Schedule", row_widget(QHBoxLayout()))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QHBoxLayout, QLayout, QPushButton, QWidget
+
+
+def row_widget(inner: QLayout) -> QWidget:
+    """`inner` as a widget without margins of its own (it lines up with the form's fields)."""
+    widget = QWidget()
+    inner.setContentsMargins(0, 0, 0, 0)
+    widget.setLayout(inner)
+    return widget
+
+
+def with_button(field: QWidget, text: str, slot: Callable[[], object]) -> QWidget:
+    """`field` stretched, a button named `text` beside it that calls `slot`."""
+    row = QHBoxLayout()
+    row.addWidget(field, 1)
+    button = QPushButton(text)
+    button.clicked.connect(slot)
+    row.addWidget(button)
+    return row_widget(row)
