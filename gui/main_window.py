@@ -15,37 +15,37 @@ The work lives in controllers, the window wires them and keeps the hooks other p
     window.fix_loop                   advice cards' "Try it" (tune), compare before/after, LMDB
 
 controllers/document.py loads documents off the GUI thread; controllers/run_tabs.py,
-heatmap_tabs.py, ranks_tabs.py, fix_loop.py and export.py hold the run tabs, the heatmap tab's
-policy, the ranks tab, the advice cards' actions and the export; menus.py builds the menu bar.
+heatmap_tabs.py, ranks_tabs.py, compare_tab.py, fix_loop.py and export.py hold the run tabs, the
+heatmap tab's policy, the ranks tab, the compare pair, the advice cards' actions and the export
+(each sees the window as a WindowPort); views/load_status.py is the status bar's permanent part;
+menus.py builds the menu bar.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEventLoop, Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QMainWindow,
     QMenu,
-    QProgressBar,
-    QPushButton,
     QStackedWidget,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from stallscope.core import units
 from stallscope.core.document import Document
 from stallscope.core.errors import StallscopeError
 from stallscope.core.recent import RecentStore
 from stallscope.core.render.tagline import tagline
-from stallscope.core.session.reader import is_session
 from stallscope.gui import layout_state, menus, theme
 from stallscope.gui.controllers import export
+from stallscope.gui.controllers.compare_tab import CompareTab
 from stallscope.gui.controllers.document import DocumentController
 from stallscope.gui.controllers.fix_loop import FixLoop
 from stallscope.gui.controllers.heatmap_tabs import HeatmapTabs
@@ -53,11 +53,11 @@ from stallscope.gui.controllers.ranks_tabs import RanksTabs
 from stallscope.gui.controllers.run_tabs import RunTabs
 from stallscope.gui.dialogs.about import AboutDialog
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
-from stallscope.gui.lanes import device_sort_key
 from stallscope.gui.views.analysis import AnalysisView
 from stallscope.gui.views.compare import CompareView
+from stallscope.gui.views.load_status import LoadStatus
 from stallscope.gui.views.start import StartScreen
-from stallscope.gui.widgets import ElidedLabel, MessagePanel
+from stallscope.gui.widgets import MessagePanel
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.help import HelpDialog
@@ -78,25 +78,23 @@ class MainWindow(QMainWindow):
         self.resize(1400, 900)
         self.setAcceptDrops(True)
         self.document: Document | None = None
-        self.compare_document: Document | None = None
         self._recent_store = recent_store
-        self._comparing = False  # the compare tab shows document vs compare_document
+        self.actions_by_name: dict[str, QAction] = {}  # the menus', once built (below)
+        self.status_bar = self.statusBar()
 
         self.controller = DocumentController(self)
         self.controller.sig_load_started.connect(self._on_load_started)
-        self.controller.sig_load_progress.connect(self._on_progress)
         self.controller.sig_document_loaded.connect(self._on_loaded)
         self.controller.sig_load_failed.connect(self._on_failed)
         self.controller.sig_load_cancelled.connect(
             lambda _role: self.status_bar.showMessage("Loading cancelled", 8000))
-        self.controller.sig_busy_changed.connect(self._on_busy)
         self.controller.sig_ranks_folder.connect(self.open_ranks_folder)
 
         self.messages = MessagePanel()
         self.analysis = AnalysisView()
-        self.analysis.sig_status.connect(lambda text: self.statusBar().showMessage(text, 8000))
-        self.analysis.rank_combo.currentIndexChanged.connect(self._show_loaded)
-        self.analysis.rank_table.sig_rank_selected.connect(self._show_loaded)
+        self.analysis.sig_status.connect(lambda text: self.status_bar.showMessage(text, 8000))
+        self.analysis.rank_combo.currentIndexChanged.connect(self.show_loaded)
+        self.analysis.rank_table.sig_rank_selected.connect(self.show_loaded)
         self.compare = CompareView()
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -112,6 +110,7 @@ class MainWindow(QMainWindow):
         self.runs = RunTabs(self)
         self.heatmaps = HeatmapTabs(self)
         self.ranks = RanksTabs(self)
+        self.compares = CompareTab(self)
         self.tabs.currentChanged.connect(self.runs.update_actions)
 
         central = QWidget()
@@ -121,7 +120,12 @@ class MainWindow(QMainWindow):
         box.addWidget(self.messages)
         box.addWidget(self.stack, 1)
         self.setCentralWidget(central)
-        self._build_status_bar()
+        status = self.load_status = LoadStatus(self.status_bar)
+        self.loaded_label, self.progress, self.cancel_button = (
+            status.label, status.progress, status.cancel_button)
+        self.cancel_button.clicked.connect(self.controller.cancel)
+        self.controller.sig_load_progress.connect(self.load_status.set_progress)
+        self.controller.sig_busy_changed.connect(self.load_status.set_busy)
         self.fix_loop = FixLoop(self)
         self.analysis.summary.sig_advice_action.connect(self.fix_loop.on_action)
         self.help_dialog: HelpDialog | None = None
@@ -153,25 +157,6 @@ class MainWindow(QMainWindow):
             self._recent_store = RecentStore()
         return self._recent_store
 
-    def _build_status_bar(self) -> None:
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(260)
-        self.progress.setRange(0, 1000)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.controller.cancel)
-        self.status_bar = self.statusBar()
-        # what is open, kept while transient messages come and go on the left; it elides
-        # (whole text in its tooltip) so the two never overlap
-        self.loaded_label = ElidedLabel("Nothing open", mode=Qt.TextElideMode.ElideMiddle)
-        self.loaded_label.setObjectName("loadedLabel")
-        self.loaded_label.setMaximumWidth(560)
-        self.loaded_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        self.status_bar.addPermanentWidget(self.loaded_label, 1)
-        self.status_bar.addPermanentWidget(self.progress)
-        self.status_bar.addPermanentWidget(self.cancel_button)
-        self.progress.hide()
-        self.cancel_button.hide()
-
     def _set_action_icons(self, _theme_name: str = "") -> None:
         menus.set_action_icons(self.actions_by_name)
 
@@ -181,17 +166,22 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ opening
 
-    def choose_trace(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open trace", self.dialog_folder(),
-                                              TRACE_FILTER)
+    def _ask_file(self, caption: str, filters: str, then: Callable[[str], object]) -> None:
+        """A file dialog starting in dialog_folder(); `then(path)` unless cancelled."""
+        path, _ = QFileDialog.getOpenFileName(self, caption, self.dialog_folder(), filters)
         if path:
-            self.open_path(path)
+            then(path)
+
+    def _ask_folder(self, caption: str, then: Callable[[str], object]) -> None:
+        path = QFileDialog.getExistingDirectory(self, caption, self.dialog_folder())
+        if path:
+            then(path)
+
+    def choose_trace(self) -> None:
+        self._ask_file("Open trace", TRACE_FILTER, self.open_path)
 
     def choose_session(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open session, log folder or ranks folder",
-                                                self.dialog_folder())
-        if path:
-            self.open_session(path)
+        self._ask_folder("Open session, log folder or ranks folder", self.open_session)
 
     def dialog_folder(self) -> str:
         """Where file dialogs start: the folder of the open document (the folder above it when
@@ -208,10 +198,7 @@ class MainWindow(QMainWindow):
         self.replay_session(path)
 
     def choose_ranks_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open folder of ranks",
-                                                self.dialog_folder())
-        if path:
-            self.open_ranks_folder(path)
+        self._ask_folder("Open folder of ranks", self.open_ranks_folder)
 
     def open_ranks_folder(self, path: str, plan=None):
         """The Ranks tab on a folder: each rank analysed as a task (a process pool), the
@@ -222,10 +209,7 @@ class MainWindow(QMainWindow):
         if self.document is None:
             self.show_message("Open a trace first; then compare it with a second one.", "info")
             return
-        path, _ = QFileDialog.getOpenFileName(self, "Compare with (after)", self.dialog_folder(),
-                                              TRACE_FILTER)
-        if path:
-            self.open_compare(path)
+        self._ask_file("Compare with (after)", TRACE_FILTER, self.open_compare)
 
     def open_path(self, path: str) -> None:
         self.controller.open(str(path), "main")
@@ -240,59 +224,22 @@ class MainWindow(QMainWindow):
         what = "comparison trace" if role == "compare" else "trace"
         self.status_bar.showMessage(f"Loading {what} {Path(path).name}…")
 
-    def _on_progress(self, done: int, total: int) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-
-    def _on_busy(self, busy: bool) -> None:
-        self.progress.setVisible(busy)
-        self.cancel_button.setVisible(busy)
-        if busy:
-            self.progress.setValue(0)
-
     def _on_loaded(self, role: str, document: Document) -> None:
         if role == "compare":
-            self.compare_document = document
-            self._show_compare()
+            self.compares.show(document)
             return
         self.document = document
-        self._comparing = False  # a compare tab still up shows the previous pair
+        self.compares.showing = False  # a compare tab still up shows the previous pair
         self.messages.hide()
         self.analysis.set_document(document)
         self.stack.setCurrentWidget(self.tabs)
         self.tabs.setCurrentWidget(self.analysis)
         self.setWindowTitle(f"stallscope — {document.title}")
         self.status_bar.showMessage(f"Opened {document.title}", 8000)
-        self._show_loaded()
+        self.show_loaded()
         self.heatmaps.show_session_line_stats(document)
         self._remember(document)
         self.sig_document_shown.emit(document)
-
-    def _show_compare(self) -> None:
-        before, after_doc = self.analysis.report, self.compare_document
-        if before is None or after_doc is None or self.document is None:
-            return  # only reached once both documents are loaded
-        after = after_doc.reports[0]
-        self.compare.set_reports(before, after, self._report_title(self.document, before),
-                                 self._report_title(after_doc, after))
-        if self.tabs.indexOf(self.compare) < 0:
-            self.tabs.addTab(self.compare, "Compare")
-        self._comparing = True
-        self.stack.setCurrentWidget(self.tabs)
-        self.tabs.setCurrentWidget(self.compare)
-        self.messages.hide()
-        self.status_bar.showMessage(f"Comparing with {after_doc.title}", 8000)
-        self._show_loaded()
-        self.heatmaps.show_session_line_stats(self.document, after_doc)
-        self.sig_compare_shown.emit((before, after))
-
-    def _report_title(self, doc: Document, report) -> str:
-        name = report.trace.path.name
-        if doc.path.is_dir() and is_session(doc.path):  # tune trials' traces share a name
-            name = f"{doc.path.name}/{name}"
-        if doc.multi_rank:
-            name += f" ({doc.labels[doc.reports.index(report)]})"
-        return name
 
     def _on_failed(self, role: str, message: str) -> None:
         kept = " The open document stays as it was." if self.document is not None else ""
@@ -302,23 +249,9 @@ class MainWindow(QMainWindow):
     def show_message(self, text: str, level: str = "error") -> None:
         self.messages.show_message(text, level)
 
-    def _show_loaded(self, *_args) -> None:
+    def show_loaded(self, *_args) -> None:
         """The permanent status-bar label: file, window length, GPU utilization or no GPU."""
-        report = self.analysis.report
-        if report is None:
-            self.loaded_label.setText("Nothing open")
-            return
-        lo, hi = report.window
-        parts = [Path(report.trace.path).name, f"window {units.duration(hi - lo)}"]
-        if report.devices:
-            shown = sorted(report.devices, key=device_sort_key)[:4]
-            parts += [f"{report.trace.device_label(dev)} "
-                      f"{units.pct(report.devices[dev].utilization, 0)} busy" for dev in shown]
-        else:
-            parts.append("no GPU")
-        if self._comparing and self.compare_document is not None:
-            parts.append(f"vs {self.compare_document.title}")
-        self.loaded_label.setText(" · ".join(parts))
+        self.load_status.show_report(self.analysis.report, self.compares.vs_title())
 
     def _remember(self, document: Document) -> None:
         report = self.analysis.report
@@ -329,17 +262,6 @@ class MainWindow(QMainWindow):
         except (OSError, ValueError, StallscopeError):
             return  # a recent list that cannot be written must not spoil an open
         self.start.refresh()
-
-    def fill_recent_menu(self) -> None:
-        self.recent_menu.clear()
-        items = self.recent_store.items()
-        if not items:
-            self.recent_menu.addAction("(nothing yet)").setEnabled(False)
-        for item in items:
-            action = self.recent_menu.addAction(Path(item.path).name)
-            action.setToolTip(item.path)
-            action.setStatusTip(item.path)
-            action.triggered.connect(lambda _c=False, p=item.path: self.open_path(p))
 
     # ------------------------------------------------------------------ drag and drop
 
@@ -372,9 +294,7 @@ class MainWindow(QMainWindow):
         if widget is None or widget is self.analysis:
             return
         self.tabs.removeTab(index)
-        if widget is self.compare:
-            self._comparing = False
-            self._show_loaded()
+        self.compares.closed(widget)
         self.heatmaps.closed(widget)
         self.ranks.closed(widget)
         if widget not in (self.compare, self.ranks.view):  # those two are reused
@@ -382,8 +302,6 @@ class MainWindow(QMainWindow):
         self.runs.update_actions()
         if self.tabs.count() == 1 and self.document is None:
             self.show_start()
-
-    _close_tab = close_tab
 
     @property
     def heatmap(self):
@@ -419,11 +337,8 @@ class MainWindow(QMainWindow):
         self.heatmaps.open_line_profile(path)
 
     def choose_line_profile(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open line profile", self.dialog_folder(),
-            "Line profiles (*.json *.lprof);;All files (*)")
-        if path:
-            self.open_line_profile(path)
+        self._ask_file("Open line profile", "Line profiles (*.json *.lprof);;All files (*)",
+                       self.open_line_profile)
 
     def open_lmdb_wizard(self) -> None:
         open_lmdb_wizard(self)

@@ -8,6 +8,8 @@ keys tests and the start screen's shortcut hints use.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
@@ -48,7 +50,7 @@ def build_menus(window) -> dict[str, QAction]:
     add(m, "Open line profile…", window.choose_line_profile, "Ctrl+Shift+L",
         "Line stats of Dataset.__getitem__: a session folder, .json or .lprof")
     window.recent_menu = m.addMenu("Recent")
-    window.recent_menu.aboutToShow.connect(window.fill_recent_menu)
+    window.recent_menu.aboutToShow.connect(lambda: fill_recent_menu(window))
     m.addSeparator()
     add(m, "Export…", window.choose_export, "Ctrl+E",
         "Save the panels as PNG or the report as Markdown/JSON")
@@ -85,6 +87,20 @@ def build_menus(window) -> dict[str, QAction]:
     m.addSeparator()
     add(m, "About stallscope", window.show_about)
     return actions
+
+
+def fill_recent_menu(window) -> None:
+    """File > Recent, filled from the recent list each time it opens."""
+    menu = window.recent_menu
+    menu.clear()
+    items = window.recent_store.items()
+    if not items:
+        menu.addAction("(nothing yet)").setEnabled(False)
+    for item in items:
+        action = menu.addAction(Path(item.path).name)
+        action.setToolTip(item.path)
+        action.setStatusTip(item.path)
+        action.triggered.connect(lambda _c=False, p=item.path: window.open_path(p))
 
 
 def set_action_icons(actions: dict[str, QAction]) -> None:

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 
 class WindowPort(Protocol):
-    """What the controllers (fix_loop, ranks_tabs, export, run_tabs, heatmap_tabs) need of the
-    main window."""
+    """What the controllers (fix_loop, ranks_tabs, export, run_tabs, heatmap_tabs,
+    compare_tab) need of the main window."""
 
     document: Document | None            # the open document, None before the first
     analysis: AnalysisView               # the analysis page (its report, timeline, summary)
@@ -36,6 +36,7 @@ class WindowPort(Protocol):
     heatmaps: HeatmapTabs                # the line heatmap tab (a run hands its line stats on)
     actions_by_name: dict[str, QAction]  # the menus' actions (menus.build_menus): "Stop", ...
     sig_document_shown: SignalInstance   # (Document) once a document is on screen
+    sig_compare_shown: SignalInstance    # ((before, after) Reports) once a pair is compared
 
     def as_widget(self) -> QMainWindow:
         """The window as a Qt widget: the parent of dialogs and controllers, what a PNG of the
@@ -51,5 +52,9 @@ class WindowPort(Protocol):
     def close_tab(self, index: int) -> None: ...
 
     def show_message(self, text: str, level: str = "error") -> None: ...
+
+    def show_loaded(self) -> None:
+        """Refresh the status bar's "what is open" (after the compare pair changed)."""
+        ...
 
     def dialog_folder(self) -> str: ...

@@ -10,7 +10,8 @@ from pathlib import Path
 from stallscope.gui import controllers
 from stallscope.gui.controllers import WindowPort
 
-PORT_USERS = ("fix_loop.py", "ranks_tabs.py", "export.py", "run_tabs.py", "heatmap_tabs.py")
+PORT_USERS = ("fix_loop.py", "ranks_tabs.py", "export.py", "run_tabs.py", "heatmap_tabs.py",
+              "compare_tab.py")
 QT_OBJECT = {"deleteLater", "parent", "objectName"}  # QObject API every window has
 
 
