@@ -9,11 +9,15 @@ keys tests and the start screen's shortcut hints use.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
 from stallscope.gui import theme
+
+if TYPE_CHECKING:
+    from stallscope.gui.main_window import MainWindow
 
 ICONS = {"Open": "open", "Open session": "session", "Open folder of ranks": "session",
          "Compare with": "compare",
@@ -23,7 +27,7 @@ ICONS = {"Open": "open", "Open session": "session", "Open folder of ranks": "ses
          "About stallscope": "about"}
 
 
-def build_menus(window) -> dict[str, QAction]:
+def build_menus(window: MainWindow) -> dict[str, QAction]:
     actions: dict[str, QAction] = {}
 
     def add(menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -89,7 +93,7 @@ def build_menus(window) -> dict[str, QAction]:
     return actions
 
 
-def fill_recent_menu(window) -> None:
+def fill_recent_menu(window: MainWindow) -> None:
     """File > Recent, filled from the recent list each time it opens."""
     menu = window.recent_menu
     menu.clear()
