@@ -382,8 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     the demo."""
     from PySide6.QtWidgets import QApplication
 
+    from stallscope.gui import theme
+
     argv = sys.argv[1:] if argv is None else argv
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    theme.apply_theme(app, theme.saved_mode())  # as the app and the standalone views do
     view = new_run_view()
     view.resize(1000, 700)
     try:
