@@ -28,17 +28,13 @@ class MemArgs(msgspec.Struct, gc=False):
     total_reserved: float | None = msgspec.field(default=None, name="Total Reserved")
 
 
-class Args(msgspec.Struct, gc=False):
-    """Both, for the lenient per-event path that does not know the phase beforehand."""
+class Args(MemArgs):
+    """Both, for the lenient per-event path that does not know the phase beforehand: a
+    `[memory]` instant's args and XArgs' (msgspec allows one base with fields)."""
 
     device: int | None = None
     stream: int | str | None = None  # ROCm runtime events write "0x0"
     correlation: int | None = None
-    device_type: int | None = msgspec.field(default=None, name="Device Type")
-    device_id: int | None = msgspec.field(default=None, name="Device Id")
-    nbytes: float | None = msgspec.field(default=None, name="Bytes")
-    total_allocated: float | None = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: float | None = msgspec.field(default=None, name="Total Reserved")
 
 
 class Fields(msgspec.Struct, gc=False):

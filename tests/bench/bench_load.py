@@ -3,8 +3,9 @@
     .venv/bin/python tests/bench/bench_load.py [--size-mb 1024] [--repeat 3] [--keep PATH]
 
 Times, alternating, `--repeat` times: (a) read + msgspec typed decode alone of the whole document
-(timed inside a child, after its start-up), (b) the full `stallscope-cli analyze --json` in a
-fresh process, and (c) that process's peak RSS. Both wall and CPU time (user + sys) are given:
+into the reader's own event struct (readers.trace_events.AnyPhase; timed inside a child, after
+its start-up), (b) the full `stallscope-cli analyze --json` in a fresh process, and (c) that
+process's peak RSS. Both wall and CPU time (user + sys) are given:
 on a shared machine the CPU time is the steadier figure. The ratios compare the fastest run of
 each (the least disturbed) and give the median of the pairs.
 Goals (issue 15): (b) <= 1.5x (a) on the ~1 GB trace, <= 2.0x on a 300 MB one; (c) <= 2x the
@@ -26,27 +27,15 @@ from pathlib import Path
 
 import msgspec
 
+from stallscope.core.readers.trace_events import AnyPhase
+
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "traces"
 
 
-class Args(msgspec.Struct):
-    device: int | None = None
-    stream: int | None = None
-
-
-class Event(msgspec.Struct):
-    ph: str = ""
-    name: str = ""
-    cat: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float | None = None
-    dur: float | None = None
-    args: Args | None = None
-
-
 class Doc(msgspec.Struct):
-    traceEvents: list[Event] = []
+    """The document as the reader's own typed events (any phase), nothing else."""
+
+    traceEvents: list[AnyPhase] = []
 
 
 def tile(fixture: Path, out: Path, size_mb: int) -> int:
