@@ -68,18 +68,24 @@ def tile(fixture: Path, out: Path, size_mb: int) -> int:
     return copies
 
 
-def run_cli(path: Path) -> tuple[float, float, int]:
-    """(wall s, CPU s, peak RSS bytes) of `stallscope-cli analyze --json` in a fresh process."""
+def timed(argv: list[str]) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS bytes) of `stallscope-cli *argv` in a fresh process; exits with
+    its stderr when it fails."""
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", "analyze", "--json",
-                             str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     err = proc.stderr.read().decode()
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"analyze failed: {err}")
+        sys.exit(f"{argv[0]} failed: {err}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def run_cli(path: Path) -> tuple[float, float, int]:
+    """timed() of `stallscope-cli analyze --json PATH`."""
+    return timed(["analyze", "--json", str(path)])
 
 
 def bare_decode(path: Path) -> tuple[float, float, int]:
@@ -140,6 +146,7 @@ def main() -> None:
     print(f"(c) peak RSS {rss / 2**20:,.0f} MiB = {rss / size:.2f}x the JSON  [goal <= 2x]")
     if not args.keep:
         tmp.unlink()
+        tmp.parent.rmdir()
 
 
 if __name__ == "__main__":
