@@ -108,10 +108,7 @@ def run(args) -> int:
         progress = Progress("verifying")
         check = run_job(verify(result.dst, n=args.verify, seed=args.seed), progress)
         progress.end()
-        out["verify"] = {"checked": check.checked, "mismatches": check.mismatches,
-                         "problem": check.problem, "ok": check.ok, "seed": check.seed,
-                         "records_checked": check.records_checked,
-                         "damaged": check.damaged}  # fmt: skip
+        out["verify"] = verify_json(check)
         if not args.json:
             print_verify(check)
         rc = 1 if check.mismatches or check.damaged else 0
@@ -173,6 +170,15 @@ def _listed(head: str, items: list[dict]) -> None:
         print(f"  {shown(s['path'])}: {shown(s['reason'])}")
     if len(items) > 20:
         print(f"  ... {len(items) - 20} more (stored in the LMDB's !report record)")
+
+
+def verify_json(check) -> dict:
+    """A verification as `verify --json` and `convert --json` (its "verify") write it."""
+    return {
+        "ok": check.ok, "records_checked": check.records_checked, "damaged": check.damaged,
+        "checked": check.checked, "mismatches": check.mismatches, "problem": check.problem,
+        "seed": check.seed, "checksums": check.checksums,
+    }  # fmt: skip
 
 
 def print_verify(check) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from stallscope.core.commands.convert import Progress, print_verify
+from stallscope.core.commands.convert import Progress, print_verify, verify_json
 from stallscope.core.jobs import run_job
 from stallscope.core.render.facts import write_json
 
@@ -38,11 +38,7 @@ def run(args) -> int:
                     progress)
     progress.end()
     if args.json:
-        write_json({
-            "ok": check.ok, "records_checked": check.records_checked, "damaged": check.damaged,
-            "checked": check.checked, "mismatches": check.mismatches, "problem": check.problem,
-            "seed": check.seed, "checksums": check.checksums,
-        }, sys.stdout)  # fmt: skip
+        write_json(verify_json(check), sys.stdout)
     else:
         print_verify(check)
     return 1 if check.damaged or check.mismatches else 0

@@ -264,6 +264,10 @@ def test_cli_convert_reports_json_and_one_line_errors(tree, tmp_path, capsys):
     assert out["count"] == len(info["valid"]) and out["verify"]["ok"] is True
     assert out["verify"]["checked"] == len(info["valid"])
     assert sorted(s["path"] for s in out["skipped"]) == sorted(info["corrupt"])
+    seed = out["verify"]["seed"]
+    assert cli.main(["verify", str(dst), "--seed", str(seed), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)  # the same verification, written the same way
+    assert alone == out["verify"] and alone["records_checked"] == len(info["valid"])
     assert cli.main(["convert", str(tmp_path / "nope"), str(tmp_path / "x.lmdb")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "nope: no such folder" in err
