@@ -9,7 +9,8 @@ back through a queued signal and adds a bar to the chart (step time per trial, d
 it, the best in green) and a row to the table. Cancel stops the running trial; the finished
 ones stay in the tune folder. Standalone:
 
-    python -m stallscope.gui.dialogs.tune [--budget S] [--screenshot OUT.png] -- train.py [args]
+    python -m stallscope.gui.dialogs.tune [--budget S] [--start | --screenshot OUT.png] \\
+        -- train.py [args]
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from stallscope.gui.colors import (
     qcolor,
 )
 from stallscope.gui.dialogs.tune_chart import WAIT_COLOR, TuneChart
+from stallscope.gui.standalone import run_until_closed, standalone_app
 from stallscope.gui.widgets import rich_label
 from stallscope.gui.workers import JobRunner, JobWorker
 
@@ -392,9 +394,8 @@ class TuneDialog(QDialog):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m stallscope.gui.dialogs.tune [options] -- script.py [args]`"""
-    from PySide6.QtWidgets import QApplication
-
+    """`python -m stallscope.gui.dialogs.tune [options] -- script.py [args]`: the dialog as the
+    app opens it, themed, waiting for Start (--start, or --screenshot, starts at once)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
         else (argv, [])
@@ -404,8 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS")
     p.add_argument("--max-workers", type=int, metavar="N")
     p.add_argument("--out", metavar="DIR", help="tune folder")
+    p.add_argument("--start", action="store_true", help="start at once, without Start")
     p.add_argument("--screenshot", metavar="OUT.png",
-                   help="save a PNG of the dialog when the tune ends, then exit")
+                   help="start at once, save a PNG of the dialog when the tune ends, then exit")
     p.add_argument("script", nargs="?")
     args = p.parse_args(own)
     command = rest or ([args.script] if args.script else [])
@@ -414,10 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(command[0]).is_file():
         print(f"stallscope: error: script not found: {command[0]}", file=sys.stderr)
         return 2
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = standalone_app(screenshot=bool(args.screenshot))
     dialog = TuneDialog(command[0], command[1:], budget_s=args.budget, out=args.out,
-                        max_workers=args.max_workers, autostart=True)
+                        max_workers=args.max_workers,
+                        autostart=bool(args.start or args.screenshot))
     dialog.resize(900, 760)
+    dialog.start_button.setFocus()
     dialog.sig_compare_requested.connect(
         lambda before, after: print(f"compare: {before} {after}", flush=True))
     if args.screenshot:
@@ -427,8 +431,7 @@ def main(argv: list[str] | None = None) -> int:
             app.quit()
 
         dialog.sig_tune_ended.connect(lambda state: QTimer.singleShot(200, lambda: shoot(state)))
-    dialog.show()
-    return app.exec()
+    return run_until_closed(app, dialog)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
+import subprocess
+import sys
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -14,39 +15,20 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import psutil
 from PySide6.QtCore import Qt
+from scripts import training
 from shots import save_shot
 
 from stallscope.core.tune import load_result
 from stallscope.gui.colors import BETTER_COLOR
 from stallscope.gui.dialogs.tune import TuneDialog
 
-# Data sleeps 60 ms a step, compute 40 ms: one worker overlaps them whatever the machine's load.
-SLEEPY = """
-import time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Sleepy(Dataset):
-    def __len__(self):
-        return 400
-    def __getitem__(self, i):
-        time.sleep(0.0075)
-        return torch.zeros(4), torch.zeros(1)
-
-loader = DataLoader(Sleepy(), batch_size=8)
-model = torch.nn.Linear(4, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for x, y in loader:
-    loss = ((model(x) - y) ** 2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    time.sleep(COMPUTE)
-"""
-
 
 def script(tmp_path: Path, compute_s: float) -> Path:
+    """Data sleeps 60 ms a step (8 items of 7.5 ms), compute `compute_s`: one worker overlaps
+    them whatever the machine's load. The DataLoader as a user leaves it: no num_workers."""
     path = tmp_path / "train.py"
-    path.write_text(textwrap.dedent(SLEEPY).replace("COMPUTE", str(compute_s)))
+    path.write_text(training(items=400, item_s=0.0075, dim=4, batch=8, loader="",
+                             step_s=compute_s))
     return path
 
 
@@ -114,3 +96,43 @@ def test_cancel_stops_the_running_trial_and_keeps_the_finished(qtbot, tmp_path):
     assert [(t.index, t.status) for t in result.trials] == [(1, "ok"), (2, "interrupted")]
     assert not psutil.pid_exists(runner_pid) or psutil.Process(runner_pid).status() == "zombie"
     assert dialog.start_button.isEnabled() and not dialog.cancel_button.isEnabled()
+
+
+# The standalone dialog in its own process, as `python -m stallscope.gui.dialogs.tune` runs
+# it: what it shows before Start, then closed; Qt's complaints would land on its stderr.
+STANDALONE = """
+import sys
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from stallscope.gui import theme
+from stallscope.gui.dialogs import tune
+
+app = QApplication([])  # the timer needs it; main() takes this one up
+theme.save_mode("dark")  # the user's choice, from the app's View > Theme
+
+def look():
+    dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, tune.TuneDialog))
+    b = dialog.start_button
+    print("start", b.isVisible(), b.isEnabled(), b.text(), b.isDefault(), dialog.state)
+    print("window", QApplication.palette().window().color().name())
+    print("font", QApplication.font().family())
+    dialog.close()
+
+QTimer.singleShot(300, look)
+sys.exit(tune.main(sys.argv[1:]))
+"""
+
+
+def test_standalone_dialog_waits_for_start_is_themed_and_closes_cleanly(tmp_path):
+    from stallscope.gui.theme import PALETTES, UI_FONT
+
+    done = subprocess.run(
+        [sys.executable, "-c", STANDALONE, "--out", str(tmp_path / "tune"), "--",
+         str(script(tmp_path, 0.04))], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["start True True Start True idle",
+                                        f"window {PALETTES['dark'].window}",
+                                        f"font {UI_FONT}"]
+    assert done.stderr == ""  # no "shared QObject was deleted directly", no crash
+    assert not (tmp_path / "tune").exists()  # nothing ran before Start
