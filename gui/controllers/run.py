@@ -16,9 +16,9 @@ Standalone: `python -m stallscope.gui.controllers.run [SESSION | --demo]`.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
+from typing import cast
 
 from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
 from shiboken6 import isValid
@@ -45,6 +45,7 @@ from stallscope.core.session.record import (
     with_events,
 )
 from stallscope.core.session.steady import queued_batches
+from stallscope.gui.controllers.process_tree import ProcessTree
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run import RunView
 
@@ -76,7 +77,6 @@ class RunController(QObject):
         self.request: RunRequest | None = None
         self.process: QProcess | None = None
         self._reset(None)
-        self._pid = 0
         self._timer = QTimer(self, interval=POLL_MS)
         self._timer.timeout.connect(self.poll)
         self._kill_timer = QTimer(self, singleShot=True, interval=grace_ms)
@@ -95,7 +95,7 @@ class RunController(QObject):
         self.end: Finished | None = None     # the run's typed finished record
         self.exit_code: int | None = None
         self.stopping = False
-        self._tree: list = []
+        self.tree = ProcessTree()
         self._polls = 0
 
     @property
@@ -144,7 +144,7 @@ class RunController(QObject):
         self.process = proc
         self.sig_stoppable.emit(True)
         proc.start()
-        self._pid = int(proc.processId())
+        self.tree = ProcessTree(int(proc.processId()))
         self._timer.start()
         return session
 
@@ -156,39 +156,12 @@ class RunController(QObject):
         self.stopping = True
         self.sig_stoppable.emit(False)
         self.sig_status.emit("Stopping…", PLAIN)
-        self._tree = self._process_tree()
-        pid = int(proc.processId())
-        if pid > 0:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass
+        self.tree.terminate()
         self._kill_timer.start()
 
-    def _process_tree(self) -> list:
-        if self.process is None:
-            return []
-        try:
-            import psutil
-
-            return psutil.Process(int(self.process.processId())).children(recursive=True)
-        except Exception:  # noqa: BLE001 - psutil missing or the process just ended
-            return []
-
     def _kill_tree(self) -> None:
-        """Whatever is left: the runner's process group, then every process seen in its tree."""
-        tree = self._tree + (self._process_tree() if self.is_running else [])
-        pid = self._pid  # also after the runner has exited: its group may hold orphans
-        if pid > 0 and hasattr(os, "killpg"):
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the runner leads its own group
-            except OSError:
-                pass
-        for proc in tree:
-            try:
-                proc.kill()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+        """Whatever is left of the runner's tree, the runner too."""
+        self.tree.kill(running=self.is_running)
         proc = self._running_process()
         if proc is not None:
             proc.kill()
@@ -224,7 +197,7 @@ class RunController(QObject):
             self._close_session(code, reason)
             self.poll()
         self._kill_timer.stop()
-        if self._tree or self.stopping:
+        if self.tree.seen or self.stopping:
             self._kill_tree()  # no orphaned DataLoader workers
         self.show_whole_run()
         self._end(code)
@@ -385,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     from stallscope.gui import theme
 
     argv = sys.argv[1:] if argv is None else argv
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     theme.apply_theme(app, theme.saved_mode())  # as the app and the standalone views do
     view = new_run_view()
     view.resize(1000, 700)
