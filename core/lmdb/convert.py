@@ -36,10 +36,10 @@ from stallscope.core.lmdb.destination import (
 from stallscope.core.lmdb.errors import SourceError
 from stallscope.core.lmdb.factory import FactorySource
 from stallscope.core.lmdb.fields import stored_fields
-from stallscope.core.lmdb.folder import FolderSource, folder_from_listing
+from stallscope.core.lmdb.folder import FolderSource
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.inspection import lmdb_bytes, survey
-from stallscope.core.lmdb.listing import listing_blocks, read_listing
+from stallscope.core.lmdb.listing import listing_blocks, stored_folder
 from stallscope.core.lmdb.pool import TASK_BYTES, DecodePool
 from stallscope.core.lmdb.probe import record_estimate, settle_structure
 from stallscope.core.lmdb.source import Source, open_source_job
@@ -200,12 +200,11 @@ def _stored_source(dst: Path, state: DestState, src) -> Source | None:
     env = lmdb.open(str(dst), readonly=True, lock=False, subdir=True)
     try:
         with env.begin() as txn:
-            listing = read_listing(txn, int(meta["listing"]))
+            return stored_folder(txn, meta)
     except fmt.FormatError as exc:
         raise StallscopeError(f"{dst}: {exc}; convert into a new destination") from exc
     finally:
         env.close()
-    return folder_from_listing(meta["source"]["spec"], meta["classes"], listing)
 
 
 def _listing_items(source: Source) -> list:

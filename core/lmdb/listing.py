@@ -19,7 +19,7 @@ import zlib
 import numpy as np
 
 from stallscope.core.lmdb.errors import SourceError
-from stallscope.core.lmdb.folder import folder_from_listing
+from stallscope.core.lmdb.folder import FolderSource, folder_from_listing
 from stallscope.core.lmdb.format import KEY_DIGITS, LIST_PREFIX, FormatError
 from stallscope.core.lmdb.source import open_source
 
@@ -74,6 +74,13 @@ def read_listing(txn, count: int):
     return files, labels, sizes, mtimes
 
 
+def stored_folder(txn, meta: dict) -> FolderSource:
+    """The folder a conversion scanned, rebuilt from the listing stored beside its samples
+    (FormatError when the listing is damaged)."""
+    listing = read_listing(txn, int(meta["listing"]))
+    return folder_from_listing(meta["source"]["spec"], meta["classes"], listing)
+
+
 def stored_source(ds):
     """The source of the conversion an LMDBDataset holds: a folder rebuilt from its stored
     listing (no scan, no stat), a factory opened again (SourceError when it cannot be, or
@@ -81,10 +88,9 @@ def stored_source(ds):
     meta = ds.meta
     if meta["source"]["kind"] == "folder" and "listing" in meta:
         try:
-            listing = read_listing(ds._open(), int(meta["listing"]))
+            source = stored_folder(ds._open(), meta)
         except FormatError as exc:
             raise SourceError(f"{ds.path}: {exc}") from exc
-        source = folder_from_listing(meta["source"]["spec"], meta["classes"], listing)
         if not source.root.is_dir():
             raise SourceError(f"{source.root}: no such folder")
         return source
