@@ -62,7 +62,7 @@ CPU_NOTE = ("No GPU activity in this trace: the figures are the main thread's st
             "the other threads busy during the steps.")
 
 
-def ceiling_text(report: Report, dev: str | None) -> str:
+def ceiling_text(report: Report, dev: int | None) -> str:
     """"Ceiling: up to 1.51x faster if the GPU never waited for data" (the largest of `dev`);
     a cause that is the whole step has no finite ceiling and is said as such; nothing below
     0.5%; none quoted for a window that is not steady training (start-up, one step)."""
@@ -131,7 +131,7 @@ class SummaryPanel(QScrollArea):
         self.cause_heading = Heading("", "click: the longest span")
         self.bars_box = QVBoxLayout()
         self.bars_box.setSpacing(2)
-        self.cause_bars: dict[str, CauseBar] = {}
+        self.cause_bars: dict[int | None, CauseBar] = {}
         self.cause_table = CauseTable()
         self.cause_table.sig_cause_clicked.connect(self.sig_cause_activated)
         self.ceiling = self._wrapping()
@@ -217,9 +217,9 @@ class SummaryPanel(QScrollArea):
             w = item.widget() if item is not None else None
             if w is not None:
                 w.deleteLater()
-        self.util_bars: dict[str, QProgressBar] = {}
+        self.util_bars: dict[int, QProgressBar] = {}
         c = self.colors
-        for row, dev in enumerate(sorted(report.devices, key=lane_model.device_sort_key)):
+        for row, dev in enumerate(sorted(report.devices)):
             stats = report.devices[dev]
             bar = QProgressBar()
             bar.setRange(0, 1000)
@@ -264,7 +264,7 @@ class SummaryPanel(QScrollArea):
             bar.set_values(values)
             bar.sig_cause_clicked.connect(self.sig_cause_activated)
             self.bars_box.addWidget(bar)
-            self.cause_bars[""] = bar
+            self.cause_bars[None] = bar
             self.cause_table.set_values(values, self.colors["dim"], "step time",
                                         never=NOT_CPU_STATES[:1])
             self._show_ceiling(report, None)
@@ -272,7 +272,7 @@ class SummaryPanel(QScrollArea):
         several = len(report.devices) > 1
         kind = report.trace.device_kind
         self.cause_heading.set_heading(f"{kind} idle time by cause")
-        for d in sorted(report.devices, key=lane_model.device_sort_key):
+        for d in sorted(report.devices):
             bar = CauseBar()
             bar.set_values(report.devices[d].idle_by_cause)
             bar.sig_cause_clicked.connect(self.sig_cause_activated)
@@ -293,7 +293,7 @@ class SummaryPanel(QScrollArea):
         self.cause_table.set_values(stats.idle_by_cause, self.colors["dim"], "idle", tips)
         self._show_ceiling(report, dev)
 
-    def _show_ceiling(self, report: Report, dev: str | None) -> None:
+    def _show_ceiling(self, report: Report, dev: int | None) -> None:
         """The largest ceiling of the device (None: the main thread's step time, no GPU)."""
         self.ceiling.setText(ceiling_text(report, dev))
         self.ceiling.setVisible(bool(self.ceiling.text()))

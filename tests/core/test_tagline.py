@@ -19,7 +19,7 @@ def _idle_pct(stats) -> int:
 
 def test_one_gpu_mostly_one_cause(tmp_path):
     report = analyze(load(cause_trace(tmp_path / "t.json", "data_loading", share=0.44)))
-    stats = report.devices["0"]
+    stats = report.devices[0]
     assert stats.idle_by_cause["data_loading"] > 0.9 * stats.idle_us
     assert tagline(report) == f"GPU idle {_idle_pct(stats)}%, mostly data loading"
     assert 40 <= _idle_pct(stats) <= 48
@@ -27,7 +27,7 @@ def test_one_gpu_mostly_one_cause(tmp_path):
 
 def test_a_busy_gpu_has_nothing_to_chase(tmp_path):
     report = analyze(load(cause_trace(tmp_path / "t.json", "sync", share=0.02)))
-    busy = 100 - _idle_pct(report.devices["0"])
+    busy = 100 - _idle_pct(report.devices[0])
     assert busy >= 95
     assert tagline(report) == f"GPU busy {busy}%, no idle time worth chasing"
 
@@ -47,7 +47,7 @@ def _two_devices(path, idle_on_3: float):
 
 def test_several_gpus_speak_of_the_worst(tmp_path):
     report = analyze(load(_two_devices(tmp_path / "two.json", idle_on_3=0.7)))
-    stats = report.devices["3"]
+    stats = report.devices[3]
     text = tagline(report)
     assert text.startswith(f"GPU 3 (worst of 2) idle {_idle_pct(stats)}%")
     assert _idle_pct(stats) == 70
@@ -65,7 +65,7 @@ def test_without_a_gpu_it_speaks_of_steps(tmp_path):
 
 def test_real_traces_name_the_device_and_the_window():
     report = analyze(load(fixture_path("kineto_nw0")))
-    stats = report.devices["0"]
+    stats = report.devices[0]
     top = max(stats.idle_by_cause, key=stats.idle_by_cause.get)
     assert tagline(report) == f"GPU idle {_idle_pct(stats)}%, mostly {BY_CODE[top].phrase}"
     mtia = analyze(load(fixture_path("hta_mtia_inference_rank_0")))

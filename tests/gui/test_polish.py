@@ -18,6 +18,7 @@ import pytest
 from fixture_traces import fixture_path
 from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog
+from scripts import training
 from shots import save_shot
 
 from stallscope.core import lineprof, units
@@ -31,27 +32,8 @@ from stallscope.resources import RESOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = RESOURCES / "demo" / "train_demo.py"
-FOREVER = """
-import time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Slow(Dataset):
-    def __len__(self):
-        return 64
-    def __getitem__(self, i):
-        time.sleep(0.003)
-        return torch.randn(8), torch.randn(1)
-
-model = torch.nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = DataLoader(Slow(), batch_size=8, num_workers=2, persistent_workers=True)
-while True:
-    for x, y in loader:
-        loss = ((model(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-"""
+FOREVER = training(items=64, item_s=0.003, forever=True,
+                   loader="num_workers=2, persistent_workers=True")
 
 
 @pytest.fixture(autouse=True)
@@ -96,23 +78,24 @@ def test_run_stop_action_ends_the_live_run_tree(qtbot, window, tmp_path):
     window.show_run(RunRequest(script=str(script), session=str(tmp_path / "session"),
                                options={"stop_after_window": False}))
     view = window.tabs.currentWidget()
-    qtbot.waitUntil(lambda: view.is_running, timeout=5_000)
+    run = view.controller  # gui/controllers/run.py: the process, its series and Stop
+    qtbot.waitUntil(lambda: run.is_running, timeout=5_000)
     qtbot.waitUntil(stop.isEnabled, timeout=1_000)  # at once, not at the first step
-    qtbot.waitUntil(lambda: view.series.n >= 2, timeout=60_000)
+    qtbot.waitUntil(lambda: run.series.n >= 2, timeout=60_000)
     assert stop.isEnabled()
-    tree = psutil.Process(int(view.process.processId())).children(recursive=True)
+    tree = psutil.Process(int(run.process.processId())).children(recursive=True)
     assert len(tree) >= 2, "the DataLoader workers should be running"
     window.tabs.setCurrentWidget(window.analysis)  # the live run is still the one to stop
     assert stop.isEnabled() and window.running_view() is view
-    with qtbot.waitSignal(view.sig_run_finished, timeout=30_000):
+    with qtbot.waitSignal(run.sig_run_finished, timeout=30_000):
         stop.trigger()
-        assert not stop.isEnabled() or not view.is_running  # no second Stop meanwhile
+        assert not stop.isEnabled() or not run.is_running  # no second Stop meanwhile
     qtbot.waitUntil(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
                                     for p in tree), timeout=15_000)
-    assert not view.is_running
+    assert not run.is_running
     assert not stop.isEnabled()
-    assert "stopped" in (view.finished_record or {}).get("reason", "") \
-        or (view.finished_record or {}).get("rc") not in (0, None)
+    assert "stopped" in (run.finished_record or {}).get("reason", "") \
+        or (run.finished_record or {}).get("rc") not in (0, None)
 
 
 # ------------------------------------------------------------------ 2. the status label
@@ -271,7 +254,7 @@ def test_a_live_run_with_line_profiling_fills_the_heatmap_tab(qtbot, window, tmp
                          schedule={"wait": 0, "warmup": 1, "active": 2, "repeat": 1},
                          options={"lineprof": "auto", "stop_after_window": True})
     window.show_run(request)
-    run = window.tabs.currentWidget()
+    run = window.tabs.currentWidget().controller
     with qtbot.waitSignal(run.sig_run_finished, timeout=120_000):
         pass
     qtbot.waitUntil(lambda: window.document is not None and window.heatmap is not None

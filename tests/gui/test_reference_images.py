@@ -48,7 +48,7 @@ def test_main_window_kineto_nw0_1400x900(qtbot, window, open_and_wait):
     QApplication.processEvents()
     assert clipped_labels(window) == []
     # the first screen: utilization, the causes, the top advice and the per-step chart
-    for part in (summary.util_bars["0"], summary.cause_table, summary.advice_cards[0],
+    for part in (summary.util_bars[0], summary.cause_table, summary.advice_cards[0],
                  summary.step_plot):
         assert shown_in(summary, part), part
     check_image("main_kineto_nw0_1400x900", render(window), min_share=0.2)

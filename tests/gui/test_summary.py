@@ -41,12 +41,12 @@ def test_every_device_gets_its_bar_and_utilization(qtbot, tmp_path):
     panel.resize(420, 800)
     panel.set_report(report)
     panel.show()
-    assert set(panel.cause_bars) == {"0", "1"} == set(panel.util_bars)
-    assert panel.util_bars["0"].value() == 800 and panel.util_bars["1"].value() == 400
+    assert set(panel.cause_bars) == {0, 1} == set(panel.util_bars)
+    assert panel.util_bars[0].value() == 800 and panel.util_bars[1].value() == 400
     for dev, bar in panel.cause_bars.items():
         assert sum(bar.values.values()) == pytest.approx(report.devices[dev].idle_us)
     # the table details the busiest device
-    assert panel.cause_bar is panel.cause_bars["0"]
+    assert panel.cause_bar is panel.cause_bars[0]
 
 
 def test_cause_rows_hold_the_report_numbers_with_units(qtbot):
@@ -57,7 +57,7 @@ def test_cause_rows_hold_the_report_numbers_with_units(qtbot):
     panel.set_report(report)
     panel.show()
     qtbot.waitExposed(panel)
-    by_cause = report.devices["0"].idle_by_cause
+    by_cause = report.devices[0].idle_by_cause
     idle = sum(by_cause.values())
     shown = [row.cause for row in panel.cause_table.rows]
     assert shown == [c for c in CAUSES if by_cause[c] > 0]
@@ -93,7 +93,7 @@ def test_ceiling_line_names_the_largest_ceiling(qtbot):
     qtbot.addWidget(panel)
     report = analyze(load(fixture_path("kineto_nw0")))
     panel.set_report(report)
-    best = max((c for c in report.ceilings if c.device == "0"), key=lambda c: c.speedup)
+    best = max((c for c in report.ceilings if c.device == 0), key=lambda c: c.speedup)
     assert best.cause == "data_loading" and 1.4 < best.speedup < 1.7
     assert panel.ceiling.text() == f"Ceiling: up to {best.speedup:.2f}x faster if the GPU " \
                                    "never waited for data"

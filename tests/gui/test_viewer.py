@@ -36,9 +36,9 @@ def test_open_kineto_nw0_draws_lanes_gaps_memory_and_advice(qtbot, window, open_
     assert [lane.label for lane in view.timeline.lanes] == [
         "steps", "GPU 0", "CPU main thread", "CPU backward"]
     (gpu,) = gpu_lanes(window)
-    assert len(gpu.gaps) == report.devices["0"].idle_gaps
-    alloc, _ = view.timeline.memory.lines["0"]
-    assert len(alloc.xData) == len(report.memory["0"].ts)
+    assert len(gpu.gaps) == report.devices[0].idle_gaps
+    alloc, _ = view.timeline.memory.lines[0]
+    assert len(alloc.xData) == len(report.memory[0].ts)
     assert len(view.summary.advice_cards) == len(report.advice) >= 1
     assert "dataloader_bound" in [a.id for a in report.advice]
     assert all(card.isVisibleTo(window) for card in view.summary.advice_cards)
@@ -110,11 +110,11 @@ def test_hta_df_index_resolver_memory_with_totals(qtbot, window, open_and_wait):
     report = doc.reports[0]
     (gpu,) = gpu_lanes(window)
     assert gpu.label == "GPU 1"
-    assert len(gpu.gaps) == report.devices["1"].idle_gaps
-    alloc, reserved = window.analysis.timeline.memory.lines["1"]
-    assert len(alloc.xData) == len(reserved.xData) == len(report.memory["1"].ts)
+    assert len(gpu.gaps) == report.devices[1].idle_gaps
+    alloc, reserved = window.analysis.timeline.memory.lines[1]
+    assert len(alloc.xData) == len(reserved.xData) == len(report.memory[1].ts)
     assert np.nanmax(reserved.yData) * window.analysis.timeline.memory.scale == pytest.approx(
-        report.memory["1"].peak_reserved)
+        report.memory[1].peak_reserved)
     cards = window.analysis.summary.advice_cards
     assert len(cards) == max(len(report.advice), 1)
     if not report.advice:
@@ -235,7 +235,7 @@ def test_export_png_markdown_json(qtbot, window, tmp_path, open_and_wait):
     text = md.read_text()
     assert report.advice[0].title in text and "56.0%" in text
     data = json.loads(js.read_text())
-    assert data["devices"]["0"]["idle_gaps"] == report.devices["0"].idle_gaps
+    assert data["devices"]["0"]["idle_gaps"] == report.devices[0].idle_gaps
     assert [a["id"] for a in data["advice"]] == [a.id for a in report.advice]
     assert not window.export_to(str(tmp_path / "r.txt"))
     assert "r.txt" in window.messages.text
