@@ -166,6 +166,7 @@ def test_try_it_opens_the_tune_dialog_on_the_sessions_script(qtbot, window, sess
     dialog.close()
 
 
+@pytest.mark.runner  # the Dataset's file is imported in a child (factory_probe)
 def test_try_it_on_a_bare_trace_asks_for_the_script(qtbot, window, project, open_and_wait,
                                                      monkeypatch, confirmed):
     open_and_wait(fixture_path("kineto_nw0"))
@@ -229,6 +230,7 @@ def test_a_baseline_that_fails_to_open_compares_nothing(qtbot, window, tmp_path)
 
 # ------------------------------------------------------------------ LMDB
 
+@pytest.mark.runner  # the Dataset's file is imported in a child (factory_probe)
 def test_the_cards_lmdb_mention_opens_the_wizard_with_the_dataset(qtbot, window, session,
                                                                   project, confirmed):
     with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):

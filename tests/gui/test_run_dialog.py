@@ -107,6 +107,7 @@ def test_demo_sessions_go_to_one_stallscope_folder():
         parse_env("A B=1")
 
 
+@pytest.mark.runner  # the interpreter is asked for torch in a child process
 def test_interpreter_probe_names_torch_or_its_absence(qtbot, tmp_path, settings):
     dialog = RunDialog(settings=settings, script=str(script(tmp_path, "t.py")))
     qtbot.addWidget(dialog)
@@ -122,6 +123,7 @@ def test_interpreter_probe_names_torch_or_its_absence(qtbot, tmp_path, settings)
     assert f"{no_torch} -m pip install torch" in dialog.python_status.text()
 
 
+@pytest.mark.runner  # the demo runs under the runner (QProcess)
 def test_run_dialog_launches_demo_and_the_trace_opens(qtbot, tmp_path, settings, monkeypatch):
     from stallscope.gui.main_window import MainWindow
 

@@ -21,6 +21,7 @@ from stallscope.gui import run_request
 from stallscope.gui.controllers.run import RunController, new_run_view
 from stallscope.gui.run_request import RunRequest
 from stallscope.gui.views.run import RunView
+from stallscope.gui.views.run_console import stderr_color
 
 pytestmark = pytest.mark.runner  # QProcess runs of the runner
 
@@ -153,6 +154,7 @@ def test_replay_a_session_folder(qtbot, tmp_path):
     assert opened == traces
     assert view.title.text() == "train.py --a"
     assert "Finished: stopped after profiling window · 8 steps" in view.status.text()
+    assert view.status.styleSheet() == ""  # a clean end: no warning colour
     # The run view states the session's one steady statistic (as compare and tune do).
     _, want = open_session(session).steady()
     assert f"{want.step_ms:.1f} ms per step" in view.figures.text()
@@ -209,6 +211,7 @@ def test_main_window_replays_an_opened_session(qtbot, tmp_path):
     view = window.tabs.currentWidget()
     assert isinstance(view, RunView) and window.tabs.tabText(window.tabs.currentIndex()) == "Run: s"
     assert view.controller.series.n == 1 and "exited with code 3" in view.status.text()
+    assert stderr_color() in view.status.styleSheet()  # a failed run's status reads as one
 
 
 def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
