@@ -2,7 +2,7 @@
 
     dialog = RunDialog(parent)
     if dialog.exec():
-        request = dialog.request()     # a RunRequest; RunView(request) runs it
+        request = dialog.request()     # a RunRequest; RunController.start(request) runs it
 
 Settings are remembered per script (QSettings) and come back when that script is chosen again.
 """
