@@ -171,13 +171,14 @@ def install_plain_text_guard(app: QApplication | None = None) -> PlainTextGuard:
 # Widgets
 
 
-BREAK_AFTER = "._#(/:,>="
+BREAK_AFTER = "#(/:,>=)"
 
 
 def breakable(text: str, longer_than: int = 24) -> str:
     """`text` with zero-width break points inside words longer than `longer_than` (after
-    punctuation, at a camelCase step), so that a wrapping label breaks an event name such as
-    enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ instead of clipping it."""
+    punctuation, before a ".", at a camelCase step), so that a wrapping label breaks an event
+    name such as enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ instead of
+    clipping it."""
     def split(word: re.Match) -> str:
         w = word.group(0)
         if len(w) <= longer_than:
@@ -187,8 +188,7 @@ def breakable(text: str, longer_than: int = 24) -> str:
 
 
 _BREAK = re.compile(rf"(?<=[{re.escape(BREAK_AFTER)}])(?=[^{re.escape(BREAK_AFTER)}])"
-                    r"|(?<=[a-z])(?=[A-Z])")
-
+                    r"|(?<=\w)(?=\.)|(?<=[a-z])(?=[A-Z])")
 
 
 class ElidedLabel(QLabel):

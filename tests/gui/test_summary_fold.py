@@ -88,6 +88,7 @@ def test_long_event_names_get_break_points_and_short_words_none():
     shown = breakable(name)
     assert shown.replace("\u200b", "") == name
     assert shown.split(" ")[1:] == name.split(" ")[1:]  # "×6," and the time stay as they are
-    assert "(\u200bData\u200bLoader)#_\u200bSingle\u200bProcess" in shown
+    assert "(\u200bData\u200bLoader)#\u200b_Single\u200bProcess" in shown
+    assert shown.endswith("Loader\u200bIter\u200b.__next__ ×6, 352.40 ms")
     assert breakable("num_workers=2, persistent_workers=True") == (
         "num_workers=2, persistent_workers=True")
