@@ -36,7 +36,7 @@ from stallscope.core import causes
 from stallscope.core.compare import RankRow, rank_rows
 from stallscope.core.ranks.stragglers import stragglers
 from stallscope.core.ranks.tasks import RankSummary
-from stallscope.gui.colors import error_text, follow_theme
+from stallscope.gui.colors import error_text, follow_theme, plot_theme
 from stallscope.gui.colors import rank_row_colors as row_colors
 from stallscope.gui.views.rank_model import HELD, RankModel
 from stallscope.gui.widgets import plain_label, rich_label, set_rich
@@ -221,6 +221,11 @@ class RanksView(QWidget):
             lambda *_: self.open_button.setEnabled(self.current_path() is not None))
         self.straggler = rich_label("")  # names a rank's file: set_rich escapes it
         self.straggler.setWordWrap(True)
+        # how to go on, in the view (a status-bar message is cut at the window's edge)
+        self.hint = plain_label("Double-click a rank (or select it and press Enter or Open "
+                                "rank) to open its full trace.")
+        self.hint.setWordWrap(True)
+        self.hint.hide()
         self.skipped = QPlainTextEdit()
         self.skipped.setReadOnly(True)
         self.skipped.setMaximumHeight(72)
@@ -232,6 +237,7 @@ class RanksView(QWidget):
         box.addLayout(bar)
         box.addWidget(self.table, 3)
         box.addWidget(self.straggler)
+        box.addWidget(self.hint)
         box.addWidget(QLabel("Skipped files and why"))
         box.addWidget(self.skipped)
         if self.details is not None:
@@ -266,6 +272,7 @@ class RanksView(QWidget):
             self.sig_rank_open_requested.connect(controller.open_rank)
 
     def _style(self) -> None:
+        self.hint.setStyleSheet(f"color: {plot_theme()['dim']};")
         self.model.slowest_bg = row_colors()[0]
         _, selected, text = row_colors()
         self.table.setStyleSheet(f"QTableView::item:selected {{ background: {selected}; "
@@ -283,6 +290,7 @@ class RanksView(QWidget):
         set_rich(self.title, "<b>Ranks</b> · {}", path)
         self.why.setText("planning the folder ...")
         self.straggler.setText("")
+        self.hint.hide()
         self.skipped.setPlainText("")
         self.progress.setRange(0, 0)
         self.status.setText("")
@@ -347,6 +355,7 @@ class RanksView(QWidget):
         if self.model.rowCount():
             self.open_button.setToolTip("load the selected rank's full trace (or double-click "
                                         "a rank, or press Enter)")
+        self.hint.setVisible(self.model.rowCount() > 0)
 
     def _update_stragglers(self) -> None:
         if len(self.model.summaries) >= 2 and self.job is None:

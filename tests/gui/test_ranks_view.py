@@ -121,3 +121,28 @@ def test_runs_standalone(job_dir, tmp_path):
     assert done.returncode == 0, done.stderr
     img = QImage(str(out))
     assert (img.width(), img.height()) == (1200, 860)
+
+
+def test_the_hint_to_open_a_rank_is_whole_in_the_view_at_1024x700(qtbot, job_dir):
+    """In a 1024x700 window the Ranks tab says how to open a rank in the view itself (the
+    status bar cut that sentence off), wrapped, and nothing in the view is clipped."""
+    from PySide6.QtWidgets import QApplication
+    from reference_images import clipped_labels
+    from shots import save_shot
+
+    v = RanksView()
+    ctl = RanksController(v, workers=2)
+    v.bind(ctl)
+    qtbot.addWidget(v)
+    v.resize(1000, 610)  # the tab's area in a 1024x700 window
+    v.show()
+    assert not v.hint.isVisibleTo(v)
+    with qtbot.waitSignal(ctl.sig_job_finished, timeout=120_000):
+        ctl.open_folder(str(job_dir))
+    QApplication.processEvents()
+    assert v.hint.isVisibleTo(v) and v.hint.text().startswith("Double-click a rank")
+    assert v.hint.heightForWidth(v.hint.width()) <= v.hint.height()
+    bottom = v.hint.mapTo(v, v.hint.rect().bottomLeft()).y()
+    assert bottom <= v.height()
+    assert clipped_labels(v) == []
+    save_shot(v, "ranks_view_hint_1024x700")
