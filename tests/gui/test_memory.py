@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from fixture_traces import fixture_path
 
@@ -27,3 +29,26 @@ def test_device_lanes_are_named_by_the_trace():
     specs = lanes.device_lanes(report, report.window[0])
     assert specs and all(s.label == report.trace.device_label(d) for d, s in specs.items())
     assert all(s.label.startswith("MTIA ") for s in specs.values())
+
+
+def test_devices_are_plotted_and_described_in_numeric_order(tmp_path):
+    """2 before 10 before 11 (text order would put 10 and 11 before 2)."""
+    events = [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": d, "tid": 7, "ts": 0,
+               "dur": 500, "args": {"device": d, "stream": 7}} for d in (10, 2)]
+    events += [{"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 10 * k,
+                "args": {"Device Type": 1, "Device Id": d, "Bytes": 1,
+                         "Total Allocated": 2**20 * (d + k), "Total Reserved": 2**21 * d}}
+               for d in (11, 10, 2) for k in range(3)]
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    report = analyze(load(path))
+    plot = MemoryPlot()
+    plot.set_memory(report.memory, report.window[0], 1.0, device_label=report.trace.device_label)
+    assert list(plot.lines) == list(plot.drops) == [2, 10, 11]
+    legend = [label.text for _sample, label in plot.legend.items]
+    assert [t for t in legend if "allocated" in t] == [
+        "allocated GPU 2", "allocated GPU 10", "allocated GPU 11"]
+    text = plot.describe(0.01)
+    assert text is not None and [part.split(":")[0] for part in text.split(" | ")] == [
+        "GPU 2", "GPU 10", "GPU 11"]
+    assert "GPU 10: allocated 11.0 MiB" in text
