@@ -10,28 +10,12 @@ held), and its peak memory is that of the analysis.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import FIXTURES, tile  # noqa: E402
-
-
-def timed(argv: list[str]) -> tuple[float, float, int]:
-    t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", *argv],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{argv[0]} failed: {err}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+from bench_load import FIXTURES, tile, timed  # noqa: E402
 
 
 def main() -> int:
