@@ -21,7 +21,6 @@ import numpy as np
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
-    QLabel,
     QPushButton,
     QSplitter,
     QTabWidget,
@@ -35,6 +34,7 @@ from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.views.run_charts import RunCharts
 from stallscope.gui.views.run_console import RunConsole, note_color, stderr_color
 from stallscope.gui.views.run_whole import WholeRunPanel
+from stallscope.gui.widgets import plain_label
 
 if TYPE_CHECKING:
     from stallscope.gui.controllers.run import RunController
@@ -77,17 +77,17 @@ class RunView(QWidget):
 
     # ------------------------------------------------------------------ layout
     def _build(self) -> None:
-        self.title = QLabel("No run yet")
+        self.title = plain_label("No run yet")  # names from the session: never markup
         font = self.title.font()
         font.setPointSizeF(font.pointSizeF() * 1.2)
         font.setBold(True)
         self.title.setFont(font)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.status = QLabel("")
+        self.status = plain_label()
         self.status.setWordWrap(True)
-        self.figures = QLabel("")
+        self.figures = plain_label()
         self.figures.setStyleSheet(f"color: {MUTED_TEXT};")
-        self.session_label = QLabel("")
+        self.session_label = plain_label()
         self.session_label.setStyleSheet(f"color: {MUTED_TEXT};")
         self.session_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 

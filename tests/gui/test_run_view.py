@@ -13,6 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import psutil
 import pytest
+from PySide6.QtCore import Qt
 from scripts import training
 from shots import save_shot
 
@@ -130,7 +131,8 @@ def test_replay_a_session_folder(qtbot, tmp_path):
     session = tmp_path / "s"
     (session / "traces").mkdir(parents=True)
     (session / "traces" / "t.pt.trace.json.gz").write_bytes(b"")
-    (session / "run.json").write_text(json.dumps({"script": "/x/train.py", "args": ["--a"]}))
+    (session / "run.json").write_text(json.dumps({"script": "/x/train.py",
+                                                  "args": ["--a", "<b>x</b>"]}))
     lines = [{"event": "started", "t": 1, "torch": "2.3", "devices": ["H100"],
               "overrides": ["num_workers=4"]}]
     for n in range(8):
@@ -152,7 +154,9 @@ def test_replay_a_session_folder(qtbot, tmp_path):
     assert traces == [str(session / "traces" / "t.pt.trace.json.gz")]
     view.open_button.click()  # Open trace: the newest one
     assert opened == traces
-    assert view.title.text() == "train.py --a"
+    assert view.title.text() == "train.py --a <b>x</b>"  # shown as typed, never as markup
+    assert all(label.textFormat() == Qt.TextFormat.PlainText
+               for label in (view.title, view.status, view.figures, view.session_label))
     assert "Finished: stopped after profiling window · 8 steps" in view.status.text()
     assert view.status.styleSheet() == ""  # a clean end: no warning colour
     # The run view states the session's one steady statistic (as compare and tune do).
