@@ -76,12 +76,6 @@ class LaneSpec:
         return ROW_HEIGHTS.get(self.kind, 1.0)
 
 
-def device_sort_key(dev: int) -> int:
-    """Devices in numeric order (0, 2, 10, 100). Report's device ids are ints, so this is
-    plain `sorted(report.devices)`; kept until its last callers sort without a key."""
-    return dev
-
-
 def per_report(fn: Callable[P, T]) -> Callable[P, T]:
     """`fn(report, *args)` computed once per Report and arguments: the timeline, its Streams
     re-layout and the summary panel ask for the same rows. Dropped with the Report."""

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import QProgressBar, QPushButton, QStatusBar
 
 from stallscope.core import units
 from stallscope.core.report import Report
-from stallscope.gui.lanes import device_sort_key
 from stallscope.gui.widgets import ElidedLabel
 
 DEVICES_SHOWN = 4
@@ -29,7 +28,7 @@ def loaded_text(report: Report | None, vs: str = "") -> str:
     lo, hi = report.window
     parts = [Path(report.trace.path).name, f"window {units.duration(hi - lo)}"]
     if report.devices:
-        shown = sorted(report.devices, key=device_sort_key)[:DEVICES_SHOWN]
+        shown = sorted(report.devices)[:DEVICES_SHOWN]
         parts += [f"{report.trace.device_label(dev)} "
                   f"{units.pct(report.devices[dev].utilization, 0)} busy" for dev in shown]
     else:
