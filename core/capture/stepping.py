@@ -56,6 +56,7 @@ class Stepper:
         self.batches_in_step = 0
         self.ahead = 0     # batches fetched ahead (inside an __iter__), not yet handed over
         self.data_wait = 0.0
+        self.profiled = False  # a step has been recorded: unprofiled steps now lie between windows
         self.t0 = time.perf_counter()
         self.step_start: float | None = None
         self.window_done = False
@@ -113,12 +114,16 @@ class Stepper:
 
     # -- one step
     def phase(self, n: int) -> str:
+        """active, warmup, wait (before the first window), between (windows) or done."""
         action = self.schedule(n).name
         if action.startswith("RECORD"):
+            self.profiled = True
             return "active"
         if action == "WARMUP":
             return "warmup"
-        return "done" if self.window_end is not None and n >= self.window_end else "wait"
+        if self.window_end is not None and n >= self.window_end:
+            return "done"
+        return "between" if self.profiled else "wait"
 
     def step(self) -> None:
         if self.steps == 0:

@@ -53,7 +53,7 @@ class Windows:
         return None
 
     def _starts_near(self, n: int) -> list[int]:
-        near = [s for s in self.starts if s <= n < s + self.active + self.warmup]
+        near = [s for s in self.starts if s - self.warmup <= n < s + self.active]
         if self.every > 0 and n >= self.first:
             k = (n - self.first) // self.every
             near += [self.first + j * self.every for j in (k, k + 1)]

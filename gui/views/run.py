@@ -44,7 +44,7 @@ __all__ = ["RunView"]
 MB = 1 << 20
 WHOLE_RUN_FIRST = 500  # a replayed run of more steps opens on its Whole run tab
 PHASES = {"wait": " (before profiling)", "warmup": " (profiler warming up)",
-          "active": " (profiling)", "done": ""}
+          "active": " (profiling)", "between": " (between profiling windows)", "done": ""}
 
 
 class RunView(QWidget):

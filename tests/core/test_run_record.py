@@ -186,9 +186,22 @@ for epoch in range(4):
             assert names == sorted(f"ProfilerStep#{k}" for k in range(lo, hi + 1))
         rec = load_record(open_session(session))
         assert [[w.first, w.last] for w in rec.windows] == windows
+        assert [e["phase"] for e in events(session, "step")] == phases(windows, 40), options
         assert int((rec.steps["flags"] & fmt.PROFILED).astype(bool).sum()) == 2 * len(windows)
         for path in session.parent.glob("session"):
             subprocess.run(["rm", "-rf", str(path)], check=True)
+
+
+def phases(windows: list[list[int]], steps: int, warmup: int = 1) -> list[str]:
+    """What each step event says of the profiler: waiting for the first window, warming up,
+    recording, or between windows."""
+    def phase(n: int) -> str:
+        if any(lo <= n <= hi for lo, hi in windows):
+            return "active"
+        if any(lo - warmup <= n < lo for lo, _ in windows):
+            return "warmup"
+        return "between" if n > windows[0][1] else "wait"
+    return [phase(n) for n in range(steps)]
 
 
 def test_profile_options_refused_before_anything_runs(tmp_path):
