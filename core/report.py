@@ -188,12 +188,14 @@ class Ceiling:
     cause_us: float
     base_us: float      # the step time (or the window, without steps) it is taken from
     speedup: float      # inf when the cause is all of it
+    device_kind: str = "GPU"  # the trace's word for its accelerator ("MTIA")
 
     @property
     def text(self) -> str:
-        """"up to 1.34x faster if the GPU never waited for data"."""
+        """"up to 1.34x faster if the GPU never waited for data" (the trace's accelerator)."""
         cause = BY_CODE[self.cause]
-        phrase = cause.if_gone if self.device is not None else cause.if_gone_cpu
+        phrase = cause.if_gone.replace("GPU", self.device_kind) if self.device is not None \
+            else cause.if_gone_cpu
         if not math.isfinite(self.speedup):
             return f"the whole step time is {cause.phrase}"
         return f"up to {self.speedup:.2f}x faster {phrase}"

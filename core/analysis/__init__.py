@@ -62,7 +62,7 @@ def analyze(trace: Trace, device: int | None = None,
         host_by_cause=host_by_cause, host_base_us=iv.length(base),
         host_spans=host[0], host_codes=host[1],
         ceilings=step_figures.ceilings(steps, dev_stats, window_us, host_by_cause,
-                                       iv.length(base)),
+                                       iv.length(base), trace.device_kind),
     )
     explain(report, r, comm)
     report.headlines = headlines(report)

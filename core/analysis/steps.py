@@ -58,7 +58,8 @@ def steps(trace: Trace, r: Roles, phases: dict[str, np.ndarray],
 
 
 def ceilings(steps_: list[Step], devices: dict[int, DeviceStats], window_us: float,
-             host_by_cause: dict[str, float], host_base_us: float) -> list[Ceiling]:
+             host_by_cause: dict[str, float], host_base_us: float,
+             device_kind: str = "GPU") -> list[Ceiling]:
     """Per device and cause: step time / (step time - the cause's idle inside the steps).
     Without steps the window stands for the step time; without a GPU, the main thread's step
     time by cause. Largest first; causes with no time are left out."""
@@ -70,17 +71,19 @@ def ceilings(steps_: list[Step], devices: dict[int, DeviceStats], window_us: flo
                 per = {c: sum(s.idle_by_cause[dev][c] for s in steps_) for c in causes.CAUSES}
             else:
                 base, per = window_us, stats.idle_by_cause
-            out += [_ceiling(dev, c, us, base) for c, us in per.items() if us > 0]
+            out += [_ceiling(dev, c, us, base, device_kind) for c, us in per.items() if us > 0]
     else:
         base = sum(s.dur_us for s in steps_) if steps_ else host_base_us
         out += [_ceiling(None, c, us, base) for c, us in host_by_cause.items() if us > 0]
     return sorted((c for c in out if c is not None), key=lambda c: (-c.speedup, c.cause))
 
 
-def _ceiling(dev: int | None, cause: str, us: float, base: float) -> Ceiling | None:
+def _ceiling(dev: int | None, cause: str, us: float, base: float,
+             device_kind: str = "GPU") -> Ceiling | None:
     if base <= 0:
         return None
     rest = base - us
     # Sums of float µs at ~1e15 leave crumbs: a cause within 1e-6 of the base is all of it.
     speedup = base / rest if rest > 1e-6 * base else float("inf")
-    return Ceiling(device=dev, cause=cause, cause_us=us, base_us=base, speedup=speedup)
+    return Ceiling(device=dev, cause=cause, cause_us=us, base_us=base, speedup=speedup,
+                   device_kind=device_kind)

@@ -71,8 +71,10 @@ def facts_text(facts: list[Fact], sep: str = ", ") -> str:
 
 
 def no_memory_text(report: Report) -> str:
-    why = "profile_memory was off" if report.devices else "no GPU in this trace"
-    return f"No CUDA memory events recorded ({why})."
+    kind = report.trace.device_kind
+    why = "profile_memory was off" if report.devices else f"no {kind} in this trace"
+    memory = "CUDA memory" if kind == "GPU" else f"{kind} memory"
+    return f"No {memory} events recorded ({why})."
 
 
 def _calls(n: int, us: float) -> str:

@@ -11,7 +11,9 @@ import sys
 import numpy as np
 
 from stallscope.core import intervals as iv
+from stallscope.core.analysis import analyze
 from stallscope.core.kineto import GPU_CATS, Cat
+from stallscope.core.render.facts import no_memory_text
 from stallscope.core.trace import load
 
 CLI = [sys.executable, "-m", "stallscope.core.cli"]
@@ -55,6 +57,11 @@ def test_mtia_is_not_called_cpu_only(real_trace):
     assert out.returncode == 0, out.stderr
     assert "CPU lanes only" not in out.stdout and "No GPU activity" not in out.stdout
     assert "MTIA 17: utilization" in out.stdout and "GPU 17" not in out.stdout
+    assert "if the MTIA never waited" in out.stdout and "the GPU never" not in out.stdout
+    report = analyze(load(path))
+    assert {c.device_kind for c in report.ceilings} == {"MTIA"}
+    assert not any(len(m.ts) for m in report.memory.values()) and no_memory_text(report) == \
+        "No MTIA memory events recorded (profile_memory was off)."
     doc = json.loads(_cli("analyze", path, "--json").stdout)
     assert list(doc["devices"]) == ["17"] and doc["devices"]["17"]["busy_us"] > 0
     info = _cli("info", path).stdout
