@@ -60,6 +60,7 @@ class Throughput:
     before_cold: Rate | None = None
     after_cold: Rate | None = None
     tried_workers: dict[int, float] = field(default_factory=dict)  # num_workers -> LMDB samples/s
+    collate: str = "default collate"  # or "collate_fn=list": samples of different shapes
 
     @property
     def speedup(self) -> float:
@@ -237,6 +238,7 @@ def measure(
     return Throughput(
         rates[names[0], False], rates[names[1], False], workers, batch,
         rates.get((names[0], True)), rates.get((names[1], True)), tried,
+        "default collate" if stackable else "collate_fn=list",
     )  # fmt: skip
 
 

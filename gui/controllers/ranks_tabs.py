@@ -61,8 +61,7 @@ class RanksTabs(QObject):
         slow = job.stragglers.slowest if job.stragglers is not None else None
         self.window.status_bar.showMessage(
             f"Ranks: {units.plural(len(job.summaries), 'rank')} analysed"
-            + (f"; the slowest is {slow.key}" if slow is not None else "")
-            + "; double-click a rank to open its full trace", 15000)
+            + (f"; the slowest is {slow.key}" if slow is not None else ""), 15000)
 
     def open_rank(self, trace_path: str) -> None:
         """A rank's full trace, in the analysis view (the window's own open path)."""

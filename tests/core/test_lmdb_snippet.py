@@ -18,6 +18,7 @@ from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.destination import check_destination, check_space
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.inspection import inspect_source
+from stallscope.core.lmdb.measure import measure
 from stallscope.core.lmdb.snippet import code_snippet, default_destination, factory_candidates
 
 FACTORIES = textwrap.dedent('''
@@ -173,6 +174,9 @@ def test_varied_sizes_are_surveyed_warned_about_and_the_snippet_still_runs(tmp_p
          scope)  # fmt: skip: the whole snippet runs: no "stack expects equal size"
     batch = next(iter(scope["loader"]))
     assert isinstance(batch, list) and len(batch) == min(12, scope["loader"].batch_size)
+    # the speed check reads as the snippet does, and says so (the wizard prints t.collate)
+    timed = run_job(measure(dst, num_workers=0, batch_size=4, seconds=0.05, cold=False))
+    assert timed.collate == "collate_fn=list" and timed.after.samples > 0
     # resized and cropped as suggested: one shape, a stacked batch, the plain snippet
     assert cli.main(["convert", str(root), str(tmp_path / "s.lmdb"), "--workers", "0",
                      "--resize", "20", "--crop", "20", "--verify", "0", "--snippet"]) == 0
@@ -182,6 +186,9 @@ def test_varied_sizes_are_surveyed_warned_about_and_the_snippet_still_runs(tmp_p
     scope = {"device": "cpu"}
     exec(compile(snippet.replace("pin_memory=True", "pin_memory=False"), "<s>", "exec"), scope)
     assert scope["images"].dtype.is_floating_point and scope["images"].shape[1:] == (3, 20, 20)
+    timed = run_job(measure(tmp_path / "s.lmdb", num_workers=0, batch_size=4, seconds=0.05,
+                            cold=False))
+    assert timed.collate == "default collate"
 
 
 def test_speed_is_worded_by_its_direction():

@@ -221,6 +221,8 @@ def main(argv: list[str]) -> int:
     def save(name: str, widget, size: tuple[int, int]) -> None:
         nonlocal clipped
         target = out / f"{name}_{size[0]}x{size[1]}.png"
+        for _ in range(3):  # a text set just now is laid out on the event loop's next pass
+            QApplication.processEvents()
         quantized(widget.grab().toImage()).save(target, optimize=True)
         cut = clipped_labels(widget)
         clipped += len(cut)
