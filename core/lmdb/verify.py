@@ -29,7 +29,6 @@ from stallscope.core.lmdb.flatten import flatten
 from stallscope.core.lmdb.folder import FolderSource
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.listing import stored_source
-from stallscope.core.lmdb.measure import Rate, SourceDataset, Throughput, measure  # noqa: F401
 from stallscope.core.lmdb.writer import read_skipped
 
 NOT_DETERMINISTIC = "your Dataset is not deterministic (random transforms?)"

@@ -16,9 +16,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 from fixture_traces import fixture_path
+from image_folders import flower_folder
 from PIL import Image
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QApplication
@@ -131,21 +131,8 @@ def test_line_heatmap_view(qtbot, tmp_path):
     check_image("heatmap", render(view), min_share=0.1)
 
 
-def _image_folder(root: Path) -> None:
-    """Two classes of smooth colour images and one corrupt file (as the wizard's own test)."""
-    yy, xx = np.mgrid[0:48, 0:64] / 48.0
-    for label, cls in enumerate(("daisy", "tulip")):
-        (root / cls).mkdir(parents=True)
-        for i in range(6):
-            r = (np.sin(xx * (i + 1) + label * 2) * 100 + 128).astype(np.uint8)
-            g = (yy * 200 + 30 * i).clip(0, 255).astype(np.uint8)
-            b = np.full_like(r, 60 + 100 * label)
-            Image.fromarray(np.stack([r, g, b], -1)).save(root / cls / f"{cls}_{i}.png")
-    (root / "tulip" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
-
-
 def test_lmdb_wizard_pages(qtbot, monkeypatch):
-    from stallscope.core.lmdb.verify import Rate, Throughput
+    from stallscope.core.lmdb.measure import Rate, Throughput
     from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, result_page
 
     # the measured speed varies from run to run: the page shows fixed figures (the wizard's
@@ -166,7 +153,7 @@ def test_lmdb_wizard_pages(qtbot, monkeypatch):
     root = Path(tempfile.gettempdir()) / "stallscope-reference-wizard"
     shutil.rmtree(root, ignore_errors=True)
     src = root / "flowers"
-    _image_folder(src)
+    flower_folder(src, varied=False)
     wizard = LMDBWizard()
     qtbot.addWidget(wizard)
     wizard.resize(900, 640)
