@@ -15,36 +15,18 @@ from pathlib import Path
 import psutil
 import pytest
 from runner_helpers import write_script
+from scripts import line_of, training
 
 from stallscope.core.tune import load_result
 
 # Data sleeps 60 ms a step and compute 40 ms, so one worker overlaps them (100 -> 60 ms) whatever
 # the machine's load, and steps still wait for data; two workers break the script.
-OVERLAP = """
-import sys, time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Sleepy(Dataset):
-    def __len__(self):
-        return 400
-    def __getitem__(self, i):
-        time.sleep(0.0075)
-        return torch.zeros(4), torch.zeros(1)
-
-loader = DataLoader(Sleepy(), batch_size=8, num_workers=0)
+BREAKS_AT_TWO = """
 if loader.num_workers >= 2:
     raise RuntimeError("two workers break me")
-model = torch.nn.Linear(4, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for x, y in loader:
-    loss = ((model(x) - y) ** 2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    time.sleep(0.04)
 """
-LOADER_LINE = next(i for i, line in enumerate(OVERLAP.splitlines(), 1)
-                   if line.startswith("loader = DataLoader("))
+OVERLAP = training(items=400, item_s=0.0075, dim=4, step_s=0.04, before_loop=BREAKS_AT_TWO)
+LOADER_LINE = line_of(OVERLAP, "loader = DataLoader(")
 
 # Each worker holds 500 MiB of its own; the training process does not. Data as in OVERLAP.
 HOG = """
@@ -136,11 +118,12 @@ def test_ctrl_c_during_a_trial_keeps_the_finished_ones(tmp_path):
     # Trial 2 (num_workers=1) marks that it is inside its second step and then waits there,
     # so the signal lands at a known point whatever the machine's load.
     mark = tmp_path / "trial-2-in-a-step"
-    body = OVERLAP.replace("    time.sleep(0.04)", (
-        "    time.sleep(0.3)\n"
-        "    if loader.num_workers == 1:  # trial 2: one step done\n"
-        f"        open({str(mark)!r}, 'a').close()\n"
-        "        time.sleep(600)"))
+    body = training(items=400, item_s=0.0075, dim=4, before_loop=BREAKS_AT_TWO, in_step=f"""
+        time.sleep(0.3)
+        if loader.num_workers == 1:  # trial 2: one step done
+            open({str(mark)!r}, 'a').close()
+            time.sleep(600)
+    """)
     script = write_script(tmp_path, body, "train.py")
     out = tmp_path / "tune"
     proc = subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", "tune", "--out",
@@ -191,7 +174,8 @@ def test_a_trial_that_would_not_fit_in_memory_is_skipped(tmp_path):
 
 
 def test_a_budget_that_runs_out_stops_the_trial_and_says_so(tmp_path):
-    script = write_script(tmp_path, OVERLAP.replace("time.sleep(0.04)", "time.sleep(0.5)"),
+    script = write_script(tmp_path, training(items=400, item_s=0.0075, dim=4, step_s=0.5,
+                                            before_loop=BREAKS_AT_TWO),
                           "train.py")
     proc, out = tune(tmp_path, script, "--budget", "6")
     result = load_result(out)
