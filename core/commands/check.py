@@ -5,10 +5,15 @@ input. PATH is a session folder (its whole-run record when it has one, else its 
 file or a folder holding traces. `check [conditions] -- train.py [args]` runs the script under
 the runner (to its end) first and checks the session it wrote.
 
-    --max-data-wait 10%    share of wall time waiting on the DataLoader
+    --max-data-wait 10%    share of the steady steps' time waiting on the DataLoader
     --min-utilization 60%  the busiest GPU's utilization in the trace
-    --max-step-ms 250      median step time
-    --baseline OTHER --max-slowdown 5%   median step time against another run
+    --max-step-ms 250      steady step time
+    --baseline OTHER --max-slowdown 5%   steady step time against another run
+
+The figures are the ones `analyze` states for the whole run (core/session/stalls.RunReport):
+elapsed over the steps after the warm-up, divided by their count, and the data wait summed over
+those steps over their elapsed time. Without a whole-run record (a trace alone) they come from
+the profiled window: the mean of its steps and their data-loading share.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ class Figures:
     """What the conditions are checked on, for one run."""
 
     source: str
-    data_wait: float | None = None       # share of wall (or step) time
+    data_wait: float | None = None       # share of the steady steps' (or profiled steps') time
     utilization: float | None = None     # busiest GPU, None without one
-    median_step_ms: float | None = None
+    step_ms: float | None = None
+    step_what: str = "steady step"       # or "mean profiled step": a trace without a record
 
 
 @dataclass
@@ -58,10 +64,10 @@ def register(sub) -> None:
                         "(start-up) apart (e.g. 10%%)")
     p.add_argument("--min-utilization", metavar="PCT",
                    help="least utilization of the busiest GPU (e.g. 60%%)")
-    p.add_argument("--max-step-ms", metavar="MS", help="most median step time")
-    p.add_argument("--baseline", metavar="OTHER", help="a run to compare the median step with")
+    p.add_argument("--max-step-ms", metavar="MS", help="most steady step time")
+    p.add_argument("--baseline", metavar="OTHER", help="a run to compare the steady step with")
     p.add_argument("--max-slowdown", metavar="PCT",
-                   help="with --baseline: most slow-down of the median step (e.g. 5%%)")
+                   help="with --baseline: most slow-down of the steady step (e.g. 5%%)")
     p.add_argument("--junit", metavar="FILE", help="also write the outcome as JUnit XML")
     p.add_argument("--python", default=sys.executable, metavar="PATH",
                    help="with -- script.py: the interpreter that runs it (default: this one)")
@@ -163,22 +169,20 @@ def measure(path: Path) -> Figures:
         raise StallscopeError(f"{path}: no such file or folder")
     from stallscope.core.session.reader import is_session, open_session
     from stallscope.core.session.record import load_record
+    from stallscope.core.session.stalls import analyze_run
 
     figures = Figures(str(path))
     trace = path
     if path.is_dir() and is_session(path):
         session = open_session(path)
         rec = load_record(session)
-        if rec is not None and rec.n_steps > 1:
-            wall, wait = rec.total("wall_ms"), rec.total("data_wait_ms")
-            if rec.first_full == 0:  # step 0 carries the start-up (imports, first workers)
-                wall -= float(rec.steps["wall_ms"][0])
-                wait -= float(rec.steps["data_wait_ms"][0])
-            figures.data_wait = wait / wall if wall > 0 else 0.0
-            figures.median_step_ms = rec.median_step_ms()
+        run = analyze_run(rec) if rec is not None and rec.n_steps > 1 else None
+        if run is not None and run.steady_steps > 0:
+            figures.data_wait = run.data_wait_share
+            figures.step_ms = run.step_ms
         traces = session.traces()
         if not traces:
-            if figures.median_step_ms is None:
+            if figures.step_ms is None:
                 raise StallscopeError(session.no_trace_reason())
             return figures
         trace = traces[-1]
@@ -202,9 +206,9 @@ def report_figures(trace: Path, figures: Figures) -> None:
         figures.data_wait = (sum(s.data_loading_us for s in steps) / total if total > 0 else
                              report.host_by_cause.get("data_loading", 0.0) /
                              max(report.window_us, 1e-9))
-    if figures.median_step_ms is None and steps:
-        durs = sorted(s.dur_us for s in steps)
-        figures.median_step_ms = durs[len(durs) // 2] / 1e3
+    if figures.step_ms is None and steps:
+        figures.step_ms = sum(s.dur_us for s in steps) / len(steps) / 1e3
+        figures.step_what = "mean profiled step"
 
 
 def conditions(args, f: Figures, base: Figures | None) -> list[Outcome]:
@@ -227,7 +231,7 @@ def conditions(args, f: Figures, base: Figures | None) -> list[Outcome]:
     if args.max_step_ms is not None:
         step = _step(f)
         ok = step <= args.max_step_ms
-        out.append(Outcome("max-step-ms", ok, f"median step {step:,.2f} ms "
+        out.append(Outcome("max-step-ms", ok, f"{f.step_what} {step:,.2f} ms "
                            f"{'<=' if ok else '>'} {args.max_step_ms:g} ms (--max-step-ms)"))
     if base is not None:
         mine, theirs = _step(f), _step(base)
@@ -235,16 +239,17 @@ def conditions(args, f: Figures, base: Figures | None) -> list[Outcome]:
         limit = args.max_slowdown if args.max_slowdown is not None else 0.0
         ok = change <= limit
         out.append(Outcome("max-slowdown", ok,
-                           f"median step {mine:,.2f} ms vs {theirs:,.2f} ms in {base.source}: "
+                           f"{f.step_what} {mine:,.2f} ms vs {base.step_what} {theirs:,.2f} ms "
+                           f"in {base.source}: "
                            f"{'+' if change >= 0 else ''}{pct(change)} "
                            f"{'<=' if ok else '>'} {pct(limit)} (--max-slowdown)"))
     return out
 
 
 def _step(f: Figures) -> float:
-    if f.median_step_ms is None or f.median_step_ms != f.median_step_ms:
+    if f.step_ms is None or f.step_ms != f.step_ms:
         raise StallscopeError(f"{f.source}: no steps, so its step time cannot be checked")
-    return float(f.median_step_ms)
+    return float(f.step_ms)
 
 
 def write_junit(path: Path, source: str, outcomes: list[Outcome]) -> None:

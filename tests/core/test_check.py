@@ -4,6 +4,7 @@ one line)."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -13,6 +14,7 @@ from scripts import training
 
 from stallscope.core import cli
 from stallscope.core.capture.options import sessions_root
+from stallscope.core.units import pct
 
 # Each batch takes 8 x 5 ms in the main process; a step computes 60 ms (a sleep). Without
 # workers ~40% of the time waits on data; two workers load the next batches meanwhile.
@@ -52,10 +54,22 @@ def test_check_fails_the_slow_run_and_passes_the_tuned(sessions, capsys, tmp_pat
     assert suite.get("tests") == "1" and suite.get("failures") == "0"
     rc, out, _ = check(capsys, slow, "--max-data-wait", "10%", "--max-step-ms", "1",
                        "--junit", junit)
-    assert rc == 1 and len(out) == 2 and out[1].startswith("FAIL median step ")
+    assert rc == 1 and len(out) == 2 and out[1].startswith("FAIL steady step ")
     suite = ET.parse(junit).getroot()
     failures = [c.find("failure").get("message") for c in suite if c.find("failure") is not None]
     assert suite.get("failures") == "2" and failures == [line[5:] for line in out]
+
+
+def test_check_states_the_figures_analyze_states(sessions, capsys):
+    """One statistic: check's data wait and step time are the whole run's steady figures that
+    `analyze --json` writes under "run" (not a median beside a sum-based share)."""
+    slow, _ = sessions
+    assert cli.main(["analyze", str(slow), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["run"]
+    rc, out, _ = check(capsys, slow, "--max-data-wait", "1%", "--max-step-ms", "1")
+    assert rc == 1 and len(out) == 2
+    assert out[0].startswith(f"FAIL data wait {pct(run['data_wait_share'])} > ")
+    assert out[1].startswith(f"FAIL steady step {run['step_ms']:,.2f} ms > 1 ms")
 
 
 def test_check_against_a_baseline(sessions, capsys):
