@@ -12,6 +12,7 @@ import re
 from stallscope.core.advice.registry import Context
 from stallscope.core.capture.overrides import change_line
 from stallscope.core.report import Culprit
+from stallscope.core.session.steady import busiest_loader
 from stallscope.core.units import duration
 
 # torch.optim classes with foreach=; those with fused= as well (CUDA, ROCm; CPU from torch 2.4)
@@ -94,13 +95,6 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
                 f" -- script.py, or let stallscope-cli tune -- script.py find the best "
                 f"settings.")
     return said, fix
-
-
-def busiest_loader(loaders: list[dict]) -> dict:
-    """The DataLoader that served the most batches (the first of equals); {} without any."""
-    if not loaders:
-        return {}
-    return max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
 
 
 # ----------------------------------------------------------------------------- sync

@@ -51,13 +51,18 @@ class Steady:
                 f"{'s' if self.steps != 1 else ''} ({self.seconds:.1f} s)")
 
 
-def queued_batches(loaders: list[dict]) -> int:
-    """Batches the workers of the loader that served the most can queue: workers x prefetch."""
+def busiest_loader(loaders: list[dict]) -> dict:
+    """Of run.json's DataLoaders, the one that served the most batches (the first of equals):
+    the one the steps drew from, that tune tunes and the advice names; {} without any."""
     loaders = [d for d in loaders if isinstance(d, dict)]
     if not loaders:
-        return 0
-    tuned = max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
-    eff = tuned.get("effective") or {}
+        return {}
+    return max(loaders, key=lambda d: (int(d.get("batches") or 0), -loaders.index(d)))
+
+
+def queued_batches(loaders: list[dict]) -> int:
+    """Batches the workers of the loader that served the most can queue: workers x prefetch."""
+    eff = busiest_loader(loaders).get("effective") or {}
     workers = int(eff.get("num_workers") or 0)
     return workers * int(eff.get("prefetch_factor") or 2) if workers else 0
 

@@ -28,12 +28,13 @@ from pathlib import Path
 import numpy as np
 
 # the advice's num_workers and its DataLoader are the tune's
-from stallscope.core.advice.fixes import busiest_loader, usable_cores
+from stallscope.core.advice.fixes import usable_cores
 from stallscope.core.capture.options import default_session_dir
 from stallscope.core.capture.overrides import DEFAULTS, KEYS
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.session.reader import open_session
+from stallscope.core.session.steady import busiest_loader
 from stallscope.core.tune import noise
 from stallscope.core.tune.memory import GUARD, memory_limit, over_limit_text
 from stallscope.core.tune.result import TuneResult

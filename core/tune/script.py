@@ -15,12 +15,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stallscope.core.advice.fixes import busiest_loader  # the one the tune and advice pick
 from stallscope.core.capture import layout
 from stallscope.core.capture.overrides import change_line
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.core.session.reader import is_session, open_session
+from stallscope.core.session.steady import busiest_loader  # the one the tune and advice pick
 
 
 @dataclass

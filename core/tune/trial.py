@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from stallscope.core.advice.fixes import busiest_loader  # the DataLoader the steps drew from
 from stallscope.core.capture import options as runner_options
 from stallscope.core.capture.exits import STOPPED_REASON
 from stallscope.core.capture.overrides import DEFAULTS, KEYS, format_value
 from stallscope.core.errors import Cancelled
 from stallscope.core.jobs import CancelFlag
 from stallscope.core.session.reader import EventFollower, Steps, open_session, write_finished
+from stallscope.core.session.steady import busiest_loader  # the DataLoader the steps drew from
 from stallscope.core.tune.cpu import WorkerCpu, tree
 from stallscope.core.tune.memory import GUARD, TreeMemory
 
