@@ -20,6 +20,7 @@ figure is the slowest rank's.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,8 +110,11 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
 
     running: list[Trial] = []  # the trial under way, for an interrupt
 
+    loads: list[float] = []  # the machine's 1-minute load average as each trial ended
+
     def finish(trial: Trial) -> None:
         running.clear()
+        loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
         result.trials.append(trial)
         result.elapsed_s = time.monotonic() - t0
         result.save()
@@ -187,6 +191,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             result.leader = leader.index
             result.pairs = [(base.index, leader.index)]
             yield from _pairs(duels)
+        result.busy = load_note(loads, usable_cores())
         return result
     except (KeyboardInterrupt, Cancelled, GeneratorExit) as exc:
         result.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
@@ -330,6 +335,18 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
                             "(persistent_workers=True)")
     return Search(script, cores, bool(s.run.get("cuda_available")), min_gain, most=most,
                   epoch_steps=epoch_steps)
+
+
+def load_note(loads: list[float], cores: int) -> str:
+    """A note when other work loaded the machine during the trials (the highest 1-minute load
+    average over half the cores): a setting whose steps compute (workers, collate, the main
+    process) is slowed by it, one whose steps sleep on data hardly, so the speed-up found
+    moves with the load (an I/O-bound pick read 5.7x at load 3 and 7.5x at load 0.7)."""
+    top = max(loads, default=0.0)
+    if top <= 0.5 * cores:
+        return ""
+    return (f"other work kept the machine busy during the trials (load average up to {top:.1f} "
+            f"on {cores} core{'s' if cores != 1 else ''}): the figures hold for that load")
 
 
 def _memory_check(result: TuneResult, settings: dict, limit: int, nproc: int = 1) -> str:

@@ -34,6 +34,7 @@ class TuneResult:
     decision: str = ""              # noise.ADOPT / NOISE / UNCONFIRMED once pairs ran
     stopped: str = "running"        # "search done", "budget", "interrupted", "cancelled", ...
     notes: list[str] = field(default_factory=list)
+    busy: str = ""                  # the machine's load during the trials, when it was high
     budget_s: float | None = None
     elapsed_s: float = 0.0
     nproc_per_node: int = 1
@@ -129,6 +130,7 @@ class TuneResult:
             "baseline_session": self.sessions[0], "best_session": self.sessions[1],
             "best_settings": best.settings if best else None,
             "speedup": self.speedup, "change": self.change, "notes": self.notes,
+            "busy": self.busy,
             "trials": [t.to_json() for t in self.trials],
         }
 
@@ -146,6 +148,7 @@ class TuneResult:
                    decision=str(data.get("decision") or ""),
                    nproc_per_node=int(data.get("nproc_per_node") or 1),
                    stopped=str(data.get("stopped", "")), notes=list(data.get("notes") or []),
+                   busy=str(data.get("busy") or ""),
                    budget_s=data.get("budget_s"), elapsed_s=float(data.get("elapsed_s") or 0))
 
     def save(self) -> Path:
@@ -227,6 +230,8 @@ def verdict(result: TuneResult) -> list[str]:
     lines.append(f"step times: {STATISTIC}, on unprofiled steps"
                  + (f"; the slowest of {result.nproc_per_node} ranks"
                     if result.nproc_per_node > 1 else ""))
+    if result.busy:
+        lines.append(f"note: {result.busy}")
     short = [t for t in result.trials if t.ok and not t.steady_reached]
     if short:
         lines.append(f"note: trial{'s' if len(short) > 1 else ''} "
