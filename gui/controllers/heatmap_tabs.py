@@ -23,7 +23,8 @@ from stallscope.core import lineprof
 from stallscope.core.document import Document
 from stallscope.gui.controllers.line_stats import LineStats, LineStatsController
 from stallscope.gui.dialogs.confirm import confirm_command
-from stallscope.gui.views.heatmap import HeatmapView, ask_trust
+from stallscope.gui.views.heatmap import HeatmapView
+from stallscope.gui.views.heatmap_files import ask_trust
 
 if TYPE_CHECKING:
     from stallscope.gui.controllers import WindowPort

@@ -65,7 +65,7 @@ class LineStatsController(QObject):
     def load(self, paths: str | Path | list, key: str = "default", *,
              trust_pickle: bool = False, optional: bool = False) -> JobWorker:
         """Read the line stats of one path or several off the GUI thread. A .lprof (a pickle)
-        is read only with trust_pickle=True: ask the user first (heatmap.ask_trust)."""
+        is read only with trust_pickle=True: ask the user first (heatmap_files.ask_trust)."""
         wanted = [str(p) for p in (paths if isinstance(paths, list) else [paths])]
         worker = JobWorker(lambda _cancel: read_all(wanted, trust_pickle, optional))
         live = self.runner.while_current(worker, key)  # a superseded read's results drop

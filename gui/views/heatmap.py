@@ -6,10 +6,10 @@ function's time, the heaviest lines listed beside it, and a before/after compari
     view.set_profiles(profiles, compare=[...])       # several functions (--lineprof-depth)
     view.show_missing_line_profiler(python)         # banner; its button emits sig_install_requested
     view.show_install_result(ok, detail)            # what the install reported
-    ask_trust(path, parent) -> bool | None           # asks before a .lprof pickle is read
 
 The view only shows: the app reads line stats and runs pip through
-gui/controllers/line_stats.py (off the GUI thread). The table is gui/views/heatmap_table.py.
+gui/controllers/line_stats.py (off the GUI thread). The table is gui/views/heatmap_table.py,
+opening files (asking before a .lprof pickle is read) gui/views/heatmap_files.py.
 
     python -m stallscope.gui.views.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import cast
 
 from PySide6.QtCore import QModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QLinearGradient, QPainter
@@ -31,7 +30,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QMessageBox,
     QPushButton,
     QSplitter,
     QTableView,
@@ -40,7 +38,6 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import lineprof, units
-from stallscope.core.errors import StallscopeError
 from stallscope.core.lineprof import Profile
 from stallscope.gui.colors import (
     HEAT_STOPS,
@@ -49,6 +46,8 @@ from stallscope.gui.colors import (
     plot_theme,
     warning_colors,
 )
+from stallscope.gui.standalone import run_until_closed, standalone_app
+from stallscope.gui.views.heatmap_files import open_profiles
 from stallscope.gui.views.heatmap_table import (
     SOURCE_PAD,
     HeatDelegate,
@@ -59,7 +58,6 @@ from stallscope.gui.views.heatmap_table import (
 )
 from stallscope.gui.widgets import (
     breakable,
-    install_plain_text_guard,
     plain_label,
     rich_label,
     set_rich,
@@ -389,53 +387,12 @@ class HeatmapView(QWidget):
             self.sig_line_selected.emit(self.model.profile.lines[current.row()].lineno)
 
 
-# ---------------------------------------------------------------------------------------------
-# Opening files
-
-
-def confirm_pickle(parent: QWidget | None, path: str | Path) -> bool:
-    answer = QMessageBox.question(
-        parent, "Open a .lprof file?",
-        f"{Path(path).name} is a kernprof .lprof file: a Python pickle, which can run code "
-        "when it is read.\n\nOpen it only if you (or someone you trust) made it.",
-        QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel,
-        QMessageBox.StandardButton.Cancel)
-    return answer == QMessageBox.StandardButton.Open
-
-
-def ask_trust(path: str | Path, parent: QWidget | None = None,
-              confirm=confirm_pickle) -> bool | None:
-    """trust_pickle for reading `path`: False for JSON and folders, True once the user agrees
-    to read a pickle (.lprof), None when they decline."""
-    if not lineprof.needs_trust(path):
-        return False
-    return True if confirm(parent, Path(path)) else None
-
-
-def open_profiles(path: str | Path, parent: QWidget | None = None,
-                  confirm=confirm_pickle) -> list[Profile] | None:
-    """Profiles from a session folder, a .json or (after `confirm`) a .lprof, read right here:
-    for the standalone runner, before any window shows (the app reads them through
-    LineStatsController). None when the user declines; a one-line message box on a bad file."""
-    trust = ask_trust(path, parent, confirm)
-    if trust is None:
-        return None
-    try:
-        return lineprof.with_sources(lineprof.load_any(path, trust_pickle=trust))
-    except StallscopeError as exc:
-        QMessageBox.warning(parent, "Cannot open line stats", str(exc))
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
-    from PySide6.QtWidgets import QApplication
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m stallscope.gui.views.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]")
         return 0 if argv else 2
-    app = cast(QApplication, QApplication.instance()) or QApplication([sys.argv[0]])
-    install_plain_text_guard(app)
+    app = standalone_app()
     profiles = open_profiles(argv[0])
     if profiles is None:
         return 2
@@ -444,8 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     view.set_profiles(profiles, before)
     view.setWindowTitle(f"stallscope · line heatmap · {Path(argv[0]).name}")
     view.resize(1200, 640)
-    view.show()
-    return app.exec()
+    return run_until_closed(app, view)
 
 
 if __name__ == "__main__":

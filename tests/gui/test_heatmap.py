@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QMessageBox
 from stallscope.core import lineprof, units
 from stallscope.gui.colors import BETTER_COLOR, HEAT_STOPS, WORSE_COLOR
 from stallscope.gui.controllers.line_stats import LineStatsController
-from stallscope.gui.views.heatmap import HeatmapView, ask_trust, open_profiles
+from stallscope.gui.views.heatmap import HeatmapView
+from stallscope.gui.views.heatmap_files import ask_trust, open_profiles
 from stallscope.gui.views.heatmap_table import heat_color
 
 FILLER = 150  # lines before the slow one, so selecting it must scroll
