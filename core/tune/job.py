@@ -218,7 +218,7 @@ class Runner:
 
 
 def _duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
-          tag: str, min_pairs: int = noise.MIN_PAIRS) -> Job[str]:
+          tag: str, min_pairs: int = noise.MIN_PAIRS, gain: float | None = None) -> Job[str]:
     """`slow` (the settings to beat) and `fast` again, in pairs that alternate which goes
     first, until the gain is beyond the noise or not (core/tune/noise.py; a pair under
     OBVIOUS_GAIN asks for SMALL_GAIN_PAIRS of them). `pairs` starts with
@@ -228,8 +228,8 @@ def _duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
     most = max(cfg.max_pairs, min_pairs)
 
     def decision() -> str:
-        return noise.decide(result.pair_ratios(pairs), cfg.min_gain, most, min_pairs,
-                            OBVIOUS_GAIN)
+        least = cfg.min_gain if gain is None else gain  # every pair's least gain
+        return noise.decide(result.pair_ratios(pairs), least, most, min_pairs, OBVIOUS_GAIN)
 
     while decision() == noise.MORE:
         if len(pairs) >= most:
@@ -276,7 +276,8 @@ def _confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     if best is None or min_pairs is None:
         return None
     pairs = [(best.index, trial.index)]
-    decision = yield from _duel(run, best, trial, pairs, False, "check", min_pairs)
+    decision = yield from _duel(run, best, trial, pairs, False, "check", min_pairs,
+                                search.bar)
     result.notes.append(
         f"{trial.label} against {best.label}: {noise.interval_text(result.pair_ratios(pairs))}"
         + (": kept" if decision == noise.ADOPT else f": {decision}, not kept"))

@@ -15,7 +15,8 @@
 3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
    up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
    without one), persistent_workers, then a deeper prefetch_factor; each kept only when it
-   is better beyond the noise (`duel_pairs`: alternating pairs against the best without it).
+   is better beyond the noise (`duel_pairs`: alternating pairs against the best without it,
+   each showing at least SECONDARY_GAIN).
 
 The search knows nothing of processes: `next()` names the settings to try, `record()` takes the
 outcome (None for a trial that failed), `best` is what is kept.
@@ -33,6 +34,9 @@ OBVIOUS_GAIN = 0.3   # a smaller gain is repeated against the best before it cou
 #                     single trials of 8-10 ms steps varied by 25% on a loaded 2-core machine
 DONE_SHARE = 0.05   # steps waiting for data less than this share: more workers cannot help
 LARGE_WAIT = 0.2    # steps waiting this share or more: worth going past the cores (I/O)
+SECONDARY_GAIN = 0.1  # a setting beside num_workers must win this much, in every pair: pairs of
+#                      the same settings at 7 ms steps on 2 shared cores read 5.7-6.5x, 6.6-7.1x
+#                      (6-10% apart), and two tunes kept prefetch_factor=4 for 1.06-1.12x or not
 PATIENCE = 2        # rungs in a row that are not better end the climb (past the cores: one)
 MOST_WORKERS = 16   # default top of the ladder when workers wait on I/O (and the cores < it)
 
@@ -201,6 +205,12 @@ class Search:
             return None
         return self.best.step_ms / step_ms
 
+    @property
+    def bar(self) -> float:
+        """The least gain that counts now: min_gain for a rung of the climb, SECONDARY_GAIN
+        (when larger) for a setting beside num_workers (a duel's pairs must all show it)."""
+        return max(self.min_gain, SECONDARY_GAIN) if self.stage == "around" else self.min_gain
+
     def duel_pairs(self, step_ms: float | None) -> int | None:
         """How many back-to-back pairs against the best must show the gain of a trial at
         `step_ms` before it counts (core/tune/job.py runs them); None: no duel (not better,
@@ -210,7 +220,7 @@ class Search:
         trial of persistent_workers read 26% faster and its repeat 15% slower, and two tunes
         kept different settings."""
         gain = self.gain(step_ms)
-        if gain is None or gain < 1 + self.min_gain:
+        if gain is None or gain < 1 + self.bar:
             return None
         if self.stage == "around":
             return noise.MIN_PAIRS
@@ -237,7 +247,7 @@ class Search:
         if better is None:
             better = step_ms is not None and (
                 self.best is None or self.best.step_ms is None
-                or step_ms < self.best.step_ms * (1 - self.min_gain))
+                or self.best.step_ms >= step_ms * (1 + self.bar))  # gain >= 1 + bar
         better = bool(better and step_ms is not None)
         if better:
             self.best = outcome

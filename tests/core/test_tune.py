@@ -11,6 +11,7 @@ import pytest
 from stallscope.core.errors import StallscopeError
 from stallscope.core.tune import Search, Trial, TuneResult, ladder, noise, table, verdict
 from stallscope.core.tune.memory import TreeMemory, over_limit_text, parse_size
+from stallscope.core.tune.search import SECONDARY_GAIN
 from stallscope.core.tune.trial import changes_from
 
 SCRIPT = {"num_workers": 0, "pin_memory": False, "persistent_workers": False,
@@ -97,14 +98,18 @@ def test_a_setting_beside_num_workers_is_always_checked_against_the_noise():
     search.record(search.next(), 26.0, 0.3, worker_cpu=0.9)      # 2: the cores, CPU-bound
     assert search.next() == {**SCRIPT, "num_workers": 2, "persistent_workers": True}
     assert search.stage == "around"
-    assert search.duel_pairs(25.5) is None                       # under the 5% gain
-    assert search.duel_pairs(24.0) == noise.MIN_PAIRS            # the main verdict's rule:
+    # beside num_workers the bar is SECONDARY_GAIN: inside it a setting is not even tried again
+    assert search.bar == SECONDARY_GAIN == 0.1
+    assert search.duel_pairs(25.5) is None and search.duel_pairs(24.0) is None  # 8% only
+    assert not search.record(search.next(), 24.0, 0.3)           # nor kept on one trial
+    assert search.duel_pairs(23.0) == noise.MIN_PAIRS            # 13%: the verdict's rule,
     assert search.duel_pairs(10.0) == noise.MIN_PAIRS            # even a large gain is repeated
-    # the duel's pairs decide as the verdict does: two obvious pairs, else three
-    assert noise.decide([1.4, 1.35], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.ADOPT
-    assert noise.decide([1.4, 1.1], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.MORE
-    assert noise.decide([1.4, 1.02], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.MORE
-    assert noise.decide([1.4, 1.02, 1.1], 0.05, 3, noise.MIN_PAIRS, 0.3) == noise.NOISE
+    # the duel's pairs decide as the verdict does, each beyond the bar: two obvious pairs,
+    # else three (two tunes kept prefetch_factor=4 at 1.06-1.12x over 3 pairs, or not)
+    assert noise.decide([1.4, 1.35], 0.1, 3, noise.MIN_PAIRS, 0.3) == noise.ADOPT
+    assert noise.decide([1.4, 1.15], 0.1, 3, noise.MIN_PAIRS, 0.3) == noise.MORE
+    assert noise.decide([1.4, 1.15, 1.12], 0.1, 3, noise.MIN_PAIRS, 0.3) == noise.ADOPT
+    assert noise.decide([1.07, 1.06, 1.12], 0.1, 3, noise.MIN_PAIRS, 0.3) == noise.NOISE
 
 
 def test_a_busy_machine_is_named_beside_the_figures(tmp_path):
