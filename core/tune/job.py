@@ -339,12 +339,14 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
 
 
 def load_note(loads: list[float], cores: int) -> str:
-    """A note when other work loaded the machine during the trials (the highest 1-minute load
-    average over half the cores): a setting whose steps compute (workers, collate, the main
-    process) is slowed by it, one whose steps sleep on data hardly, so the speed-up found
-    moves with the load (an I/O-bound pick read 5.7x at load 3 and 7.5x at load 0.7)."""
+    """A note when other work loaded the machine during the trials: a setting whose steps
+    compute (workers, collate, the main process) is slowed by it, one whose steps sleep on
+    data hardly, so the speed-up found moves with the load (an I/O-bound pick read 5.7x at
+    load 3 and 7.5x at load 0.7). The load average counts the trials' own processes too: a
+    CPU-bound trial (at most `cores` workers, the climb stops there) and the runner add up to
+    cores + 1, so only the highest 1-minute load average past 2 x cores + 1 is other work."""
     top = max(loads, default=0.0)
-    if top <= 0.5 * cores:
+    if top <= 2 * cores + 1:
         return ""
     return (f"other work kept the machine busy during the trials (load average up to {top:.1f} "
             f"on {cores} core{'s' if cores != 1 else ''}): the figures hold for that load")
