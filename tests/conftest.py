@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,14 @@ from fixture_traces import fixtures_dir as _fixtures_dir
 
 def pytest_report_header(config) -> str:
     return header()
+
+
+def pytest_configure(config) -> None:
+    # A shell without job control starts `make test &` with SIGINT ignored, and an ignored
+    # signal stays ignored across exec: every child would then shrug off the Ctrl-C the tests
+    # send (tune, the app). A Python handler here is reset to the default in each child.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 CHILD_PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "concurrent",
