@@ -117,7 +117,6 @@ class Stepper:
         """active, warmup, wait (before the first window), between (windows) or done."""
         action = self.schedule(n).name
         if action.startswith("RECORD"):
-            self.profiled = True
             return "active"
         if action == "WARMUP":
             return "warmup"
@@ -135,6 +134,7 @@ class Stepper:
             "data_wait_ms": round(self.data_wait * 1e3, 3), "batches": self.batches_in_step,
             "by": self.mode, "phase": self.phase(self.steps), "rss": read_rss(),
         }
+        self.profiled = self.profiled or fields["phase"] == "active"
         if self.cuda and self.torch.cuda.is_initialized():
             fields["cuda_allocated"] = self.torch.cuda.memory_allocated()
             fields["cuda_reserved"] = self.torch.cuda.memory_reserved()
