@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from stallscope.core import __version__
+from stallscope.core.commands import SUMMARIES
 from stallscope.core.commands.terminal import escaped_output
 from stallscope.core.errors import StallscopeError
 
@@ -20,14 +21,18 @@ COMMANDS = ("analyze", "info", "run", "tune", "compare", "lineprof", "convert", 
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser with every subcommand, or with `only` that one."""
+    """The parser with `only` that subcommand in full, or, without one, every subcommand
+    listed by its summary (--help, --version, a typo) without importing any of them."""
     parser = argparse.ArgumentParser(
         prog="stallscope-cli", description="Why is my GPU waiting? Headless stallscope."
     )
     parser.add_argument("--version", action="version", version=f"stallscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
-        importlib.import_module(f"{__package__}.commands.{name}").register(sub)
+        if only is None and name in SUMMARIES:
+            sub.add_parser(name, help=SUMMARIES[name], add_help=False)
+        else:
+            importlib.import_module(f"{__package__}.commands.{name}").register(sub)
     return parser
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -154,3 +155,30 @@ def test_a_command_imports_only_its_own_module(tmp_path, real_trace):
     assert all(c in top.stdout for c in ("analyze", "info", "run", "lineprof", "convert"))
     typo = _cli("analyse", "x")
     assert typo.returncode == 2 and "invalid choice: 'analyse'" in typo.stderr
+
+
+def test_help_and_version_import_no_command():
+    """--help and --version list every command from core/commands.SUMMARIES without importing
+    a command module, numpy or msgspec (start-up: issue 34)."""
+    code = ("import sys; from stallscope.core import cli\n"
+            "try:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', *sorted(m for m in sys.modules if m.startswith(("
+            "'stallscope.core.commands.', 'numpy', 'msgspec'))))")
+    for flag in ("--help", "--version"):
+        out = subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True,
+                             timeout=120)
+        loaded = out.stdout.strip().splitlines()[-1].split()[1:]
+        assert loaded == ["stallscope.core.commands.terminal"], (flag, loaded)
+
+
+def test_listed_summaries_are_each_commands_own_help():
+    import argparse
+
+    from stallscope.core import cli
+    from stallscope.core.commands import SUMMARIES
+
+    assert set(SUMMARIES) == set(cli.COMMANDS)
+    for name in cli.COMMANDS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"stallscope.core.commands.{name}").register(sub)
+        assert [a.help for a in sub._choices_actions] == [SUMMARIES[name]], name
