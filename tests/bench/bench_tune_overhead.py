@@ -91,8 +91,8 @@ def main() -> None:
     for w in workers:
         plain = med[(w, "plain")]
         print(f"  workers={w}: plain {plain:.2f}  runner {med[(w, 'runner')]:.2f} "
-              f"({med[(w, "runner")] - plain:+.2f} ms)  trial {med[(w, 'trial')]:.2f} "
-              f"({med[(w, "trial")] - plain:+.2f} ms)")
+              f"({med[(w, 'runner')] - plain:+.2f} ms)  trial {med[(w, 'trial')]:.2f} "
+              f"({med[(w, 'trial')] - plain:+.2f} ms)")
     if len(workers) == 2:
         lo, hi = workers
         for way in ways:
