@@ -31,6 +31,7 @@ class Event:
     kind: str
     t: float
     rank: int | None
+    raw: dict = field(default_factory=dict, compare=False, repr=False)  # the decoded line
 
 
 @dataclass(frozen=True)
@@ -137,35 +138,36 @@ def typed(record: dict) -> Event:
     base = (kind, 0.0 if np.isnan(t) else t, _rank(record))
     g = record.get
     if kind == layout.STEP:
-        return StepEvent(*base, n=_int(g("n")), phase=str(g("phase", "")),
+        return StepEvent(*base, raw=record, n=_int(g("n")), phase=str(g("phase", "")),
                          batches=_int(g("batches")), wall_ms=_num(g("wall_ms")),
                          data_wait_ms=_num(g("data_wait_ms")), rss=_num(g("rss")),
                          cuda_allocated=_num(g("cuda_allocated")),
                          cuda_reserved=_num(g("cuda_reserved")))
     if kind == layout.STARTED:
-        return Started(*base, script=str(g("script", "")), args=_strs(g("args")),
+        return Started(*base, raw=record, script=str(g("script", "")), args=_strs(g("args")),
                        python=str(g("python", "")), torch=str(g("torch", "")),
                        devices=_strs(g("devices")), overrides=_strs(g("overrides")))
     if kind == layout.DATALOADER:
-        return DataLoaderBuilt(*base, index=_int(g("index")), site=str(g("site", "")),
+        return DataLoaderBuilt(*base, raw=record, index=_int(g("index")), site=str(g("site", "")),
                                file=str(g("file", "")), line=_int(g("line")),
                                passed=_dict(g("passed")), overridden=_dict(g("overridden")),
                                effective=_dict(g("effective")), notes=_strs(g("notes")))
     if kind == layout.TRACE_READY:
-        return TraceReady(*base, path=str(g("path") or ""), complete=bool(g("complete", True)))
+        return TraceReady(*base, raw=record, path=str(g("path") or ""),
+                          complete=bool(g("complete", True)))
     if kind == layout.LINEPROF_READY:
-        return LineprofReady(*base, path=str(g("path") or ""))
+        return LineprofReady(*base, raw=record, path=str(g("path") or ""))
     if kind in (layout.WARNING, layout.ERROR):
-        return Message(*base, message=str(g("message", "")), code=str(g("code") or ""),
+        return Message(*base, raw=record, message=str(g("message", "")), code=str(g("code") or ""),
                        python=str(g("python") or ""))
     if kind == layout.FINISHED:
         loaders = g("dataloaders")
-        return Finished(*base, rc=_opt_int(g("rc")), reason=str(g("reason") or ""),
+        return Finished(*base, raw=record, rc=_opt_int(g("rc")), reason=str(g("reason") or ""),
                         steps=_opt_int(g("steps")), warning=str(g("warning") or ""),
                         exception=_exception(g("exception")), traces=_strs(g("traces")),
                         dataloaders=tuple(d for d in loaders if isinstance(d, dict))
                         if isinstance(loaders, list) else ())
-    return Event(*base)
+    return Event(*base, raw=record)
 
 
 def _dict(value) -> dict:
