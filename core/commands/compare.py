@@ -1,9 +1,10 @@
 """`stallscope-cli compare BEFORE AFTER [--json]`: the compare view's figures, headless.
 
 BEFORE and AFTER are traces or session folders (a tune's trials are session folders); a tune
-folder alone compares the two trials its claim rests on (the script as written and the
-leader, of the median pair). The metrics, the speed-up (and which statistic it is) and the
-mismatch warnings come from core/compare.py, as in the app.
+folder alone compares the two trials its confirmed claim rests on (the script as written and
+the leader, of the median pair; a tune that confirmed no gain has none). The metrics, the
+speed-up (and which statistic it is) and the mismatch warnings come from core/compare.py, as
+in the app.
 """
 
 from __future__ import annotations
@@ -47,17 +48,19 @@ def register(sub) -> None:
 
 
 def tune_pair(folder: Path) -> tuple[Path, Path]:
-    """(the trial of the script as written, the leader's trial) a tune folder's claim rests on
-    (the median pair; a leader kept within noise still compares with the script)."""
+    """(the trial of the script as written, the leader's trial) a tune folder's confirmed
+    claim rests on (the median pair). A tune that confirmed no gain has no claim to compare:
+    its unconfirmed leader's sessions are named, never compared as if they were the result."""
     from stallscope.core.tune import load_result
 
     result = load_result(folder)
     before, after = result.sessions
-    if result.claim_pair is None:
-        base, best = result.baseline_trial, result.best_trial
-        if base is not None and best is not None and base.index == best.index:
-            raise StallscopeError(f"{folder}: the best trial is the script as written; nothing "
-                                  "to compare (give two sessions)")
+    if not result.confirmed:
+        lead = result.leader_sessions
+        also = (f"; its unconfirmed leader: stallscope-cli compare {lead[0]} {lead[1]}"
+                if lead[0] and lead[1] else "")
+        raise StallscopeError(f"{folder}: the tune confirmed no gain ({result.outcome}): the "
+                              f"script's settings stay, nothing to compare{also}")
     if not before or not after:
         raise StallscopeError(f"{folder}: the tune has no measured baseline and best trial")
     return Path(before), Path(after)

@@ -12,7 +12,7 @@ from stallscope.core import units
 from stallscope.core.commands.run import add_launch_options, script_and_cwd
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
-from stallscope.core.tune import TuneConfig, load_result, noise, table, tune_job, verdict
+from stallscope.core.tune import TuneConfig, load_result, table, tune_job, verdict
 from stallscope.core.tune.job import DEFAULT_BUDGET_S
 from stallscope.core.tune.memory import parse_size
 from stallscope.core.tune.search import MOST_WORKERS
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     for line in verdict(result):
         print(line, file=out)
     before, after = result.sessions
-    if result.decision == noise.ADOPT and before and after:
+    if result.confirmed and before and after:
         print(f"the claim's two sessions: stallscope-cli compare {before} {after}", file=out)
     print(f"trials: {result.folder} (tune.json; open any two sessions in the compare view, or "
           f"stallscope-cli compare BEFORE AFTER)", file=out)

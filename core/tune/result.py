@@ -1,5 +1,10 @@
 """What a tune found: its trials, the best settings, the speed-up, the line to change; kept in
-tune.json (rewritten after every trial, so an interrupted tune keeps what it finished)."""
+tune.json (rewritten after every trial, so an interrupted tune keeps what it finished).
+
+One verdict, one number (issue 31): `speedup`, `interval`, `ratios` and the claim's two sessions
+are set only when the verdict confirmed a gain (`confirmed`); a leader the pairs did not confirm
+(within noise, or the budget ran out) is reported under its own name (`leader_speedup`,
+`leader_interval`, `leader_sessions`), never where a reader looks for the result."""
 
 from __future__ import annotations
 
@@ -82,54 +87,114 @@ class TuneResult:
         return tb, tl
 
     @property
-    def speedup(self) -> float | None:
-        """The claimed speed-up of the leader: the median pair's ratio (1 pair: its ratio)."""
+    def confirmed(self) -> bool:
+        """The pairs confirmed the leader's gain and its settings are kept."""
+        return (self.decision == noise.ADOPT and self.leader is not None
+                and self.best == self.leader and self.best != self.baseline)
+
+    @property
+    def outcome(self) -> str:
+        """The verdict's kind: 'faster' (a confirmed gain), 'within noise' or 'not confirmed'
+        (a leader not kept), 'no gain' (nothing tried beat the script), 'nothing to tune',
+        'no baseline' (the script as written was not measured), or 'running'."""
+        base = self.baseline_trial
+        if base is None or not base.ok:
+            return "running" if self.stopped == "running" else "no baseline"
+        if not self.site:
+            return "nothing to tune"
+        if self.confirmed:
+            return "faster"
+        if self.leader_trial is None:
+            return "no gain"
+        return noise.NOISE if self.decision == noise.NOISE else noise.UNCONFIRMED
+
+    @property
+    def leader_trial(self) -> Trial | None:
+        """The leader: the search's best, once it is not the script as written (while the
+        search runs, or when it stopped before the pairs, the best so far)."""
+        if self.leader is not None:
+            return self.trial(self.leader)
+        return self.best_trial if self.best != self.baseline else None
+
+    def _leader_pair(self) -> tuple[Trial, Trial] | None:
         pair = self.claim_pair
-        if pair is not None:
-            return _ratio(*pair)
-        base, best = self.baseline_trial, self.best_trial
-        if base is None or best is None or not base.step_ms or not best.step_ms:
-            return None
-        return base.step_ms / best.step_ms
+        if pair is None:  # no pairs yet: the search's two trials
+            base, lead = self.baseline_trial, self.leader_trial
+            if base is None or lead is None or not base.step_ms or not lead.step_ms:
+                return None
+            pair = base, lead
+        return pair
+
+    @property
+    def leader_speedup(self) -> float | None:
+        """The leader's measured speed-up, confirmed or not: the median pair's ratio."""
+        pair = self._leader_pair()
+        return _ratio(*pair) if pair is not None else None
+
+    @property
+    def leader_interval(self) -> str:
+        """'2.90x, 2.70-3.10x over 3 pairs' of the leader ('' when not measured)."""
+        ratios = self.ratios or ([self.leader_speedup] if self.leader_speedup else [])
+        return noise.interval_text(ratios, self.leader_speedup) if ratios else ""
+
+    @property
+    def leader_sessions(self) -> tuple[str | None, str | None]:
+        """The two sessions of the leader's median pair, confirmed or not."""
+        pair = self._leader_pair()
+        return (pair[0].session, pair[1].session) if pair is not None else (None, None)
+
+    @property
+    def speedup(self) -> float | None:
+        """The confirmed speed-up (the median pair's ratio); None unless `confirmed`."""
+        return self.leader_speedup if self.confirmed else None
 
     @property
     def interval(self) -> str:
-        """'2.90x, 2.70-3.10x over 3 pairs' ('' before any pair)."""
-        return noise.interval_text(self.ratios, self.speedup) if self.pairs else ""
+        """The confirmed claim's '2.90x, 2.70-3.10x over 3 pairs'; '' unless `confirmed`."""
+        return self.leader_interval if self.confirmed else ""
 
     @property
     def sessions(self) -> tuple[str | None, str | None]:
-        """The two sessions whose steady figures give the claim (compare BEFORE AFTER)."""
-        pair = self.claim_pair
-        if pair is not None:
-            return pair[0].session, pair[1].session
-        base, best = self.baseline_trial, self.best_trial
-        return (base.session if base else None), (best.session if best else None)
+        """The two sessions whose steady figures give the confirmed claim (compare BEFORE
+        AFTER); (None, None) unless `confirmed`."""
+        return self.leader_sessions if self.confirmed else (None, None)
+
+    @property
+    def kept_trial(self) -> Trial | None:
+        """The trial whose settings the verdict keeps: the confirmed leader, else the script
+        as written."""
+        return self.best_trial if self.confirmed else self.baseline_trial
 
     @property
     def change(self) -> str:
         """The line to edit, e.g. "train.py:57: DataLoader(..., num_workers=0) -> num_workers=2,
-        pin_memory=True"; empty when the script's settings stay."""
+        pin_memory=True"; empty when the script's settings stay (nothing confirmed)."""
         best = self.best_trial
-        if best is None or not best.changes or best.index == self.baseline:
+        if not self.confirmed or best is None or not best.changes:
             return ""
         return change_line({"site": self.site, "passed": self.passed, "settings": self.settings},
                            best.changes)
 
     def to_json(self) -> dict:
-        best = self.best_trial
+        kept, leader = self.kept_trial, self.leader_trial
         return {
             "version": 1, "folder": str(self.folder), "script": self.script, "args": self.args,
             "dataloader": self.site, "selector": self.selector, "passed": self.passed,
             "settings": self.settings, "stopped": self.stopped,
             "budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s, 2),
-            "baseline": self.baseline, "best": self.best, "leader": self.leader,
-            "pairs": [list(p) for p in self.pairs], "ratios": self.ratios,
-            "decision": self.decision, "interval": self.interval, "statistic": STATISTIC,
-            "nproc_per_node": self.nproc_per_node,
+            "baseline": self.baseline, "best": kept.index if kept else None,
+            "verdict": self.outcome, "confirmed": self.confirmed,
+            "best_settings": kept.settings if kept else None,
+            "speedup": self.speedup, "interval": self.interval,
+            "ratios": self.ratios if self.confirmed else [],
             "baseline_session": self.sessions[0], "best_session": self.sessions[1],
-            "best_settings": best.settings if best else None,
-            "speedup": self.speedup, "change": self.change, "notes": self.notes,
+            "change": self.change, "statistic": STATISTIC,
+            "leader": leader.index if leader else None,
+            "leader_settings": leader.settings if leader else None,
+            "leader_speedup": self.leader_speedup, "leader_interval": self.leader_interval,
+            "leader_ratios": self.ratios, "leader_sessions": list(self.leader_sessions),
+            "pairs": [list(p) for p in self.pairs], "decision": self.decision,
+            "nproc_per_node": self.nproc_per_node, "notes": self.notes,
             "busy": self.busy,
             "trials": [t.to_json() for t in self.trials],
         }
@@ -179,12 +244,13 @@ def _ms(value: float | None) -> str:
 
 
 def table(result: TuneResult) -> str:
-    """The trials, one row each, the kept one marked."""
+    """The trials, one row each, the kept one (the verdict's) marked."""
     gpu = any(t.utilization is not None for t in result.trials)
     rows: list[tuple[str, ...]] = [
         ("#", "settings", "step", "data wait", "GPU util", "peak RSS", "status")]
+    kept = result.kept_trial
     for t in result.trials:
-        mark = " *" if t.index == result.best else ""
+        mark = " *" if kept is not None and t.index == kept.index else ""
         rows.append((f"{t.index}{mark}", t.label, _ms(t.step_ms), _ms(t.data_wait_ms),
                      "-" if t.utilization is None else units.pct(t.utilization),
                      "-" if not t.peak_rss else units.size(t.peak_rss),
@@ -210,11 +276,15 @@ def verdict(result: TuneResult) -> list[str]:
                 *(f"note: {note}" for note in result.notes)]
     if not result.site:  # the script built no DataLoader
         return [f"note: {note}" for note in result.notes] or ["nothing to tune"]
-    leader = result.trial(result.leader)
-    if leader is not None and result.decision != noise.ADOPT:
-        how = ("within noise" if result.decision == noise.NOISE else "not confirmed")
-        lines.append(f"{how}: {leader.label} measured {result.interval} against the script as "
-                     f"written; keep the script's settings ({settings_text(base.settings)})")
+    leader = result.leader_trial
+    if leader is not None and not result.confirmed:
+        why = ("nothing measured faster beyond the noise" if result.outcome == noise.NOISE
+               else "no gain was confirmed" + (" (the notes say what ran out)"
+                                              if result.stopped == "budget" else
+                                              f" (the tune was {result.stopped})"))
+        lines.append(f"keep your settings ({settings_text(base.settings)}): {why}")
+        lines.append(f"leader, {result.outcome}, not kept: {leader.label} measured "
+                     f"{result.leader_interval or 'nothing'} against the script as written")
     elif best is None or best.index == base.index:
         lines.append(f"best: the script's own settings ({settings_text(base.settings)}) at "
                      f"{_ms(base.step_ms)} per step; nothing tried was at least "
@@ -223,8 +293,7 @@ def verdict(result: TuneResult) -> list[str]:
         pair = result.claim_pair
         b, lead = pair if pair is not None else (base, best)
         lines.append(f"best: {best.label} at {_ms(lead.step_ms)} per step vs "
-                     f"{_ms(b.step_ms)} as written: faster by "
-                     f"{result.interval or f'{result.speedup:.2f}x'} "
+                     f"{_ms(b.step_ms)} as written: faster by {result.interval} "
                      f"(trials {b.index} and {lead.index})")
         lines.append(f"change: {result.change}")
     lines.append(f"step times: {STATISTIC}, on unprofiled steps"

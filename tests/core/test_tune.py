@@ -235,10 +235,16 @@ def make_result(tmp_path: Path) -> TuneResult:
                       passed={"num_workers": 0}, trials=trials, baseline=1, best=2)
 
 
+def confirm(result: TuneResult) -> TuneResult:
+    """The search's leader (trial 2) confirmed by its pair against the script as written."""
+    result.leader, result.pairs, result.decision = 2, [(1, 2)], noise.ADOPT
+    return result
+
+
 def test_a_framework_built_loader_names_the_setting_to_change(tmp_path):
     """HF Trainer builds the DataLoader from TrainingArguments: tune names that setting at the
     user's line (the runner records it in run.json's `dataloaders`), and keeps it in tune.json."""
-    result = make_result(tmp_path)
+    result = confirm(make_result(tmp_path))
     result.site = "hf_trainer.py:30"
     result.settings = {"owner": "TrainingArguments",
                        "names": {"num_workers": "dataloader_num_workers"}}
@@ -249,7 +255,11 @@ def test_a_framework_built_loader_names_the_setting_to_change(tmp_path):
 
 
 def test_result_speedup_change_line_table_and_json_round_trip(tmp_path):
+    # the search's best before its pairs: a leader, not a result (issue 31)
     result = make_result(tmp_path)
+    assert result.speedup is None and result.change == "" and not result.confirmed
+    assert result.leader_speedup == pytest.approx(2.5) and result.outcome == "not confirmed"
+    result = confirm(result)
     assert result.speedup == pytest.approx(2.5)
     assert result.change == "train.py:57: DataLoader(..., num_workers=0) -> num_workers=2"
     lines = table(result).splitlines()
@@ -258,7 +268,7 @@ def test_result_speedup_change_line_table_and_json_round_trip(tmp_path):
     assert lines[3].endswith("crashed: RuntimeError: boom (at step 0)")
     assert verdict(result)[:3] == [
         "best: num_workers=2 at 80.00 ms per step vs 200.00 ms as written: faster by 2.50x "
-        "(trials 1 and 2)",
+        "over 1 pair (not repeated) (trials 1 and 2)",
         "change: train.py:57: DataLoader(..., num_workers=0) -> num_workers=2",
         "step times: steady mean (elapsed over the steady steps / their count), on unprofiled "
         "steps"]
@@ -324,16 +334,20 @@ def test_a_pair_without_figures_is_left_out_of_the_claim_not_shifted_into_it(tmp
     # only the search's pair measured: it is the claim
     alone = paired(tmp_path, [2.5], noise.UNCONFIRMED)
     alone.pairs.append((99, 98))
-    assert alone.speedup == pytest.approx(2.5) and alone.claim_pair is not None
+    assert alone.leader_speedup == pytest.approx(2.5) and alone.claim_pair is not None
+    assert alone.speedup is None  # not confirmed: no speed-up where a reader looks
     assert [t.index for t in alone.claim_pair] == [1, 2]
 
 
 def test_a_leader_within_noise_keeps_the_script_settings(tmp_path):
     result = paired(tmp_path, [1.12, 0.97, 1.04], noise.NOISE)
     lines = verdict(result)
-    assert lines[0] == ("within noise: num_workers=2 measured 0.97x, 0.97-1.12x over 3 pairs "
-                        "against the script as written; keep the script's settings "
-                        "(num_workers=0, pin_memory=false, persistent_workers=false)")
+    # issue 31: the verdict first, the leader under its own name
+    assert lines[:2] == [
+        "keep your settings (num_workers=0, pin_memory=false, persistent_workers=false): "
+        "nothing measured faster beyond the noise",
+        "leader, within noise, not kept: num_workers=2 measured 0.97x, 0.97-1.12x over 3 "
+        "pairs against the script as written"]
     assert result.change == "" and not any(line.startswith("change:") for line in lines)
 
 
@@ -357,7 +371,9 @@ def test_noise_decides_on_the_interval_of_the_pairs():
 def test_nothing_better_says_so(tmp_path):
     result = make_result(tmp_path)
     result.best = 1
-    assert result.change == "" and result.speedup == 1.0
+    # no gain confirmed: no speed-up at all (it was 1.0; issue 31 keeps `speedup` for a
+    # confirmed gain only)
+    assert result.change == "" and result.speedup is None and result.outcome == "no gain"
     assert verdict(result)[0].startswith("best: the script's own settings (num_workers=0, "
                                          "pin_memory=false, persistent_workers=false)")
 
@@ -375,6 +391,7 @@ def test_sizes_and_the_memory_sentence():
         "available")
 
 
+@pytest.mark.runner
 def test_worker_cpu_tells_computing_workers_from_sleeping_ones():
     """Two real children: one busy-loops (on a CPU, or waiting for one on a loaded machine),
     one sleeps (as on I/O). Their share of wall time wanting a CPU tells them apart."""
@@ -406,6 +423,7 @@ def test_worker_cpu_tells_computing_workers_from_sleeping_ones():
     assert shares["busy"] > 0.8 and shares["sleep"] < 0.1, shares
 
 
+@pytest.mark.runner
 def test_tree_memory_samples_a_process_tree():
     """A child that holds 64 MiB and starts two sleeping workers (its own tree: the test
     process may have children of its own, e.g. a multiprocessing forkserver)."""
