@@ -232,6 +232,11 @@ def plan_folder(path: str | os.PathLike, run: str | None = None,
 def _plan(root: Path, run: str | None, every: bool) -> FolderPlan:
     files, truncated = _scan(root)
     if not files:
+        try:  # the scan skips what it cannot list: say so rather than "empty"
+            os.listdir(root)
+        except OSError as exc:
+            raise NoTraceInFolder(f"{root}: cannot read this folder "
+                                  f"({exc.strerror or exc})") from None
         raise NoTraceInFolder(f"{root}: folder is empty")
     candidates: list[Candidate] = []
     skipped: list[Skipped] = []

@@ -13,25 +13,17 @@ could overwrite what came before it on the line and is escaped.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# C0 controls but \t and \n, DEL, C1 controls, zero-width characters, the bidirectional
-# embeddings, overrides and isolates, line/paragraph separators and the BOM.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069"
-                     "\ufeff\ufff9-\ufffb]")
-
-
-def _code(m: re.Match) -> str:
-    c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+from stallscope.core.untrusted import visible
 
 
 def escape(text: str) -> str:
-    """`text` with every control and invisible-direction character written as \\xNN or \\uNNNN."""
-    return _UNSAFE.sub(_code, text)
+    """`text` with every control and invisible-direction character written as \\xNN or \\uNNNN
+    (core/untrusted.visible, keeping newlines and tabs)."""
+    return visible(text, lines=True)
 
 
 def escape_write(text: str) -> str:

@@ -6,7 +6,6 @@ poll and never hands out a line that is not yet complete (the runner may be mid-
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +24,26 @@ from stallscope.core.capture.layout import (
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.events import Event, Finished, typed
 from stallscope.core.session.steady import Steady, queued_batches, slowest, steady
+from stallscope.core.untrusted import CAPS, count, json_lines, read_bytes, read_json
 
 STEP_FIELDS = ("n", "t", "wall_ms", "data_wait_ms", "batches", "rss", "cuda_allocated",
                "cuda_reserved")
 
 
 def is_session(path: str | os.PathLike) -> bool:
+    """A folder holding run.json or an events file; False for one that cannot be read (no
+    permission: the folder's scan then says so in one line, core/folder.py)."""
     p = Path(path)
-    return p.is_dir() and ((p / RUN_JSON).is_file() or any(p.glob(EVENT_GLOB)))
+    try:
+        return p.is_dir() and ((p / RUN_JSON).is_file() or any(_events_files(p)))
+    except OSError:
+        return False
+
+
+def _events_files(p: Path) -> list[Path]:
+    """The folder's events*.jsonl; glob hides a folder it cannot list, so list it first."""
+    os.listdir(p)
+    return sorted(p.glob(EVENT_GLOB))
 
 
 def rank_of_file(path: Path) -> int | None:
@@ -41,16 +52,11 @@ def rank_of_file(path: Path) -> int | None:
 
 
 def parse_lines(data: bytes, source_rank: int | None) -> tuple[list[dict], int]:
-    """Complete JSON lines to events; returns (events, lines that were not JSON objects)."""
-    events, bad = [], 0
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
+    """Complete JSON lines to events; returns (events, lines that were not JSON objects).
+    Numbers no float can hold (10**400, NaN) are read as None (core/untrusted.json_lines)."""
+    records, bad = json_lines(data)
+    events = []
+    for record in records:
         if not isinstance(record, dict) or "event" not in record:
             bad += 1
             continue
@@ -63,7 +69,7 @@ def parse_lines(data: bytes, source_rank: int | None) -> tuple[list[dict], int]:
 def read_events(path: str | os.PathLike) -> list[dict]:
     """All events of one events file. A torn last line (a runner killed mid-write) is skipped."""
     p = Path(path)
-    events, _ = parse_lines(p.read_bytes(), rank_of_file(p))
+    events, _ = parse_lines(read_bytes(p, "events"), rank_of_file(p))
     return events
 
 
@@ -82,7 +88,11 @@ class EventFollower:
 
     def poll(self) -> list[dict]:
         out: list[dict] = []
-        for p in sorted(self.path.glob(EVENT_GLOB)):
+        try:
+            files = _events_files(self.path)
+        except OSError:
+            return out
+        for p in files:
             out.extend(self._read_new(p))
         out.sort(key=lambda e: e.get("t", 0.0))
         return out
@@ -93,7 +103,7 @@ class EventFollower:
             size = p.stat().st_size
             if size < offset:  # rewritten from scratch: start over
                 offset, self._tails[p] = 0, b""
-            if size == offset:
+            if size == offset or size - offset > CAPS["events"]:
                 return []
             with open(p, "rb") as f:
                 f.seek(offset)
@@ -291,17 +301,45 @@ def open_session(path: str | os.PathLike) -> Session:
         raise StallscopeError(f"{p}: not a folder")
     if not is_session(p):
         raise StallscopeError(f"{p}: not a stallscope session (no run.json nor events.jsonl)")
-    run = {}
-    if (p / RUN_JSON).is_file():
-        try:
-            run = json.loads((p / RUN_JSON).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StallscopeError(f"{p / RUN_JSON}: unreadable ({exc})") from None
+    run = read_json(p / RUN_JSON, "run.json") if (p / RUN_JSON).exists() else {}
+    run = run if isinstance(run, dict) else {}
+    if "dataloaders" in run:
+        run["dataloaders"] = checked_loaders(run["dataloaders"])
     events: list[dict] = []
-    for f in sorted(p.glob(EVENT_GLOB)):
+    for f in _events_files(p):
         events.extend(read_events(f))
-    events.sort(key=lambda e: e.get("t", 0.0))
-    return Session(p, run if isinstance(run, dict) else {}, events)
+    events.sort(key=_time)
+    return Session(p, run, events)
+
+
+def _time(event: dict) -> float:
+    t = event.get("t")
+    return t if isinstance(t, float | int) and not isinstance(t, bool) else 0.0
+
+
+# run.json's DataLoader settings that are counts: anything else in them is left out.
+LOADER_COUNTS = ("num_workers", "prefetch_factor", "batch_size")
+
+
+def checked_loaders(loaders) -> list[dict]:
+    """run.json's DataLoaders as the analysis may read them: dicts only, their counts
+    (num_workers, prefetch_factor, batch_size, batches) non-negative ints or left out."""
+    out = []
+    for d in loaders if isinstance(loaders, list) else []:
+        if not isinstance(d, dict):
+            continue
+        d = dict(d)
+        if "batches" in d and count(d["batches"]) is None:
+            del d["batches"]
+        for part in ("passed", "effective"):
+            settings = d.get(part)
+            if part in d and not isinstance(settings, dict):
+                del d[part]
+            elif isinstance(settings, dict):
+                d[part] = {k: v for k, v in settings.items()
+                           if k not in LOADER_COUNTS or v is None or count(v) is not None}
+        out.append(d)
+    return out
 
 
 def no_trace_reason(path: str | os.PathLike) -> str | None:

@@ -141,7 +141,7 @@ def test_not_a_session(tmp_path):
     with pytest.raises(StallscopeError, match="not a folder"):
         open_session(tmp_path / "missing")
     (tmp_path / "run.json").write_text("{broken")
-    with pytest.raises(StallscopeError, match="run.json: unreadable"):
+    with pytest.raises(StallscopeError, match="run.json is not JSON"):
         open_session(tmp_path)
 
 
