@@ -1,6 +1,10 @@
-"""What a run is: the script, its interpreter, schedule and options (a RunRequest), and where
-the app finds interpreters and keeps the demo's sessions. The Run dialog fills one; the run view
-runs it through the runner by file path."""
+"""What a run is: where (this computer or a remote host), the script, its interpreter, schedule
+and options (a RunRequest), and where the app finds interpreters and keeps the demo's sessions.
+The Run dialog fills one; the run view runs it through the launcher (core/launch).
+
+For a remote run (`host` set) the script, the interpreter and the working folder are the host's,
+kept as the user typed them (the host's shell expands `~`); the session folder is the local
+mirror."""
 
 from __future__ import annotations
 
@@ -44,6 +48,11 @@ class RunRequest:
     options: dict = field(default_factory=lambda: dict(DEFAULT_OPTIONS))
     session: str = ""       # the exact session folder; empty: a new one under session_root
     session_root: str = ""  # empty: the user's data folder (capture.options.sessions_root)
+    host: str = ""          # empty: this computer; else what the user types after `ssh`
+
+    @property
+    def is_remote(self) -> bool:
+        return bool(self.host)
 
     @property
     def workdir(self) -> Path:
@@ -118,8 +127,11 @@ def run_settings() -> QSettings:
     return QSettings(str(config_dir() / "runs.ini"), QSettings.Format.IniFormat)
 
 
-def settings_key(script: str) -> str:
-    return "runs/" + hashlib.sha1(str(Path(script).resolve()).encode()).hexdigest()[:16]
+def settings_key(script: str, host: str = "") -> str:
+    """Where a script's last request is remembered: a local script by its resolved path, a
+    remote one by host and path as typed."""
+    name = f"{host}:{script}" if host else str(Path(script).resolve())
+    return "runs/" + hashlib.sha1(name.encode()).hexdigest()[:16]
 
 
 def parse_env(text: str) -> dict[str, str]:

@@ -21,10 +21,13 @@ def row_widget(inner: QLayout) -> QWidget:
 
 
 def with_button(field: QWidget, text: str, slot: Callable[[], object]) -> QWidget:
-    """`field` stretched, a button named `text` beside it that calls `slot`."""
+    """`field` stretched, a button named `text` beside it that calls `slot` (the row's
+    `button`: a dialog hides it where there is nothing to browse, e.g. a remote host's path)."""
     row = QHBoxLayout()
     row.addWidget(field, 1)
     button = QPushButton(text)
     button.clicked.connect(slot)
     row.addWidget(button)
-    return row_widget(row)
+    widget = row_widget(row)
+    widget.button = button  # type: ignore[attr-defined]
+    return widget

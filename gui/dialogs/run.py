@@ -1,21 +1,23 @@
-"""The Run dialog: what to run, with which interpreter, under which profiler schedule.
+"""The Run dialog: where (this computer or a remote host over ssh), what to run, with which
+interpreter, under which profiler schedule.
 
     dialog = RunDialog(parent)
     if dialog.exec():
         request = dialog.request()     # a RunRequest; RunController.start(request) runs it
 
-Settings are remembered per script (QSettings) and come back when that script is chosen again.
+Settings are remembered per script (QSettings) and come back when that script is chosen again;
+a remote host's interpreters, working folder and last script are remembered per host
+(run_where.HostMemory). A remote script and folder are typed paths on the host: no Browse.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QProcess, QSettings, Signal
+from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -32,11 +34,22 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from shiboken6 import isValid
 
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
+from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.dialogs.fields import row_widget, with_button
+from stallscope.gui.dialogs.run_probe import TorchProbe
+from stallscope.gui.dialogs.run_where import (
+    HOST_HINT,
+    REMOTE_PYTHON,
+    HostMemory,
+    WhereChoice,
+    host_combo,
+    offered_hosts,
+    placeholders,
+    where_fields,
+)
 from stallscope.gui.dialogs.run_windows import WINDOW_CHOICES, window_options, windows_of
 from stallscope.gui.run_request import (  # noqa: F401 - re-exported for callers
     DEFAULT_OPTIONS,
@@ -63,9 +76,17 @@ class RunDialog(QDialog):
         self.setWindowTitle("Run a training script")
         self.setMinimumWidth(640)
         self.settings = settings or run_settings()
-        self._probe: QProcess | None = None
+        self.memory = HostMemory(self.settings)
+        self._local_script = ""
+        self.probe = TorchProbe(self)
+        self.probe.sig_result.connect(self._set_python_status)
         self._request: RunRequest | None = None
         self._build()
+        last_host = "" if script else str(self.settings.value("runs/last_host", "") or "")
+        if last_host:
+            self.host_combo.setCurrentText(last_host)
+            self.where.set_remote(True)
+            return
         last = script or str(self.settings.value("runs/last_script", "") or "")
         if last:
             self.script_edit.setText(last)
@@ -75,25 +96,39 @@ class RunDialog(QDialog):
 
     # ------------------------------------------------------------------ layout
     def _build(self) -> None:
-        form = QFormLayout()
+        self.form = form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
 
-        self.script_edit = QLineEdit(placeholderText="train.py: your unmodified training script")
+        self.where = WhereChoice()
+        self.where.sig_changed.connect(self._where_changed)
+        form.addRow("Where", self.where)
+        self.host_combo = host_combo(offered_hosts(self.memory))
+        self.host_combo.lineEdit().editingFinished.connect(self._host_chosen)
+        self.host_combo.textActivated.connect(lambda _text: self._host_chosen())
+        form.addRow("Host", self.host_combo)
+        self.host_hint = QLabel(HOST_HINT)
+        self.host_hint.setObjectName("hint")
+        self.host_hint.setStyleSheet(f"color: {MUTED_TEXT};")
+        self.host_hint.setWordWrap(True)
+        form.addRow("", self.host_hint)
+
+        self.script_edit = QLineEdit()
         self.script_edit.editingFinished.connect(self._load_remembered)
-        form.addRow("Script", with_button(self.script_edit, "Browse…", self._browse_script))
+        self.script_row = with_button(self.script_edit, "Browse…", self._browse_script)
+        form.addRow("Script", self.script_row)
 
         self.args_edit = QLineEdit(placeholderText="--epochs 10 --batch-size 64")
         form.addRow("Arguments", self.args_edit)
 
-        self.cwd_edit = QLineEdit(placeholderText="the script's folder")
-        form.addRow("Working folder", with_button(self.cwd_edit, "Browse…",
-                                                        self._browse_cwd))
+        self.cwd_edit = QLineEdit()
+        self.cwd_row = with_button(self.cwd_edit, "Browse…", self._browse_cwd)
+        form.addRow("Working folder", self.cwd_row)
 
         self.python_combo = QComboBox(editable=True)
         self.python_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.python_combo.currentTextChanged.connect(self._probe_python)
-        form.addRow("Python", with_button(self.python_combo, "Browse…",
-                                                self._browse_python))
+        self.python_row = with_button(self.python_combo, "Browse…", self._browse_python)
+        form.addRow("Python", self.python_row)
         self.python_status = QLabel(" ")
         self.python_status.setObjectName("hint")
         self.python_status.setWordWrap(True)
@@ -198,6 +233,51 @@ class RunDialog(QDialog):
         layout.addWidget(self.error_label)
         layout.addWidget(buttons)
         self._set_fields(RunRequest(script=""))
+        self._show_where(remote=False)
+
+    # ------------------------------------------------------------------ where
+    def _show_where(self, remote: bool) -> None:
+        """The host rows for a remote run; its paths are typed text (nothing to browse)."""
+        for row in (self.host_combo, self.host_hint):
+            self.form.setRowVisible(row, remote)
+        for row in (self.script_row, self.cwd_row, self.python_row):
+            row.button.setVisible(not remote)
+        script_hint, cwd_hint = placeholders(remote)
+        self.script_edit.setPlaceholderText(script_hint)
+        self.cwd_edit.setPlaceholderText(cwd_hint)
+
+    def _where_changed(self, remote: bool) -> None:
+        self._show_where(remote)
+        self.error_label.setText("")
+        if remote:
+            self._local_script = self.script_edit.text()  # back when "This computer" is
+            if not self._host():
+                self.host_combo.setCurrentText(next(iter(self.memory.hosts()), ""))
+            self._host_chosen()
+            return
+        self.script_edit.setText(self._local_script
+                                 or str(self.settings.value("runs/last_script", "") or ""))
+        self.cwd_edit.setText("")
+        self.python_combo.blockSignals(True)
+        self.python_combo.setEditText("")  # the host's interpreter is no local one
+        self.python_combo.blockSignals(False)
+        if self.script_edit.text():
+            self._load_remembered()
+        else:
+            self._fill_interpreters("")
+
+    def _host(self) -> str:
+        return self.host_combo.currentText().strip() if self.where.is_remote else ""
+
+    def _host_chosen(self) -> None:
+        """A host picked: its last script, folder and interpreters come back."""
+        host = self._host()
+        self.script_edit.setText(self.memory.last_script(host) if host else "")
+        self.cwd_edit.setText(self.memory.folder(host) if host else "")
+        if self.script_edit.text():
+            self._load_remembered()
+        else:
+            self._fill_interpreters("")
 
     # ------------------------------------------------------------------ browsing
     def _browse_script(self) -> None:
@@ -228,6 +308,15 @@ class RunDialog(QDialog):
 
     # ------------------------------------------------------------------ request <-> fields
     def _fill_interpreters(self, script: str, chosen: str = "") -> None:
+        if self.where.is_remote:  # the ones used on this host, the newest first
+            pythons = self.memory.pythons(self._host())
+            self.python_combo.blockSignals(True)
+            self.python_combo.clear()
+            self.python_combo.addItems(pythons)
+            self.python_combo.blockSignals(False)
+            self.python_combo.setCurrentText(chosen or pythons[0])
+            self._probe_python()
+            return
         current = chosen or self.python_combo.currentText() or default_python()
         self.python_combo.blockSignals(True)
         self.python_combo.clear()
@@ -262,6 +351,11 @@ class RunDialog(QDialog):
         self.checks["stop_after_window"].setEnabled(key is None)
 
     def set_request(self, req: RunRequest) -> None:
+        self.where.blockSignals(True)
+        self.where.set_remote(req.is_remote)
+        self.where.blockSignals(False)
+        self._show_where(req.is_remote)
+        self.host_combo.setCurrentText(req.host)
         self.script_edit.setText(req.script)
         self._set_fields(req)
         self._fill_interpreters(req.script, req.python)
@@ -270,7 +364,7 @@ class RunDialog(QDialog):
         script = self.script_edit.text().strip()
         if not script:
             return
-        raw = self.settings.value(settings_key(script))
+        raw = self.settings.value(settings_key(script, self._host()))
         req = None
         if raw:
             try:
@@ -283,22 +377,16 @@ class RunDialog(QDialog):
 
     def _python(self) -> str:
         text = self.python_combo.currentText().strip()
+        if self.where.is_remote:
+            return text or REMOTE_PYTHON
         index = self.python_combo.findText(text)
         data = self.python_combo.itemData(index) if index >= 0 else None
         return str(data or text.replace("   (this app)", ""))
 
     def _collect(self) -> RunRequest:
-        script = self.script_edit.text().strip()
-        if not script:
-            raise ValueError("choose the training script to run")
-        if not Path(script).is_file():
-            raise ValueError(f"{script}: no such script")
-        cwd = self.cwd_edit.text().strip()
-        if cwd and not Path(cwd).is_dir():
-            raise ValueError(f"{cwd}: working folder does not exist")
-        python = self._python()
-        if not python or not (Path(python).is_file() or shutil.which(python)):
-            raise ValueError(f"{python or '(empty)'}: no such Python interpreter")
+        remote = self.where.is_remote
+        where = where_fields(self.host_combo.currentText() if remote else None,
+                             self.script_edit.text(), self.cwd_edit.text(), self._python())
         try:
             args = shlex.split(self.args_edit.text())
         except ValueError as exc:
@@ -310,8 +398,7 @@ class RunDialog(QDialog):
             raise ValueError(f"DataLoader: {exc}") from None
         session = self.session_edit.text().strip()
         return RunRequest(
-            script=str(Path(script).resolve()), args=args, cwd=cwd, python=python,
-            env=parse_env(self.env_edit.toPlainText()),
+            **where, args=args, env=parse_env(self.env_edit.toPlainText()),
             schedule={k: s.value() for k, s in self.spins.items()},
             options={**{k: b.isChecked() for k, b in self.checks.items()},
                      "nproc_per_node": self.nproc_spin.value(),
@@ -328,53 +415,12 @@ class RunDialog(QDialog):
     # ------------------------------------------------------------------ interpreter check
     def _probe_python(self, _text: str = "") -> None:
         python = self._python()
-        self._stop_probe()
-        if not python or not (Path(python).is_file() or shutil.which(python)):
-            self._set_python_status(f"{python or 'No interpreter'}: not found", ok=False)
-            return
-        self._set_python_status("checking for torch…", ok=None)
-        probe = QProcess(self)
-        probe.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
-        probe.finished.connect(lambda code, _status, p=probe, py=python:
-                               self._on_probe(p, py, code))
-        probe.errorOccurred.connect(lambda error, p=probe, py=python:
-                                    self._on_probe_error(p, py, error))
-        self._probe = probe
-        probe.start(python, ["-c", TORCH_PROBE])
-
-    def _stop_probe(self) -> None:
-        probe, self._probe = self._probe, None
-        if probe is None:
-            return
-        for sig in (probe.finished, probe.errorOccurred):
-            try:
-                sig.disconnect()
-            except (RuntimeError, TypeError):
-                pass
-        probe.kill()
-        probe.waitForFinished(1000)
-        probe.deleteLater()
-
-    def _on_probe_error(self, probe: QProcess, python: str, error) -> None:
-        if not (isValid(self) and isValid(probe)) or probe is not self._probe:
-            return  # the dialog went away while its probe still ran
-        if error == QProcess.ProcessError.FailedToStart:
-            self._set_python_status(f"{python}: cannot be started", ok=False)
-
-    def _on_probe(self, probe: QProcess, python: str, code: int) -> None:
-        if not (isValid(self) and isValid(probe)) or probe is not self._probe:
-            return
-        out = bytes(probe.readAll().data()).decode(errors="replace").strip().splitlines()
-        last = out[-1] if out else ""
-        if last.startswith("OK "):
-            _, version, cuda = last.split()
-            self._set_python_status(f"torch {version} · CUDA {'yes' if cuda == '1' else 'no'}",
-                                    ok=True)
-        elif last.startswith("NO"):
-            self._set_python_status(f"{python} has no torch: install it with  {python} -m pip "
-                                    "install torch", ok=False)
+        if self.where.is_remote:
+            self.probe.stop()
+            self._set_python_status(f"{python} on {self._host() or 'the host'}: torch is "
+                                    "checked there when the run starts", ok=None)
         else:
-            self._set_python_status(f"{python} did not answer (exit {code})", ok=False)
+            self.probe.check(python)
 
     def _set_python_status(self, text: str, ok: bool | None) -> None:
         color = {True: "#2b8a3e", False: "#c92a2a", None: "#5c6670"}[ok]
@@ -389,9 +435,12 @@ class RunDialog(QDialog):
             self.error_label.setText(str(exc))
             return
         self._request = req
-        remembered = req.to_dict()
-        self.settings.setValue(settings_key(req.script), json.dumps(remembered))
-        self.settings.setValue("runs/last_script", req.script)
+        self.settings.setValue(settings_key(req.script, req.host), json.dumps(req.to_dict()))
+        if req.is_remote:
+            self.memory.remember(req.host, req.python, req.cwd, req.script)
+        else:
+            self.settings.setValue("runs/last_script", req.script)
+        self.settings.setValue("runs/last_host", req.host)
         self.settings.sync()
         self.sig_request_ready.emit(req)
         super().accept()
@@ -400,7 +449,7 @@ class RunDialog(QDialog):
         return self._request
 
     def done(self, result: int) -> None:
-        self._stop_probe()
+        self.probe.stop()
         super().done(result)
 
 

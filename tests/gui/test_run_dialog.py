@@ -29,6 +29,7 @@ def script(tmp_path, name: str) -> Path:
     return path
 
 
+@pytest.mark.runner  # the local interpreter is probed for torch (a child process)
 def test_request_from_fields_and_remembered_per_script(qtbot, tmp_path, settings):
     a, b = script(tmp_path, "a.py"), script(tmp_path, "b.py")
     dialog = RunDialog(settings=settings, script=str(a))
@@ -71,6 +72,7 @@ def test_request_from_fields_and_remembered_per_script(qtbot, tmp_path, settings
     assert again.spins["active"].value() == 4 and again.checks["profile_memory"].isChecked()
 
 
+@pytest.mark.runner  # the local interpreter is probed for torch (a child process)
 def test_bad_input_keeps_the_dialog_open(qtbot, tmp_path, settings):
     dialog = RunDialog(settings=settings, script=str(tmp_path / "missing.py"))
     qtbot.addWidget(dialog)
@@ -91,6 +93,79 @@ def test_bad_input_keeps_the_dialog_open(qtbot, tmp_path, settings):
     assert dialog.isVisible() and dialog.error_label.text() == (
         "DataLoader: --set prefetch_factor=4: prefetch_factor needs worker processes, but "
         "--set num_workers=0 asks for none")
+    assert dialog.request() is None
+
+
+@pytest.mark.runner  # the local interpreter is probed when the dialog goes back to local
+def test_remote_where_is_remembered_per_host(qtbot, tmp_path, settings, monkeypatch):
+    """Where: a remote host's script, folder and interpreter are typed text, remembered per
+    host, and the dialog opens again on the last host with them."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # ~/.ssh/config: the hosts offered
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text(
+        "Host gpu-box lab\n  HostName 10.0.0.7\nHost *.corp !x\nHost=cloud # a comment\n")
+    local = script(tmp_path, "local.py")
+    dialog = RunDialog(settings=settings, script=str(local))
+    qtbot.addWidget(dialog)
+    dialog.resize(720, 480)
+    dialog.show()
+    assert not dialog.host_combo.isVisible() and dialog.script_row.button.isVisible()
+    dialog.where.remote.click()
+    assert dialog.host_combo.isVisible() and not dialog.script_row.button.isVisible()
+    assert not dialog.cwd_row.button.isVisible() and not dialog.python_row.button.isVisible()
+    hosts = [dialog.host_combo.itemText(i) for i in range(dialog.host_combo.count())]
+    assert hosts == ["gpu-box", "lab", "cloud"]  # the config's aliases, no patterns
+    assert dialog.python_combo.currentText() == "python3"  # a new host: the remote default
+    dialog.host_combo.setCurrentText("gpu-box")
+    dialog.script_edit.setText("~/proj/train.py")  # the host's path: never checked here
+    dialog.cwd_edit.setText("~/proj")
+    dialog.python_combo.setCurrentText("~/envs/cuda/bin/python")
+    dialog.args_edit.setText("--name 'a b' '$(touch x)'")
+    dialog.spins["active"].setValue(2)
+    save_shot(dialog, "run_dialog_remote")
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    req = dialog.request()
+    assert dialog.result() == RunDialog.DialogCode.Accepted
+    assert (req.host, req.script, req.cwd, req.python) == (
+        "gpu-box", "~/proj/train.py", "~/proj", "~/envs/cuda/bin/python")
+    assert req.is_remote and req.args == ["--name", "a b", "$(touch x)"]
+
+    again = RunDialog(settings=settings)  # opens on the last host, its fields back
+    qtbot.addWidget(again)
+    assert again.where.is_remote and again.host_combo.currentText() == "gpu-box"
+    assert again.script_edit.text() == "~/proj/train.py" and again.cwd_edit.text() == "~/proj"
+    assert again.python_combo.currentText() == "~/envs/cuda/bin/python"
+    assert again.args_edit.text() == "--name 'a b' '$(touch x)'"
+    assert again.spins["active"].value() == 2
+    assert again.host_combo.itemText(0) == "gpu-box"  # the hosts used before come first
+    again.host_combo.setCurrentText("lab")  # another host: its own (empty) memory
+    again.host_combo.lineEdit().editingFinished.emit()
+    assert again.script_edit.text() == "" and again.cwd_edit.text() == ""
+    assert again.python_combo.currentText() == "python3"
+    again.host_combo.setCurrentText("gpu-box")
+    again.host_combo.lineEdit().editingFinished.emit()
+    assert again.script_edit.text() == "~/proj/train.py"
+    again.where.local.click()  # back to this computer: no local run yet, an empty script
+    assert again.script_edit.text() == "" and again.python_combo.currentText() == sys.executable
+    dialog.where.local.click()  # the first dialog: the local script it had comes back
+    assert dialog.script_edit.text() == str(local) and not dialog.host_combo.isVisible()
+
+
+@pytest.mark.runner  # the local interpreter is probed before the switch to remote
+def test_remote_bad_input_keeps_the_dialog_open(qtbot, tmp_path, settings):
+    dialog = RunDialog(settings=settings, script=str(script(tmp_path, "a.py")))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.where.remote.click()
+    dialog.host_combo.setCurrentText("-oProxyCommand=touch /tmp/x")  # an ssh option, not a host
+    dialog.script_edit.setText("train.py")
+    dialog.accept()
+    assert dialog.isVisible() and "not a host name" in dialog.error_label.text()
+    dialog.host_combo.setCurrentText("gpu-box")
+    dialog.script_edit.setText("")
+    dialog.accept()
+    assert dialog.isVisible() and dialog.error_label.text() == (
+        "type the script's path on gpu-box")
     assert dialog.request() is None
 
 
