@@ -25,9 +25,11 @@ class Cat(IntEnum):
     PYTHON_FUNCTION = 8
     OTHER = 9
     ACCELERATOR = 10  # device work of accelerators beside CUDA/ROCm kernels (see the end)
+    PROFILER = 11     # category `Trace`: the profiler's own span, whatever its name
+    RANGE = 12        # CUPTI's range profiler: one range per kernel, replayed (see the end)
 
 
-GPU_CATS = (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.ACCELERATOR)
+GPU_CATS = (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.ACCELERATOR, Cat.RANGE)
 RUNTIME_CATS = (Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
 CPU_OP_CATS = (Cat.CPU_OP, Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
 
@@ -41,6 +43,7 @@ CATEGORY_CODES = {
     "gpu_memcpy": Cat.GPU_MEMCPY, "Memcpy": Cat.GPU_MEMCPY,
     "gpu_memset": Cat.GPU_MEMSET, "Memset": Cat.GPU_MEMSET,
     "python_function": Cat.PYTHON_FUNCTION,
+    "Trace": Cat.PROFILER,
 }
 
 
@@ -85,12 +88,15 @@ COMM_SUBSTRINGS = ("nccl", "rccl", "nvshmem", "::internode::", "::intranode::",
                    "reducescatter", "reduce_scatter", "alltoall", "all_to_all")
 COMM_PREFIXES = ("nccl", "rccl")  # gui/lanes.py's until it calls is_comm_name
 PROFILER_SPAN_CAT = "Trace"       # the profiler's own span, e.g. "PyTorch Profiler (0)"
+# The autograd engine's per-op frames: a thread made mostly of them is an engine thread
+# (pt_autograd_*), never the main thread. The main thread's loop shows in these annotations.
+AUTOGRAD_ENGINE_PREFIX = "autograd::engine::evaluate_function"
+LOOP_PREFIXES = (OPTIMIZER_PREFIX, *DATALOADER_PREFIXES)
 
 CUDA_DEVICE_TYPE = 1  # `[memory]` args: Device Type 1 = CUDA, 0 = CPU
 
-# The profiler's own span ("PyTorch Profiler (0)", cat `Trace`, which the loader files as
-# Cat.OTHER): an OTHER event whose name starts so is left out of a step-less window.
-PROFILER_SPAN_PREFIX = "PyTorch Profiler"
+# The profiler's own span is every event of category `Trace` (Cat.PROFILER), whatever its name
+# ("PyTorch Profiler (0)", libkineto's "Test trace (0)"): it is left out of a step-less window.
 
 
 def is_comm_name(name: str) -> bool:
@@ -102,10 +108,11 @@ def is_comm_name(name: str) -> bool:
 
 # Other accelerators. Device work recorded in categories beside kernel/gpu_memcpy/gpu_memset is
 # GPU activity (Cat.ACCELERATOR, in GPU_CATS): Meta MTIA's command-processor events, and CUPTI's
-# range profiler, which records one range per kernel on the GPU instead of the kernel itself.
+# range profiler, which records one range per kernel on the GPU instead of the kernel itself
+# (Cat.RANGE: its timing is distorted by kernel replay, which the report says).
 # Their runtimes' calls are launches, like cuda_runtime.
 CATEGORY_CODES.update({
-    "mtia_ccp_events": Cat.ACCELERATOR, "cuda_profiler_range": Cat.ACCELERATOR,
+    "mtia_ccp_events": Cat.ACCELERATOR, "cuda_profiler_range": Cat.RANGE,
     "mtia_runtime": Cat.CUDA_RUNTIME, "xpu_runtime": Cat.CUDA_RUNTIME,
     "privateuse1_runtime": Cat.CUDA_RUNTIME, "privateuse1_driver": Cat.CUDA_DRIVER,
 })

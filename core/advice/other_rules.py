@@ -68,7 +68,8 @@ def allocator_churn(ctx: Context) -> Advice | None:
                          f"{units.plural(len(drops), 'time')} in the window")
         if calls:
             malloc, free = ctx.rt("cudaMalloc"), ctx.rt("cudaFree")
-            parts.append(f"{units.plural(calls, f'{malloc}/{free} call')} ran inside steps, "
+            where = "inside steps" if ctx.n_steps else "in the window (no steps recorded)"
+            parts.append(f"{units.plural(calls, f'{malloc}/{free} call')} ran {where}, "
                          f"{duration(mem.allocator_us_in_steps)} in all "
                          f"({units.count(mem.cuda_malloc_count)} {malloc}, "
                          f"{duration(mem.cuda_malloc_us)}; {units.count(mem.cuda_free_count)} "

@@ -51,7 +51,9 @@ def analyze(trace: Trace, device: int | None = None,
     host_by_cause = step_figures.totals(*host)
     steps = step_figures.steps(trace, r, phases, dev_stats, host)
     window_us = r.hi - r.lo
-    step_windows = iv.as_intervals(trace.start[r.steps], trace.end[r.steps])
+    # allocator calls count inside steps; without steps, over the whole window
+    step_windows = iv.as_intervals(trace.start[r.steps], trace.end[r.steps]) if len(r.steps) \
+        else np.array([[r.lo, r.hi]])
     report = Report(
         trace=trace, window=(r.lo, r.hi), main_track=r.main, steps=steps,
         devices=dev_stats, phases=phases,

@@ -53,7 +53,7 @@ def _kind(trace: Trace, event: int) -> str:
         return "op"
     if cat == Cat.PYTHON_FUNCTION:
         return "frame"
-    if cat in (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.ACCELERATOR):
+    if cat in (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.ACCELERATOR, Cat.RANGE):
         return "gpu_op"
     return "annotation"
 

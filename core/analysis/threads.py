@@ -12,14 +12,15 @@ import numpy as np
 from stallscope.core import causes
 from stallscope.core import intervals as iv
 from stallscope.core.kineto import (
+    AUTOGRAD_ENGINE_PREFIX,
     BACKWARD_ANNOTATIONS,
     CLOSURE_ANNOTATION,
     CLOSURE_SUFFIXES,
     CPU_OP_CATS,
     DATALOADER_PREFIXES,
     GPU_CATS,
+    LOOP_PREFIXES,
     OPTIMIZER_PREFIX,
-    PROFILER_SPAN_PREFIX,
     RUNTIME_CATS,
     SYNC_NAMES,
     Cat,
@@ -61,24 +62,58 @@ def _step_mask(trace: Trace, steps: np.ndarray) -> np.ndarray:
 
 
 def main_track(trace: Trace, steps: np.ndarray) -> int | None:
-    """The first step's thread; else the most cpu_op time; else the most runtime time."""
+    """The first step's thread; without steps, the host thread the trace shows running the
+    loop (docs/definitions.md "Main thread"): never an autograd engine thread; first one with
+    Optimizer.* / DataLoader annotations, then the process's own thread (tid == pid) when it
+    does a tenth of the busiest one's work, then one with Python frames; operator time (else
+    runtime time) decides last."""
     if len(steps):
         return int(trace.track[steps[0]])
-    for cats in ((Cat.CPU_OP,), RUNTIME_CATS):
-        ops = np.flatnonzero(np.isin(trace.cat, np.array(cats, dtype=np.int8)))
-        if len(ops):
-            busy = np.bincount(trace.track[ops], weights=trace.dur[ops])
-            return int(np.argmax(busy))
-    return None
+    ops = np.isin(trace.cat, np.array(CPU_OP_CATS, dtype=np.int8)) & (trace.device < 0)
+    hosts = np.unique(trace.track[ops])
+    if len(hosts) == 0:
+        return None
+    work = {int(k): _op_time(trace, ops, k) for k in hosts}
+    engine = trace.mask_names(lambda n: n.startswith(AUTOGRAD_ENGINE_PREFIX))
+    loop = trace.mask_names(lambda n: n.startswith(LOOP_PREFIXES))
+    frames = trace.cat == Cat.PYTHON_FUNCTION
+    busiest = max(work.values())
+
+    def key(k: int):
+        mine = trace.track == k
+        pid, tid = trace.tracks[k]
+        looping = bool((loop & mine).any())
+        is_engine = not looping and _engine_share(trace, engine & mine, k) >= 0.5
+        own = pid == tid and work[k] >= 0.1 * busiest
+        return (not is_engine, looping, own, bool((frames & mine).any()), work[k], -k)
+
+    return max(work, key=key)
+
+
+def _op_time(trace: Trace, ops: np.ndarray, k: int) -> float:
+    """The thread's operator time (the union of its ops), else its runtime time."""
+    mine = ops & (trace.track == k)
+    cpu = mine & (trace.cat == Cat.CPU_OP)
+    return iv.length(iv.union(iv.as_intervals(trace.start[cpu], trace.end[cpu]))) if cpu.any() \
+        else 1e-9 * iv.length(iv.union(iv.as_intervals(trace.start[mine], trace.end[mine])))
+
+
+def _engine_share(trace: Trace, engine: np.ndarray, k: int) -> float:
+    """How much of the thread's operator time is the autograd engine's evaluate_function."""
+    if not engine.any():
+        return 0.0
+    cpu = (trace.cat == Cat.CPU_OP) & (trace.track == k)
+    total = iv.length(iv.union(iv.as_intervals(trace.start[cpu], trace.end[cpu])))
+    mine = iv.length(iv.union(iv.as_intervals(trace.start[engine], trace.end[engine])))
+    return mine / total if total > 0 else 0.0
 
 
 def window(trace: Trace, steps: np.ndarray) -> tuple[float, float]:
     """First step start to the latest step end; without steps, every event but the profiler's
-    own span."""
+    own span (category `Trace`, whatever its name)."""
     if len(steps):
         return float(trace.start[steps[0]]), float(trace.end[steps].max())
-    span = (trace.cat == Cat.OTHER) & trace.mask_names(lambda n: n.startswith(PROFILER_SPAN_PREFIX))
-    keep = ~span
+    keep = trace.cat != Cat.PROFILER
     if not keep.any():
         return 0.0, 0.0
     return float(trace.start[keep].min()), float(trace.end[keep].max())

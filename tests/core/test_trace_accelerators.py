@@ -83,7 +83,7 @@ def test_cupti_profiler_ranges_are_gpu_activity(tmp_path):
         {"id": 0, "name": "NVIDIA A100-PG509-200"}]}))
     t = load(path)
     assert t.gpu_devices() == [0]
-    assert (t.cat == Cat.ACCELERATOR).sum() == 3 and Cat.ACCELERATOR in GPU_CATS
+    assert (t.cat == Cat.RANGE).sum() == 3 and Cat.RANGE in GPU_CATS  # its own category
     doc = json.loads(_cli("analyze", path, "--json").stdout)
     dev = doc["devices"]["0"]
     assert dev["busy_us"] == 300 + 100 + 100  # [100, 500) and [600, 700) inside the step
