@@ -47,7 +47,7 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
 from stallscope.core.lmdb.handles import acquire, default_readahead, release
 from stallscope.core.lmdb.meta import read_meta
-from stallscope.core.lmdb.structure import leaf_nodes, rebuild
+from stallscope.core.lmdb.structure import leaf_names, leaf_nodes, rebuild
 
 
 class LMDBDataset:
@@ -186,7 +186,7 @@ class LMDBDataset:
             return self._batch([self._index(i) for i in index])
         buf, _, views = self._views(index)
         pairs = zip(self._leaves, views, strict=True)
-        return self._sample([self._value(leaf, buf, view) for leaf, view in pairs])
+        return self._sample([self._value(leaf, buf, view, index) for leaf, view in pairs])
 
     def _sample(self, values: list):
         if self._folder:
@@ -196,14 +196,24 @@ class LMDBDataset:
         sample = rebuild(self.structure, iter(values))
         return self.transform(sample) if self.transform is not None else sample
 
-    def _value(self, leaf: dict, buf, view):
+    def _value(self, leaf: dict, buf, view, index: int):
         arr = fmt.view_array(buf, view)
         kind = leaf["kind"]
         if kind in ("image", "tensor", "ndarray"):
             return self._field(leaf, view.dtype, np.array(arr))  # the one copy, into owned memory
         if kind == "str":
-            return arr.tobytes().decode("utf-8", "surrogatepass")
+            return self._text(arr.tobytes(), leaf, index)
         return arr.item()
+
+    def _text(self, data: bytes, leaf: dict, index: int) -> str:
+        """A str field's bytes as text; a clear one-line error when they are not UTF-8."""
+        try:
+            return data.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            f = next(i for i, x in enumerate(self._leaves) if x is leaf)
+            name = leaf_names(self.structure)[f]
+            raise StallscopeError(f"{self.path}: sample {index}, field {name!r} (str) holds "
+                                  f"bytes that are not UTF-8 (at byte {exc.start})") from None
 
     def _field(self, leaf: dict, dtype: str, arr: np.ndarray):
         """An owned array (one sample's, or a batch column) as its field gives it: a tensor for
@@ -351,8 +361,8 @@ class LMDBDataset:
         columns: list = []
         for f, (leaf, view) in enumerate(zip(self._leaves, first, strict=True)):
             if leaf["kind"] == "str":
-                columns.append([fmt.view_array(buf, views[f]).tobytes().decode(
-                    "utf-8", "surrogatepass") for buf, _s, views in rows])  # fmt: skip
+                columns.append([self._text(fmt.view_array(buf, views[f]).tobytes(), leaf, i)
+                                for i, (buf, _s, views) in zip(indices, rows, strict=True)])
                 continue
             dtype = fmt._NP_DTYPE[view.dtype]
             out = np.empty((len(rows), *view.shape), dtype)

@@ -45,6 +45,7 @@ class VerifyResult:
     seed: int = 0
     records_checked: int = 0  # records whose crc32 was checked (all of them)
     damaged: list[str] = field(default_factory=list)  # records failing their checksum/format
+    damaged_samples: int = 0  # samples those entries stand for (a missing chunk: all of its)
     checksums: bool = True  # False for format-1 LMDBs (no checksums stored)
     samples: list[int] = field(default_factory=list)  # the random samples compared
     all_records: bool = True  # every record's checksum checked (else the sampled ones only)
@@ -58,7 +59,8 @@ class VerifyResult:
     def summary(self) -> str:
         parts = []
         if self.damaged:
-            parts.append(f"{len(self.damaged):,} damaged record(s) of {self.records_checked:,}")
+            bad = max(self.damaged_samples, len(self.damaged))
+            parts.append(f"{bad:,} damaged record(s) of {self.records_checked:,}")
         elif self.records_checked:
             parts.append(f"all {self.records_checked:,} records match their crc32")
         elif not self.all_records and self.checked:
@@ -130,8 +132,10 @@ def _check_records(ds: LMDBDataset, result: VerifyResult, cancel) -> Job[None]:
         for index in range(total):
             buf = txn.get(fmt.sample_key(index))
             problem = "missing" if buf is None else _record_problem(ds, buf)
+            result.records_checked += 1
             if problem:
                 result.damaged.append(f"sample {index}: {problem}")
+                result.damaged_samples += 1
             if index % 4096 == 4095:
                 yield index + 1, total
         return
@@ -141,15 +145,16 @@ def _check_records(ds: LMDBDataset, result: VerifyResult, cancel) -> Job[None]:
         want = min(ds.chunk, total - first)
         value = txn.get(fmt.sample_key(c))
         if value is None:
-            result.damaged.append(f"samples {first}..{first + want - 1}: chunk {c} is missing")
+            _damaged(result, f"samples {first}..{first + want - 1}: chunk {c} is missing", want)
             continue
         try:
             n = fmt.chunk_count(value)
         except fmt.FormatError as exc:
-            result.damaged.append(f"samples {first}..{first + want - 1}: chunk {c}: {exc}")
+            _damaged(result, f"samples {first}..{first + want - 1}: chunk {c}: {exc}", want)
             continue
         if n != want:
-            result.damaged.append(f"chunk {c} holds {n} samples, not {want}")
+            _damaged(result, f"chunk {c} holds {n} samples, not {want}", abs(want - n),
+                     checked=max(0, want - n))
         problem = fmt.chunk_problem(value)
         if problem:
             result.damaged.append(f"samples {first}..{first + n - 1}: chunk {c}: {problem}")
@@ -158,17 +163,25 @@ def _check_records(ds: LMDBDataset, result: VerifyResult, cancel) -> Job[None]:
             try:
                 record, crc = fmt.chunk_slot(value, k)
             except fmt.FormatError as exc:
-                result.damaged.append(f"sample {first + k}: {exc}")
+                _damaged(result, f"sample {first + k}: {exc}", 1, checked=0)
                 continue
             if zlib.crc32(record) != crc:
-                result.damaged.append(f"sample {first + k}: crc32 mismatch (bytes changed)")
+                _damaged(result, f"sample {first + k}: crc32 mismatch (bytes changed)", 1, 0)
                 continue
             problem = _record_problem(ds, record)
             if problem:
-                result.damaged.append(f"sample {first + k}: {problem}")
+                _damaged(result, f"sample {first + k}: {problem}", 1, checked=0)
         yield min(total, first + ds.chunk), total
         if cancel is not None:
             cancel.check()
+
+
+def _damaged(result: VerifyResult, what: str, samples: int, checked: int | None = None) -> None:
+    """One damaged entry standing for `samples` samples, of which `checked` were not counted
+    as checked yet (default: all of them)."""
+    result.damaged.append(what)
+    result.damaged_samples += samples
+    result.records_checked += samples if checked is None else checked
 
 
 def _record_problem(ds: LMDBDataset, record) -> str:
@@ -204,6 +217,7 @@ def _verify_source(ds: LMDBDataset, n: int, result: VerifyResult, cancel) -> Job
             src_index, stored = ds.arrays(k)
         except StallscopeError as exc:
             result.mismatches.append(f"sample {k}: {exc}")
+            result.checked += 1
             continue
         name = source.name_of(src_index) if 0 <= src_index < len(source) else "?"
         problem = _source_problem(decoder, source, src_index, stored)

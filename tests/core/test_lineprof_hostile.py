@@ -19,6 +19,8 @@ from stallscope.core.lineprof import session_stats
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lineprof import DS, make_profile  # noqa: E402  (tests/core is not a package)
 
+pytestmark = pytest.mark.runner  # the CLI runs in a child process
+
 MiB = 2**20
 
 

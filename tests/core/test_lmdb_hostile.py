@@ -25,6 +25,8 @@ from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.destination import destination_state
 from stallscope.core.lmdb.verify import NOT_DETERMINISTIC, verify
 
+pytestmark = pytest.mark.runner  # the CLI runs in a child process
+
 
 def cli(*args, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "stallscope.core.cli", *map(str, args)],

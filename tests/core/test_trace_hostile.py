@@ -15,6 +15,8 @@ from stallscope.core import readers
 from stallscope.core.errors import TraceError
 from stallscope.core.trace import load
 
+pytestmark = pytest.mark.runner  # the CLI runs in a child process
+
 MiB = 2**20
 
 
