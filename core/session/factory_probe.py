@@ -6,9 +6,11 @@ runs in the app's process to find its Dataset.
     facts.ok, facts.kind, facts.length, facts.error      # plain data (JSON from the child)
 
 The child is `python -m stallscope.core.session.factory_probe FILE:NAME OUT.json`, run with
-the app's own interpreter in the file's folder, in its own process group: on timeout the whole
-group is ended (a script that starts workers takes them with it). Its stdout and stderr (the
-script's prints) are discarded; the facts travel in OUT.json.
+the app's own interpreter in the file's folder under core/capture/contain.py: its launcher is
+the subreaper of everything the import starts (a daemon that double-forks and calls setsid()
+included) and ends all of it when the import ends or times out. Its stdout and stderr (the
+script's prints) are discarded; the facts travel in OUT.json, read with a cap
+(core/untrusted.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from stallscope.core.errors import StallscopeError
+from stallscope.core.untrusted import read_json
+
 DEFAULT_TIMEOUT_S = 60.0
+STOP_GRACE_S = 5.0  # for the launcher to end what the import started, once told to stop
 
 
 @dataclass
@@ -56,7 +62,9 @@ def probe(spec: str, timeout: float = DEFAULT_TIMEOUT_S, python: str | None = No
         out = Path(tmp) / "facts.json"
         # -P: the file's folder (the cwd) is not put before the standard library, so its own
         # json.py or signal.py cannot stand in for ours; _build adds it for the factory.
-        cmd = [python or sys.executable, "-P", "-m", __name__, spec, str(out)]
+        py = python or sys.executable
+        cmd = [py, "-P", "-m", "stallscope.core.capture.contain", "--",
+               py, "-P", "-m", __name__, spec, str(out)]
         proc = subprocess.Popen(cmd, cwd=str(Path(path).parent), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -71,20 +79,32 @@ def probe(spec: str, timeout: float = DEFAULT_TIMEOUT_S, python: str | None = No
         finally:
             _end_group(proc)
         seconds = time.monotonic() - t0
-        try:
-            obj = json.loads(out.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        if not out.exists():
             return Facts(spec, False, seconds=seconds,
                          error=f"the import ended without an answer (exit status {rc})")
+        try:
+            obj = read_json(out, "probe answer")
+        except StallscopeError as exc:
+            why = str(exc).removeprefix(f"{out}: probe answer: ")
+            return Facts(spec, False, seconds=seconds,
+                         error=f"the import's answer was not read ({why})")
     if not isinstance(obj, dict):
         return Facts(spec, False, seconds=seconds, error="the import gave no facts")
     length = obj.get("length")
-    return Facts(spec, bool(obj.get("ok")), kind=str(obj.get("kind") or ""),
-                 length=length if isinstance(length, int) else None,
-                 error=str(obj.get("error") or ""), seconds=seconds)
+    return Facts(spec, bool(obj.get("ok")), kind=str(obj.get("kind") or "")[:200],
+                 length=length if isinstance(length, int) and length >= 0 else None,
+                 error=str(obj.get("error") or "")[:500], seconds=seconds)
 
 
 def _end_group(proc: subprocess.Popen) -> None:
+    """Tell the launcher to end everything the import started; its group is killed after
+    STOP_GRACE_S (or at once when it has already exited)."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(STOP_GRACE_S)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -1,0 +1,113 @@
+"""The Dataset probe against a hostile file (issue 29): nothing it starts outlives the probe,
+not even a daemon that double-forks and calls os.setsid(), and its answer file is read with a
+cap (core/capture/contain.py, core/untrusted.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from stallscope.core.session.factory_probe import probe
+
+pytestmark = pytest.mark.runner
+
+DAEMON = '''
+import os, sys, time
+from pathlib import Path
+
+PIDS = Path(__file__).with_name("daemon.pid")
+
+
+def _daemonize():
+    """The classic double fork: the daemon's parent exits, it leads its own session."""
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            PIDS.write_text(str(os.getpid()))
+            time.sleep(600)
+        os._exit(0)
+    os.waitpid(middle, 0)
+    deadline = time.monotonic() + 10
+    while not PIDS.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+_daemonize()
+{after}
+
+
+class Flowers:
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, i):
+        return i
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _gone_soon(pid: int, within: float = 2.0) -> bool:
+    deadline = time.monotonic() + within
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _alive(pid)
+
+
+@pytest.mark.parametrize("after, ok", [("", True), ("while True:\n    time.sleep(0.1)", False)])
+def test_a_daemon_started_at_import_does_not_outlive_the_probe(tmp_path, after, ok):
+    path = tmp_path / "data.py"
+    path.write_text(DAEMON.replace("{after}", after))
+    facts = probe(f"{path}:Flowers", timeout=3 if not ok else 30)
+    assert facts.ok is ok, facts
+    daemon = int((tmp_path / "daemon.pid").read_text())
+    assert daemon != os.getpid()
+    try:
+        assert _gone_soon(daemon), f"daemon {daemon} outlived the probe"
+    finally:
+        if _alive(daemon):
+            os.kill(daemon, 9)
+
+
+def test_a_3_gb_answer_file_is_one_line(tmp_path):
+    path = tmp_path / "data.py"
+    path.write_text(textwrap.dedent('''
+        import os, sys
+        with open(sys.argv[2], "wb") as f:   # the probe's answer file, 3 GB (sparse)
+            f.truncate(3 << 30)
+        os._exit(0)
+    '''))
+    t = time.monotonic()
+    facts = probe(f"{path}:Flowers", timeout=30)
+    assert time.monotonic() - t < 20
+    assert not facts.ok
+    assert facts.error == ("the import's answer was not read (3,072.0 MiB, larger than the "
+                           "1.0 MiB read of such a file)"), facts.error
+
+
+def test_the_launcher_passes_the_exit_status_and_ends_what_is_left(tmp_path):
+    pid_file = tmp_path / "left.pid"
+    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(600)'], start_new_session=True); "
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid)); sys.exit(7)")
+    done = subprocess.run([sys.executable, "-m", "stallscope.core.capture.contain", "--",
+                           sys.executable, "-c", code], timeout=60)
+    assert done.returncode == 7
+    left = int(pid_file.read_text())
+    try:
+        assert _gone_soon(left), f"{left} outlived the launcher"
+    finally:
+        if _alive(left):
+            os.kill(left, 9)
