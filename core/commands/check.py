@@ -19,13 +19,12 @@ the profiled window: the mean of its steps and their data-loading share.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from stallscope.core.commands.run import add_host_options
 from stallscope.core.errors import StallscopeError
 from stallscope.core.units import pct
 
@@ -73,6 +72,7 @@ def register(sub) -> None:
                    help="with -- script.py: the interpreter that runs it (default: this one)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="with -- script.py: a DataLoader override for the run (repeatable)")
+    add_host_options(p)
     p.add_argument("script_args", nargs="*", metavar="-- script.py [args]",
                    help="a training script (a .py file) to run under the runner first, to its "
                         "end; its arguments after it")
@@ -139,27 +139,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_script(args: argparse.Namespace, command: list[str]) -> Path:
-    """The script under the runner, to its end, into a new session; returns the session."""
+    """The script under the runner (core/launch: here, or on --host), to its end, into a new
+    session; returns the (local) session. Its output goes to stderr: stdout stays the check's
+    own lines."""
     from stallscope.core.capture import options as runner_options
-    from stallscope.core.commands.run import RUNNER_PATH, check_sets
+    from stallscope.core.commands.run import check_sets, follow, terminal_output, where_of
+    from stallscope.core.launch import Job, start
 
-    script = Path(command[0]).expanduser().resolve()
-    if not script.exists():
-        raise StallscopeError(f"script not found: {script}")
+    args.cwd = None
+    where = where_of(args)
+    script = command[0]
+    if not where.remote:
+        script = str(Path(script).expanduser().resolve())
+        if not Path(script).exists():
+            raise StallscopeError(f"script not found: {script}")
     check_sets(args.sets)
-    session = runner_options.default_session_dir(script.name)
-    argv = runner_options.build_argv(session, str(script), command[1:], None,
-                                     {"stop_after_window": False, "sets": args.sets})
-    try:
-        proc = subprocess.run([args.python, str(RUNNER_PATH), *argv],
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                              stdout=2)  # fd 2: stdout stays the check's own lines
-    except OSError as exc:
-        raise StallscopeError(f"cannot start the interpreter {args.python}: "
-                              f"{exc.strerror or exc}") from None
-    if proc.returncode != 0:
-        raise StallscopeError(f"{script.name} ended with code {proc.returncode} under the "
-                              f"runner; session {session}")
+    session = runner_options.default_session_dir(Path(script).name)
+    job = Job(script=script, args=command[1:], session=session,
+              options={"stop_after_window": False, "sets": args.sets})
+    write = terminal_output(where.remote)
+    ending = follow(start(where, job, on_output=lambda data, _: write(data, True)))
+    if ending.rc != 0:
+        raise StallscopeError(f"{Path(script).name} ended with code {ending.exit_status} under "
+                              f"the runner ({ending.reason}); session {session}")
     return session
 
 

@@ -1,25 +1,25 @@
 """`stallscope-cli run [options] -- script.py [args]`: capture a session headless.
 
-The runner runs in a child process (by file path, in `--python` when given), so that a runner
-killed by a signal still leaves a session ending with a `finished` record. Everything that can be
-refused (a missing script, a bad `--set`) is refused before a session folder is created.
+The runner runs in a child process started by core/launch (by file path, in `--python` when
+given; on `--host` over ssh), so that a runner killed by a signal still leaves a session ending
+with a `finished` record. Everything that can be refused (a missing script, a bad `--set`) is
+refused before a session folder is created.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 from stallscope.core.capture import options as runner_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
+from stallscope.core.commands.terminal import escape
 from stallscope.core.errors import StallscopeError
-from stallscope.core.session.reader import open_session, write_finished
+from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, start
+from stallscope.core.session.reader import open_session
 
-RUNNER_PATH = Path(runner_options.__file__).resolve().with_name("runner.py")
 RUN_OPTIONS = ("profile_memory", "record_shapes", "with_stack", "stop_after_window",
                "nproc_per_node", "lineprof", "lineprof_depth", "sets",
                *runner_options.WINDOW_OPTIONS)
@@ -28,11 +28,11 @@ RUN_OPTIONS = ("profile_memory", "record_shapes", "with_stack", "stop_after_wind
 def register(sub) -> None:
     p = sub.add_parser(
         "run", help="run a training script under torch.profiler into a session folder",
-        usage="stallscope-cli run [options] -- script.py [args]",
-        description="Run an unmodified training script under torch.profiler. Steps follow "
-                    "optimizer.step() (or DataLoader batches); the trace, per-step events and "
-                    "the script's output land in a session folder. --set changes DataLoader "
-                    "settings without editing the script.",
+        usage="stallscope-cli run [options] [--host HOST] -- script.py [args]",
+        description="Run an unmodified training script under torch.profiler, here or on a host "
+                    "over SSH (--host). Steps follow optimizer.step() (or DataLoader batches); "
+                    "the trace, per-step events and the script's output land in a session "
+                    "folder. --set changes DataLoader settings without editing the script.",
     )
     runner_options.add_run_options(p)
     add_launch_options(p)
@@ -47,15 +47,43 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
                    help="interpreter that runs the script; it needs torch, not stallscope "
                         "(default: this one)")
     p.add_argument("--cwd", metavar="DIR", help="the script's working directory (default: here)")
+    add_host_options(p)
+
+
+def add_host_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("on a remote host (over your own ssh)")
+    g.add_argument("--host", metavar="HOST",
+                   help="run the script on HOST over ssh (an alias of ~/.ssh/config works); "
+                        "the script path, its data and its folder are the host's")
+    g.add_argument("--remote-python", metavar="PY",
+                   help="with --host: the host's interpreter (it needs torch; default python3)")
+    g.add_argument("--remote-cwd", metavar="DIR",
+                   help="with --host: the script's folder there (default: the remote home)")
+    g.add_argument("--ssh-option", dest="ssh_options", action="append", default=[],
+                   metavar="OPT", help="with --host: one more argument for ssh (repeatable), "
+                   "e.g. --ssh-option=-F --ssh-option=PATH")
+    g.add_argument("--remote-cache", metavar="DIR",
+                   help="with --host: where the runner and the sessions go there "
+                        "(default ~/.cache/stallscope)")
+
+
+def where_of(args: argparse.Namespace) -> Where:
+    """Where the script runs, from the launch options."""
+    if getattr(args, "host", None):
+        config = os.environ.get("STALLSCOPE_SSH_CONFIG")
+        options = (("-F", config) if config else ()) + tuple(args.ssh_options)
+        return Where(host=args.host, python=args.remote_python, cwd=args.remote_cwd,
+                     ssh_options=options, cache=args.remote_cache)
+    for flag in ("remote_python", "remote_cwd", "remote_cache"):
+        if getattr(args, flag, None):
+            raise StallscopeError(f"--{flag.replace('_', '-')} needs --host")
+    return Where(python=args.python, cwd=str(Path(args.cwd).expanduser().resolve())
+                 if args.cwd else None)
 
 
 def script_and_cwd(args: argparse.Namespace, usage: str) -> tuple[Path, list[str], Path]:
     """(script, its arguments, working folder), checked: one line for what is wrong."""
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise StallscopeError(f"no script given: {usage}")
+    command = script_command(args, usage)
     cwd = Path(args.cwd).expanduser().resolve() if args.cwd else Path.cwd()
     if not cwd.is_dir():
         raise StallscopeError(f"{cwd}: working directory does not exist")
@@ -68,6 +96,15 @@ def script_and_cwd(args: argparse.Namespace, usage: str) -> tuple[Path, list[str
     return script, command[1:], cwd
 
 
+def script_command(args: argparse.Namespace, usage: str) -> list[str]:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise StallscopeError(f"no script given: {usage}")
+    return command
+
+
 def check_sets(sets: list[str]) -> None:
     try:
         parse_sets(sets)
@@ -76,38 +113,68 @@ def check_sets(sets: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    script, script_args, cwd = script_and_cwd(
-        args, "stallscope-cli run [options] -- script.py [args]")
+    usage = "stallscope-cli run [options] -- script.py [args]"
+    where = where_of(args)
+    if where.remote:  # the script, its folder and its data are the host's: checked there
+        command = script_command(args, usage)
+        script, script_args = command[0], command[1:]
+    else:
+        path, script_args, _ = script_and_cwd(args, usage)
+        script = str(path)
     check_sets(args.sets)
     session = (Path(args.session).expanduser().resolve() if args.session
-               else runner_options.default_session_dir(script.name))
-    options = {k: getattr(args, k) for k in RUN_OPTIONS}
-    schedule = {k: getattr(args, k) for k in runner_options.DEFAULT_SCHEDULE}
-    argv = runner_options.build_argv(session, str(script), script_args, schedule, options)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    try:
-        proc = subprocess.Popen([args.python, str(RUNNER_PATH), *argv], cwd=cwd, env=env)
-    except OSError as exc:
-        raise StallscopeError(
-            f"cannot start the interpreter {args.python}: {exc.strerror or exc}") from None
-    try:
-        rc = proc.wait()
-    except KeyboardInterrupt:  # the runner got the same SIGINT: let it write its trace
-        rc = proc.wait()
-    if rc < 0:
-        _close_session(session, rc, f"killed by {signal.Signals(-rc).name}")
-    elif session.is_dir():
-        _close_session(session, rc, f"runner ended with code {rc} without a finished record")
+               else runner_options.default_session_dir(Path(script).name))
+    job = Job(script=script, args=script_args, session=session,
+              options={k: getattr(args, k) for k in RUN_OPTIONS},
+              schedule={k: getattr(args, k) for k in runner_options.DEFAULT_SCHEDULE})
+    handle = start(where, job, on_output=terminal_output(where.remote))
+    if where.remote:
+        say(f"running on {where.host}: {handle.remote_session}; local copy {session}")
+    ending = follow(handle)
     if session.is_dir():
         _report(session, args.analyze)
-    return rc if rc >= 0 else 128 - rc
+    return ending.exit_status
 
 
-def _close_session(session: Path, rc: int | None, reason: str) -> None:
-    try:
-        write_finished(session, rc, reason)
-    except OSError:
-        pass  # an unwritable session folder: the runner already said so
+def terminal_output(remote: bool):
+    """Where the script's output goes: stdout/stderr as written; a remote host's escaped
+    (its bytes are untrusted: no control sequence reaches the terminal)."""
+    def write(data: bytes, is_err: bool) -> None:
+        stream = sys.stderr if is_err else sys.stdout
+        if remote:
+            stream.write(escape(data.decode("utf-8", errors="replace")))
+            stream.flush()
+            return
+        stream.flush()
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None:
+            stream.write(data.decode("utf-8", errors="replace"))
+        else:
+            buffer.write(data)
+            buffer.flush()
+    return write
+
+
+def follow(handle: RunHandle) -> Ending:
+    """Wait for the run, passing a Ctrl-C on: the first asks the runner to end the script
+    (it writes its trace), the second stops it (the one stop rule)."""
+    interrupts = 0
+    while True:
+        try:
+            ending = handle.wait()
+            assert ending is not None  # no timeout
+            return ending
+        except KeyboardInterrupt:
+            interrupts += 1
+            interrupt = getattr(handle, "interrupt", None)
+            if interrupts == 1 and interrupt is not None:
+                interrupt()
+            else:
+                handle.stop(INTERRUPTED)
+
+
+def say(text: str) -> None:
+    print(f"stallscope: {text}", file=sys.stderr, flush=True)
 
 
 def summary_line(s: dict) -> str:

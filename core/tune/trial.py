@@ -13,10 +13,6 @@ script ends by itself. Under torchrun
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,21 +20,24 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from stallscope.core.capture import options as runner_options
 from stallscope.core.capture.exits import STOPPED_REASON
 from stallscope.core.capture.overrides import DEFAULTS, KEYS, format_value
-from stallscope.core.errors import Cancelled
+from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag
-from stallscope.core.session.reader import EventFollower, Steps, open_session, write_finished
-from stallscope.core.session.steady import busiest_loader  # the DataLoader the steps drew from
+from stallscope.core.launch import Job, RunHandle, Where, start
+from stallscope.core.session.events import DataLoaderBuilt, Event, StepColumns, StepEvent
+from stallscope.core.session.reader import open_session
+from stallscope.core.session.steady import (
+    busiest_loader,  # the DataLoader the steps drew from
+    queued_batches,
+)
 from stallscope.core.tune.cpu import WorkerCpu, tree
 from stallscope.core.tune.memory import GUARD, TreeMemory
 
-RUNNER = Path(runner_options.__file__).resolve().with_name("runner.py")
 POLL_S = 0.1
 SAMPLE_S = 0.25
-STOP_GRACE_S = 5.0
 FOLLOW_S = 0.25
+TAIL_BYTES = 4000  # of the script's output: a crashed trial's last line is its message
 UNPROFILED = {"wait": 10**9, "warmup": 0, "active": 1, "repeat": 1}  # never records
 OK, CRASHED, OUT_OF_MEMORY, OVER_BUDGET = "ok", "crashed", "out of memory", "over budget"
 SKIPPED, INTERRUPTED, NO_STEPS = "skipped", "interrupted", "no steps"
@@ -105,17 +104,28 @@ class Launch:
     env: dict = field(default_factory=dict)
     site: str | None = None  # "file:line" of the tuned DataLoader (None: every DataLoader)
     nproc_per_node: int = 1  # > 1: every trial under torchrun, this many ranks
+    where: Where | None = None  # a remote host (core/launch); None: this machine
+
+    @property
+    def place(self) -> Where:
+        return self.where or Where(python=self.python, cwd=str(self.cwd))
 
     def sets(self, changes: dict) -> list[str]:
         scope = f"{self.site}:" if self.site else ""
         return [f"{scope}{k}={format_value(v)}" for k, v in changes.items() if v is not None]
 
-    def command(self, session: Path, changes: dict, profiled: bool = False) -> list[str]:
+    def job(self, session: Path, changes: dict, profiled: bool = False) -> Job:
         options = {"sets": self.sets(changes), "profile_memory": False,
                    "stop_after_window": False, "nproc_per_node": self.nproc_per_node}
-        argv = runner_options.build_argv(session, str(self.script), self.args,
-                                         self.schedule if profiled else UNPROFILED, options)
-        return [self.python, str(RUNNER), *argv]
+        return Job(script=str(self.script), args=list(self.args), options=options,
+                   schedule=self.schedule if profiled else UNPROFILED, env=dict(self.env),
+                   session=session)
+
+    def command(self, session: Path, changes: dict, profiled: bool = False) -> list[str]:
+        """The runner's command line for a local trial (tests/bench run it by hand)."""
+        from stallscope.core.launch.local import runner_command
+
+        return runner_command(self.python, self.job(session, changes, profiled))
 
 
 def changes_from(script: dict, settings: dict) -> dict:
@@ -125,99 +135,99 @@ def changes_from(script: dict, settings: dict) -> dict:
 
 
 def run_trial(launch: Launch, trial: Trial, tune_dir: Path, deadline: float, limit: int,
-              cancel: CancelFlag | None = None) -> Trial:
+               cancel: CancelFlag | None = None) -> Trial:
     """Run one trial to its end (or stop it); fills in `trial` and returns it. Raises
-    Cancelled / KeyboardInterrupt after stopping the trial and closing its session."""
+    Cancelled / KeyboardInterrupt after stopping the trial and closing its session.
+
+    On a remote host (launch.where) the trial's memory and its workers' CPU time are not
+    sampled (they are the host's): the memory guard and the workers' CPU share stay off."""
     session = tune_dir / trial.name
     trial.session = str(session)
-    env = {**os.environ, **launch.env, "PYTHONUNBUFFERED": "1"}
-    env.pop("QT_QPA_PLATFORM", None)
     memory, cpu = TreeMemory(), WorkerCpu()
+    tail = bytearray()
+
+    def keep(data: bytes, _is_err: bool) -> None:
+        tail.extend(data)
+        del tail[:-TAIL_BYTES]
+
     t0 = time.monotonic()
-    with tempfile.TemporaryFile() as out:
-        try:
-            proc = subprocess.Popen(launch.command(session, trial.changes, trial.profiled),
-                                    cwd=launch.cwd,
-                                    env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as exc:
-            trial.status, trial.message = CRASHED, (f"cannot start {launch.python}: "
-                                                    f"{exc.strerror or exc}")
-            return trial
-        stop_reason = ""
-        try:
-            stop_reason = _watch(proc, session, memory, cpu, deadline, limit, cancel,
-                                 launch.nproc_per_node)
-        except BaseException:  # Ctrl-C, or the GUI job closed: no runner is left behind
-            _stop(proc, session, "interrupted by stallscope tune")
-            trial.status, trial.message = INTERRUPTED, "stopped before its end"
-            _fill_memory(trial, memory)
-            raise
-        finally:
-            trial.wall_s = round(time.monotonic() - t0, 2)
-        if stop_reason == OUT_OF_MEMORY:
-            _stop(proc, session, "stopped by stallscope tune: out of memory", hard=True)
-            trial.status = OUT_OF_MEMORY
-            trial.message = (f"its processes used {memory.private / 2**20:,.0f} MiB of private "
-                             f"memory, near the {limit / 2**20:,.0f} MiB limit: stopped")
-        elif stop_reason == OVER_BUDGET:
-            _stop(proc, session, "stopped by stallscope tune: over the time budget")
-            trial.status, trial.message = OVER_BUDGET, "the time budget ran out during it"
-        elif stop_reason == MEASURED:
-            _stop(proc, session, MEASURED_REASON)
-        elif stop_reason == "cancelled":
-            _stop(proc, session, "cancelled in stallscope tune")
-            trial.status, trial.message = INTERRUPTED, "cancelled"
-            _fill_memory(trial, memory)
-            raise Cancelled("cancelled")
-        rc = proc.returncode
-        if rc is not None and rc < 0:
-            write_finished(session, rc, f"killed by {signal.Signals(-rc).name}")
-        out.seek(0)
-        tail = out.read()[-4000:].decode("utf-8", errors="replace")
+    try:
+        run = start(launch.place, launch.job(session, trial.changes, trial.profiled), keep)
+    except StallscopeError as exc:
+        trial.status, trial.message = CRASHED, str(exc)
+        return trial
+    try:
+        stop_reason = _watch(run, memory, cpu, deadline, limit, cancel, launch.nproc_per_node)
+    except BaseException:  # Ctrl-C, or the GUI job closed: no runner is left behind
+        _stop(run, "interrupted by stallscope tune")
+        trial.status, trial.message = INTERRUPTED, "stopped before its end"
+        _fill_memory(trial, memory)
+        raise
+    finally:
+        trial.wall_s = round(time.monotonic() - t0, 2)
+    if stop_reason == OUT_OF_MEMORY:
+        _stop(run, "stopped by stallscope tune: out of memory", hard=True)
+        trial.status = OUT_OF_MEMORY
+        trial.message = (f"its processes used {memory.private / 2**20:,.0f} MiB of private "
+                         f"memory, near the {limit / 2**20:,.0f} MiB limit: stopped")
+    elif stop_reason == OVER_BUDGET:
+        _stop(run, "stopped by stallscope tune: over the time budget")
+        trial.status, trial.message = OVER_BUDGET, "the time budget ran out during it"
+    elif stop_reason == MEASURED:
+        _stop(run, MEASURED_REASON)
+    elif stop_reason == "cancelled":
+        _stop(run, "cancelled in stallscope tune")
+        trial.status, trial.message = INTERRUPTED, "cancelled"
+        _fill_memory(trial, memory)
+        raise Cancelled("cancelled")
     _fill_memory(trial, memory)
     if trial.status == "pending":
-        measure(trial, session, tail, stopped=stop_reason == MEASURED, cpu=cpu)
+        measure(trial, session, bytes(tail).decode("utf-8", errors="replace"),
+                stopped=stop_reason == MEASURED, cpu=cpu if run.local_pid else None)
     return trial
 
 
 class StepFollower:
-    """A running trial's step events, per rank, and whether every rank has its steady window."""
+    """A running trial's step events, per rank, and whether every rank has its steady window
+    (the one statistic and the one queued-batches rule, core/session/steady.py)."""
 
-    def __init__(self, session: Path, ranks: int) -> None:
-        self.events = EventFollower(session)
-        self.steps: dict = {}
-        self.queued = 0
+    def __init__(self, ranks: int) -> None:
+        self.steps: dict[int | None, StepColumns] = {}
+        self.loaders: list[dict] = []
         self.ranks = ranks
 
-    def measured(self) -> bool:
-        new = self.events.poll()
+    def measured(self, new: list[Event]) -> bool:
         for e in new:
-            if e.get("event") == "dataloader":
-                eff = e.get("effective") or {}
-                workers = int(eff.get("num_workers") or 0)
-                self.queued = max(self.queued, workers * int(eff.get("prefetch_factor") or 2))
-            elif e.get("event") == "step":
-                self.steps.setdefault(e.get("rank"), []).append(e)
-        if not any(e.get("event") == "step" for e in new) or len(self.steps) < self.ranks:
+            if isinstance(e, DataLoaderBuilt) and e.rank in (0, None):
+                self.loaders.append({"effective": e.effective})
+            elif isinstance(e, StepEvent):
+                self.steps.setdefault(e.rank, StepColumns()).add(e)
+        if not any(isinstance(e, StepEvent) for e in new) or len(self.steps) < self.ranks:
             return False
-        for rank, events in self.steps.items():
-            w = Steps.from_events(events, rank).steady(self.queued)
+        queued = queued_batches(self.loaders)
+        for columns in self.steps.values():
+            w = columns.steady(queued)
             if w is None or not w.reached:
                 return False
         return True
 
 
-def _watch(proc: subprocess.Popen, session: Path, memory: TreeMemory, cpu: WorkerCpu,
-           deadline: float, limit: int, cancel: CancelFlag | None, ranks: int = 1) -> str:
-    """Wait for the runner; '' when it ended by itself, else why it must be stopped."""
-    try:
-        root = psutil.Process(proc.pid)
-    except psutil.Error:
-        root = None
-    follower = StepFollower(session, ranks)
+def _watch(run: RunHandle, memory: TreeMemory, cpu: WorkerCpu, deadline: float, limit: int,
+           cancel: CancelFlag | None, ranks: int = 1) -> str:
+    """Follow the run; '' when it ended by itself, else why it must be stopped."""
+    root = None
+    if run.local_pid is not None:
+        try:
+            root = psutil.Process(run.local_pid)
+        except psutil.Error:
+            root = None
+    follower = StepFollower(ranks)
     next_sample = next_follow = 0.0
-    while proc.poll() is None:
+    new: list[Event] = []
+    while True:
+        new += run.poll()
+        if not run.running:
+            return ""
         now = time.monotonic()
         if cancel is not None and cancel.is_set():
             return "cancelled"
@@ -231,33 +241,17 @@ def _watch(proc: subprocess.Popen, session: Path, memory: TreeMemory, cpu: Worke
                 return OUT_OF_MEMORY
         if now >= next_follow:
             next_follow = now + FOLLOW_S
-            if follower.measured():
+            if follower.measured(new):
                 return MEASURED
+            new = []
         time.sleep(POLL_S)
-    return ""
 
 
-def _stop(proc: subprocess.Popen, session: Path, reason: str, hard: bool = False) -> None:
-    """SIGTERM to the runner (it writes what it has and `finished`), then SIGKILL to its
-    process group; the session is closed when the runner could not close it."""
-    if proc.poll() is None and not hard:
-        try:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(STOP_GRACE_S)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # workers too (the runner leads its session)
-    except OSError:
-        pass
-    try:
-        proc.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        write_finished(session, proc.returncode, reason)
-    except OSError:
-        pass
+def _stop(run: RunHandle, reason: str, hard: bool = False) -> None:
+    """The launcher's one stop rule (SIGTERM, then SIGKILL to the group; `hard`: SIGKILL now),
+    waited for; the session is closed with `reason` when the runner could not close it."""
+    run.stop(reason, grace=0 if hard else None)
+    run.wait()
 
 
 def _fill_memory(trial: Trial, memory: TreeMemory) -> None:
