@@ -23,7 +23,14 @@ from stallscope.core.capture.layout import (
 )
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.events import Event, Finished, typed
-from stallscope.core.session.steady import Steady, queued_batches, slowest, steady
+from stallscope.core.session.steady import (
+    Steady,
+    queued_batches,
+    slowest,
+    steady,
+    training_epochs,
+)
+from stallscope.core.session.whole_run import session_steady
 from stallscope.core.untrusted import CAPS, count, json_lines, read_bytes, read_json
 
 STEP_FIELDS = ("n", "t", "wall_ms", "data_wait_ms", "batches", "rss", "cuda_allocated",
@@ -144,10 +151,10 @@ class Steps:
     def __len__(self) -> int:
         return len(self.n)
 
-    def steady(self, queued: int = 0, **limits) -> Steady | None:
+    def steady(self, queued: int = 0, epochs: list[dict] = (), **limits) -> Steady | None:
         """The steady window (core/session/steady.py) of these steps."""
         return steady(self.t, self.wall_ms, self.data_wait_ms, self.batches, self.phase,
-                      queued, **limits)
+                      queued, n=self.n, epochs=epochs, **limits)
 
 
 def _num(value) -> float:
@@ -197,13 +204,24 @@ class Session:
 
     def steady_by_rank(self, **limits) -> dict[int | None, Steady | None]:
         """rank -> its steady window (None for a rank without steps); one entry, rank None,
-        for a run without ranks."""
-        queued = queued_batches(self.loaders())
+        for a run without ranks. From the record (every step) when the session has one, else
+        from the step events."""
+        try:
+            found = session_steady(self, **limits)
+        except StallscopeError:  # a damaged record: the events stand
+            found = None
+        if found is not None:
+            return found
+        loaders = self.loaders()
+        queued = queued_batches(loaders)
+        epochs = training_epochs([e for e in self.events if e.get("event") == "epoch"],
+                                 loaders)
         out: dict[int | None, Steady | None] = {}
         ranks: list[int | None] = [*self.ranks] or [None]
         for rank in ranks:
             steps = self.steps(rank)
-            out[rank] = steps.steady(queued, **limits) if len(steps) else None
+            mine = [e for e in epochs if e.get("rank") == rank]
+            out[rank] = steps.steady(queued, epochs=mine, **limits) if len(steps) else None
         return out
 
     def steady(self, **limits) -> tuple[int | None, Steady] | None:

@@ -17,7 +17,7 @@ import numpy as np
 from stallscope.core.capture import layout
 from stallscope.core.capture import record as fmt
 from stallscope.core.errors import StallscopeError
-from stallscope.core.session.steady import queued_batches, warmup_end
+from stallscope.core.session.steady import queued_batches
 from stallscope.core.untrusted import CAPS, finite, read_bytes
 
 _CODES = {"I": "<u4", "d": "<f8", "f": "<f4", "H": "<u2", "B": "u1"}
@@ -105,28 +105,6 @@ class Record:
             n, w = out.get(int(i), (0, 0.0))
             out[int(i)] = (n + int(sel.sum()), w + float(np.nansum(self.steps["wall_ms"][sel])))
         return {k: v for k, v in out.items() if v[0] > 0}
-
-    def steady_span(self) -> tuple[int, float, float]:
-        """(steps, elapsed ms, summed data wait ms) after the warm-up: the steady statistic
-        (core/session/steady.py) over the whole run. The warm-up is step 0 (start-up), the
-        batches the workers queue and a few steps; elapsed runs from the end of the step
-        before the first counted one to the end of the last (so the gaps between steps
-        count). In a run long enough to fold into blocks the first block stands for it."""
-        s, b = self.steps, self.blocks
-        if len(b):
-            start_t, steps = float(b["t"][0]), self.n_steps - int(b["count"][0])
-            wait = float(np.nansum(b["wait_sum"][1:]) + np.nansum(s["data_wait_ms"]))
-        elif len(s) < 2:
-            return len(s), float(np.nansum(s["wall_ms"])), float(np.nansum(s["data_wait_ms"]))
-        else:
-            # without run.json's DataLoaders (a live view): the epochs' workers, prefetch 2
-            queued = self.queued or 2 * max((int(e.get("workers") or 0) for e in self.epochs),
-                                            default=0)
-            first = min(warmup_end([""] * len(s), s["batches"], queued), len(s) - 1)
-            start_t, steps = float(s["t"][first - 1]), len(s) - first
-            wait = float(np.nansum(s["data_wait_ms"][first:]))
-        end_t = float(s["t"][-1]) if len(s) else float(b["t"][-1])
-        return steps, max(0.0, 1e3 * (end_t - start_t)), wait
 
     def median_step_ms(self) -> float:
         """Median step time; older blocks count by their medians, weighted by their steps."""

@@ -15,6 +15,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from stallscope.core.session.record import Record
+from stallscope.core.session.whole_run import (
+    main_loader,
+    record_steady,
+    run_clock,
+    training_epochs,
+)
 from stallscope.core.units import duration, pct, plural
 
 MIN_SHARE = 0.01        # a stall under 1% of the run is not named
@@ -36,16 +42,22 @@ class Stall:
 @dataclass
 class RunReport:
     steps: int
-    wall_s: float
+    wall_s: float             # the record's clock: the runner's start to the last step's end
     median_step_ms: float     # the stalls' yardstick ("a step takes ... (median)")
-    data_wait_share: float    # summed data wait / elapsed, over the steady steps
+    # the steady statistic (core/session/steady.py) over the whole run after its warm-up:
+    # data wait summed over the steady steps, epoch starts included, over their elapsed time
+    data_wait_share: float
     epochs: int
     saves: int
     first_full: int
     record_bytes: int
-    # the steady statistic (core/session/steady.py) over the whole run after its warm-up
     step_ms: float = float("nan")
     steady_steps: int = 0
+    startup_s: float = 0.0    # the runner's start to step 0's end (imports, set-up, step 0)
+    elapsed_s: float = 0.0    # step 0's end to the last step's end (wall_s - startup_s)
+    steps_only_wait_share: float = 0.0  # the same share with every epoch start left out
+    steady_reached: bool = False
+    steady_note: str = ""
     windows: list[dict] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
 
@@ -72,21 +84,18 @@ def s_text(seconds: float) -> str:
 
 
 def analyze_run(rec: Record) -> RunReport:
-    wall_ms = rec.total("wall_ms")
+    clock = run_clock(rec)
+    wall_ms = 1e3 * clock.wall_s
     med = rec.median_step_ms()
-    steps, elapsed_ms, wait = rec.steady_span()
-    first = rec.n_steps - steps
-    # the first batch of an epoch is its own stall: data wait here is the steady-state kind
-    fetches = sum(float(e.get("fetch_ms") or 0.0) for e in rec.epochs
-                  if int(e.get("n") or 0) >= first)
+    w = record_steady(rec)
     run = RunReport(
-        steps=rec.n_steps, wall_s=wall_ms / 1e3, median_step_ms=med,
-        data_wait_share=min(1.0, max(0.0, wait - fetches) / elapsed_ms) if elapsed_ms > 0
-        else 0.0,
-        epochs=len(_main_epochs(rec)), saves=len(rec.saves), first_full=rec.first_full,
-        record_bytes=rec.nbytes,
-        step_ms=elapsed_ms / steps if steps and elapsed_ms > 0 else float("nan"),
-        steady_steps=steps,
+        steps=rec.n_steps, wall_s=clock.wall_s, median_step_ms=med,
+        data_wait_share=w.data_wait_share if w else 0.0,
+        epochs=len(training_epochs(rec)), saves=len(rec.saves), first_full=rec.first_full,
+        record_bytes=rec.nbytes, step_ms=w.step_ms if w else float("nan"),
+        steady_steps=w.steps if w else 0, startup_s=clock.startup_s, elapsed_s=clock.elapsed_s,
+        steps_only_wait_share=w.steps_only_share if w else 0.0,
+        steady_reached=w.reached if w else False, steady_note=w.note if w else "",
         windows=[{"steps": [w.first, w.last], "trace": w.trace} for w in rec.windows])
     if wall_ms <= 0:
         return run
@@ -97,20 +106,8 @@ def analyze_run(rec: Record) -> RunReport:
     return run
 
 
-def main_loader(rec: Record) -> int | None:
-    """The DataLoader that fed the most steps (the training loader)."""
-    by = rec.loader_wall()
-    by.pop(255, None)
-    return max(by, key=lambda k: by[k][0]) if by else None
-
-
-def _main_epochs(rec: Record) -> list[dict]:
-    main = main_loader(rec)
-    return [e for e in rec.epochs if e.get("loader") == main]
-
-
 def _epoch_starts(rec: Record, wall_ms: float, med: float) -> Stall | None:
-    epochs = _main_epochs(rec)
+    epochs = training_epochs(rec)
     if len(epochs) < 2:
         return None
     # the pause: the last epoch's end (workers shut down) and this one's first batch

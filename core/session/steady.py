@@ -8,7 +8,12 @@ window, whose trace is written after its last step, or the start-up in step 0), 
 batches as the queue holds (num_workers x prefetch_factor) and `SETTLE_STEPS` more. With
 workers those queued batches arrive at once; a median over a few steps right after a pause
 lands on them (46x "faster" for a loader that can at most double). Data wait the same way:
-summed wait over the same steps; its share is summed wait over elapsed time.
+summed wait over the same steps; its share is summed wait over elapsed time, epoch starts
+included: the pause before an epoch's first batch (workers started, the last epoch's shut down)
+that falls between two steps counts as data wait too (`Steady.steps_only_share` leaves every
+epoch start out). Steps are counted by their numbers, so a long run's thinned step events still
+count every step; a session's record.bin (core/session/record.py) holds every step and is
+preferred over the events.
 
 A window is *reached* when it holds at least `MIN_STEPS` steps over at least `MIN_S` seconds,
 or `LONG_S` seconds of at least `LONG_STEPS` steps (slow steps); else the figures stand with a
@@ -42,13 +47,24 @@ class Steady:
     t1: float                 # event time of its last step
     reached: bool
     note: str = ""
+    epoch_ms: float = 0.0        # epoch starts in the window: their pause outside the steps
+    epoch_fetch_ms: float = 0.0  # ... and their first fetch and the last epoch's end (inside)
+
+    @property
+    def steps_only_share(self) -> float:
+        """The data wait share with every epoch start left out (steady steps only)."""
+        if self.seconds <= 0:
+            return 0.0
+        wait = self.data_wait_ms * self.steps - self.epoch_ms - self.epoch_fetch_ms
+        return min(1.0, max(0.0, wait / (1e3 * self.seconds)))
 
     @property
     def short_text(self) -> str:
-        """'27.1 ms per step, data wait 5.7 ms (21%) over 40 steady steps (3.1 s)'."""
+        """'27.1 ms per step, data wait 5.7 ms (21%, incl. epoch starts) over 40 steady
+        steps (3.1 s)'."""
         return (f"{self.step_ms:.1f} ms per step, data wait {self.data_wait_ms:.1f} ms "
-                f"({100 * self.data_wait_share:.0f}%) over {self.steps} steady step"
-                f"{'s' if self.steps != 1 else ''} ({self.seconds:.1f} s)")
+                f"({100 * self.data_wait_share:.0f}%, incl. epoch starts) over {self.steps:,} "
+                f"steady step{'s' if self.steps != 1 else ''} ({self.seconds:.1f} s)")
 
 
 def busiest_loader(loaders: list[dict]) -> dict:
@@ -79,8 +95,11 @@ def warmup_end(phase: list[str], batches: np.ndarray, queued: int) -> int:
 
 def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches: np.ndarray,
            phase: list[str], queued: int = 0, min_steps: int = MIN_STEPS,
-           min_s: float = MIN_S) -> Steady | None:
-    """The steady window of one rank's steps (columns as core/session/reader.Steps holds)."""
+           min_s: float = MIN_S, n: np.ndarray | None = None,
+           epochs: list[dict] = ()) -> Steady | None:
+    """The steady window of one rank's steps (columns as core/session/reader.Steps holds).
+    `n`: the steps' numbers (rows may skip steps: a long run's thinned events); `epochs`: the
+    training loader's epoch starts (core/capture/record.py's `epoch` events)."""
     k = len(wall_ms)
     if k == 0:
         return None
@@ -91,7 +110,9 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
         note = (f"only {k} steps: too short to reach steady state (it needs the warm-up, "
                 f"then {min_steps} steps over {min_s:.0f} s)")
     wait = np.nan_to_num(np.asarray(data_wait_ms[start:], dtype=float))
-    count = k - start
+    numbers = np.arange(k, dtype=float) if n is None else np.asarray(n, dtype=float)
+    count = int(numbers[k - 1] - (numbers[start - 1] if start > 0 else numbers[0] - 1))
+    count = count if count >= k - start else k - start  # numbers that run backwards: rows
     t = np.asarray(t, dtype=float)
     t0, t1 = (float(t[start - 1]), float(t[k - 1])) if start > 0 else (np.nan, np.nan)
     if np.isfinite(t0) and np.isfinite(t1) and t1 > t0:
@@ -105,11 +126,49 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
     if not note and not reached:
         note = (f"only {count} steady steps over {seconds:.1f} s after the warm-up: too short "
                 f"to reach steady state ({min_steps} steps over {min_s:.0f} s)")
-    step_ms = 1e3 * seconds / count if count else float("nan")
-    wait_ms = float(wait.sum()) / count if count else float("nan")
-    share = float(wait.sum()) / (1e3 * seconds) if seconds > 0 else 0.0
-    return Steady(step_ms, wait_ms, min(share, 1.0), count, seconds, start, t0, t1, reached,
-                  note)
+    waited = float(wait.mean()) * count if len(wait) else 0.0  # thinned rows stand for all
+    return window(count, seconds, waited, epoch_waits(epochs, numbers[start], numbers[k - 1]),
+                  start, t0, t1, reached, note)
+
+
+def epoch_waits(epochs: list[dict], first: float, last: float) -> tuple[float, float]:
+    """(pause outside the steps, time inside them) of the epoch starts fed to steps
+    first..last: an epoch's first batch waits on its iterator's creation (workers started)
+    between steps, then on its first fetch and the last epoch's end (StopIteration, workers shut
+    down) inside the step's data wait."""
+    outside = inside = 0.0
+    for e in epochs:
+        if first <= _num(e.get("n")) <= last:
+            fetch = _num(e.get("fetch_ms"))
+            outside += max(0.0, _num(e.get("first_batch_ms")) - fetch)
+            inside += fetch + _num(e.get("previous_end_ms"))
+    return outside, inside
+
+
+def window(steps: int, seconds: float, waited_ms: float, epochs: tuple[float, float],
+           first: int, t0: float, t1: float, reached: bool, note: str = "") -> Steady:
+    """A Steady from its sums: `waited_ms` the steps' summed data wait, `epochs` what
+    epoch_waits gives for them."""
+    outside, inside = epochs
+    total = waited_ms + outside
+    return Steady(1e3 * seconds / steps if steps else float("nan"),
+                  total / steps if steps else float("nan"),
+                  min(total / (1e3 * seconds), 1.0) if seconds > 0 else 0.0, steps, seconds,
+                  first, t0, t1, reached, note, outside, min(inside, waited_ms))
+
+
+def _num(value) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        and np.isfinite(value) else 0.0
+
+
+def training_epochs(epochs: list[dict], loaders: list[dict]) -> list[dict]:
+    """The epoch starts of the training loader: run.json's busiest one, by its call site (the
+    first loader iterated when run.json names none)."""
+    site = busiest_loader(loaders).get("site")
+    if site is not None:
+        return [e for e in epochs if e.get("site") == site]
+    return [e for e in epochs if e.get("loader") == 0]
 
 
 def slowest(windows: dict[int | None, Steady | None]) -> tuple[int | None, Steady] | None:
@@ -122,4 +181,5 @@ def slowest(windows: dict[int | None, Steady | None]) -> tuple[int | None, Stead
     rank, w = max(have, key=lambda rw: rw[1].step_ms)
     waits = max((w for _, w in have), key=lambda w: w.data_wait_share)
     return rank, replace(w, data_wait_ms=waits.data_wait_ms,
-                         data_wait_share=waits.data_wait_share)
+                         data_wait_share=waits.data_wait_share, epoch_ms=waits.epoch_ms,
+                         epoch_fetch_ms=waits.epoch_fetch_ms)
