@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from stallscope.core.session.reader import is_session
-
 FILE_NAME = "recent.json"
 MAX_ITEMS = 12
 KINDS = ("trace", "session")
@@ -42,6 +40,8 @@ def config_dir() -> Path:
 
 def item_kind(path: str | os.PathLike[str]) -> str:
     """What the list shows a path as: 'session' for a runner's session folder, else 'trace'."""
+    from stallscope.core.session.reader import is_session  # numpy: not before the app shows
+
     try:
         return "session" if is_session(path) else "trace"
     except (OSError, ValueError):  # a NUL byte, a path the OS refuses

@@ -122,7 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
-    pyside_workaround.collect_on_gui_thread()
     from stallscope.gui.widgets import install_plain_text_guard
 
     install_plain_text_guard(app)  # names from traces never render as rich text
@@ -132,13 +131,26 @@ def main(argv: list[str] | None = None) -> int:
         from stallscope.gui import theme
 
         theme.apply_theme(app, "light" if args.screenshot or headless_demo
-                          else theme.saved_mode())
+                          else theme.saved_mode(), plots=False)
         QApplication.setWindowIcon(theme.app_icon())
     except (ImportError, AttributeError):
         pass
 
+    splash = None
+    if not (args.screenshot or headless_demo):  # a window at once, before the heavy imports
+        from stallscope.gui.splash import Splash
+
+        splash = Splash(__version__)
+        splash.show()
+        splash.step("Starting: loading the analysis views…")
+    from stallscope.gui import theme
     from stallscope.gui.main_window import MainWindow
 
+    # both import pyqtgraph (after the splash has painted); before any worker thread exists
+    pyside_workaround.collect_on_gui_thread()
+    theme.apply_plot_colors()
+    if splash is not None:
+        splash.step("Starting: building the window…")
     # a screenshot leaves no trace in the user's settings: no layout, no recent items
     window = MainWindow(persist=not (args.screenshot or headless_demo))
     minimum = window.minimumSizeHint()
@@ -149,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo_headless(window, size)
     quit_on_interrupt(app, window)
     window.show()
+    if splash is not None:
+        splash.finish(window)
     if args.path:
         window.open_path(args.path)
         if args.compare:

@@ -89,7 +89,7 @@ class ThemeController(QObject):
         self._app: QApplication | None = None
         self._applying = False
 
-    def apply(self, app: QApplication, mode: str) -> str:
+    def apply(self, app: QApplication, mode: str, plots: bool = True) -> str:
         if mode not in MODES:
             raise ValueError(f"theme mode must be one of {MODES}, not {mode!r}")
         if self._app is not app:
@@ -105,7 +105,7 @@ class ThemeController(QObject):
             if mode != "system":
                 # Native dialogs and title bars follow the override too (Qt >= 6.8).
                 hints.setColorScheme(_SCHEMES[name])
-            _apply_palette(app, PALETTES[name])
+            _apply_palette(app, PALETTES[name], plots)
         finally:
             self._applying = False
         changed = name != self.name
@@ -140,9 +140,15 @@ def resolve(mode: str, scheme: Qt.ColorScheme = Qt.ColorScheme.Unknown) -> str:
     return "dark" if scheme == Qt.ColorScheme.Dark else "light"
 
 
-def apply_theme(app: QApplication, mode: str = "system") -> str:
-    """Style the whole app; returns the palette applied ("light" or "dark")."""
-    return controller().apply(app, mode)
+def apply_theme(app: QApplication, mode: str = "system", plots: bool = True) -> str:
+    """Style the whole app; returns the palette applied ("light" or "dark"). plots=False leaves
+    pyqtgraph unimported (the app's start-up: apply_plot_colors() once it is)."""
+    return controller().apply(app, mode, plots)
+
+
+def apply_plot_colors() -> None:
+    """New pyqtgraph plots in the current palette's colours."""
+    _apply_plot_colors(palette())
 
 
 def install_fonts(app: QApplication) -> bool:
@@ -248,7 +254,7 @@ def _render(renderer: QSvgRenderer, size: int) -> QPixmap:
     return QPixmap.fromImage(image)
 
 
-def _apply_palette(app: QApplication, pal: Palette) -> None:
+def _apply_palette(app: QApplication, pal: Palette, plots: bool = True) -> None:
     app.setStyle("Fusion")  # the one style that honours a custom palette on every platform
     qp = QPalette()
     role = QPalette.ColorRole
@@ -268,7 +274,8 @@ def _apply_palette(app: QApplication, pal: Palette) -> None:
         qp.setColor(group.Disabled, r, QColor(pal.text_faint))
     app.setPalette(qp)
     app.setStyleSheet(style_sheet(pal))
-    _apply_plot_colors(pal)
+    if plots:
+        _apply_plot_colors(pal)
 
 
 def _apply_plot_colors(pal: Palette) -> None:
