@@ -131,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
     if where.remote:
         say(f"running on {where.host}: {handle.remote_session}; local copy {session}")
     ending = follow(handle)
-    if session.is_dir():
+    if ending.lost:
+        say(ending.reason)
+    elif session.is_dir():
         _report(session, args.analyze)
     return ending.exit_status
 
@@ -184,11 +186,11 @@ def summary_line(s: dict) -> str:
     exc = s.get("exception")
     how = (f"the script raised {exc.get('type')}: {exc.get('message')}" if exc
            else s.get("reason") or "no finished record")
-    line = f"session {s['session']}: {how} (rc {s['rc']}), {s['steps']} steps"
+    line = f"session {s['session']}: {how} (rc {s['rc']}), {s['steps']:,} steps"
     if "step_ms" in s:
         line += (f"; step {s['step_ms']:.1f} ms, data wait {s['data_wait_ms']:.1f} ms "
-                 f"({100 * s['data_wait_share']:.0f}%), means over {s['steady_steps']} steady "
-                 f"step{'s' if s['steady_steps'] != 1 else ''}")
+                 f"({100 * s['data_wait_share']:.0f}%, incl. epoch starts), means over "
+                 f"{s['steady_steps']:,} steady step{'s' if s['steady_steps'] != 1 else ''}")
         if "slowest_rank" in s:
             line += f" of the slowest rank ({s['slowest_rank']})"
         if not s.get("steady_reached"):

@@ -255,8 +255,10 @@ class Session:
         the slowest rank's under torchrun)."""
         steps = self.steps()
         fin = self.finished or {}
+        counted = fin.get("steps")  # the runner's count: step events thin out in long runs
         out = {"session": str(self.path), "rc": fin.get("rc"), "reason": fin.get("reason"),
-               "steps": len(steps), "traces": [str(p) for p in self.traces()]}
+               "steps": counted if type(counted) is int and counted >= len(steps)
+               else len(steps), "traces": [str(p) for p in self.traces()]}
         found = self.steady()
         if found is not None:
             rank, w = found

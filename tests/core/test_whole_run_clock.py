@@ -1,0 +1,103 @@
+"""The whole run's own figures match the script's own clock (issue 34): a tight loop of 20,000
+steps and a DataLoader-bound loop under the real runner, each printing its time.perf_counter()
+elapsed (and time in next()); elapsed, step time and data wait agree within 2% in analyze's
+JSON and text, and the runner's last line, analyze and check state the same steady figure."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from runner_helpers import run, write_script
+
+from stallscope.core import cli
+from stallscope.core.commands.run import summary_line
+from stallscope.core.session.reader import open_session
+from stallscope.core.session.record import load_record
+from stallscope.core.session.stalls import analyze_run
+
+pytestmark = pytest.mark.runner
+
+# The script times itself: from before the loop to after it, and its time inside next().
+CLOCKED = """
+import json, sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return {steps}
+    def __getitem__(self, i):
+        {fetch}
+        return i
+
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.0)
+loader = DataLoader(Items(), batch_size=None)
+clock = time.perf_counter
+waited = 0.0
+t0 = clock()
+it = iter(loader)
+while True:
+    a = clock()
+    try:
+        x = next(it)
+    except StopIteration:
+        break
+    waited += clock() - a
+    opt.step()
+print("CLOCK " + json.dumps({{"elapsed": clock() - t0, "waited": waited}}), flush=True)
+"""
+
+
+def clocked_run(tmp_path, steps: int, fetch: str = "pass"):
+    script = write_script(tmp_path, CLOCKED.format(steps=steps, fetch=fetch))
+    proc, session = run(tmp_path, script, "--no-stop-after-window", "--no-profile-memory",
+                        timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("CLOCK "))
+    return session, json.loads(line.removeprefix("CLOCK "))
+
+
+def cli_out(capsys, *argv) -> tuple[int, str]:
+    rc = cli.main(list(argv))
+    return rc, capsys.readouterr().out
+
+
+def test_a_tight_loop_s_elapsed_and_step_time_match_its_own_clock(tmp_path, capsys):
+    session, mine = clocked_run(tmp_path, 20_000)
+    report = analyze_run(load_record(open_session(session)))
+    assert report.steps == 20_000
+    # elapsed: the record's clock from step 0's end, never a sum of step times
+    assert report.elapsed_s == pytest.approx(mine["elapsed"], rel=0.02)
+    assert report.wall_s > report.elapsed_s  # the start-up (imports, set-up) comes before
+    # the steady step time over (nearly) every step adds up to the script's time
+    assert report.step_ms * 20_000 / 1e3 == pytest.approx(mine["elapsed"], rel=0.02)
+    assert report.steady_steps > 19_900
+
+    rc, out = cli_out(capsys, "analyze", str(session), "--json")
+    section = json.loads(out)["run"]
+    assert rc == 0 and section["elapsed_s"] == pytest.approx(mine["elapsed"], rel=0.02)
+    assert section["step_ms"] == pytest.approx(report.step_ms)
+    rc, text = cli_out(capsys, "analyze", str(session))
+    steady = next(x for x in text.splitlines() if x.startswith("steady "))
+    assert f"per step over {report.steady_steps:,} steps after the warm-up" in steady
+
+    # one steady figure: the last line of `stallscope-cli run` and check say the same step
+    # time and count
+    last = summary_line(open_session(session).summary())
+    shown = re.search(r"step ([\d.]+) ms, .* over ([\d,]+) steady steps", last)
+    assert shown is not None and "20,000 steps" in last, last
+    assert float(shown[1]) == pytest.approx(report.step_ms, abs=0.051)
+    assert int(shown[2].replace(",", "")) == report.steady_steps
+    rc, out = cli_out(capsys, "check", str(session), "--max-step-ms", "1000")
+    assert rc == 0 and f"steady step {report.step_ms:,.2f} ms" in out
+
+
+def test_a_dataloader_bound_loop_s_data_wait_matches_its_own_clock(tmp_path):
+    # 5 ms in each fetch: the runner's own hooks around next() (tens of µs) stay under 2%
+    session, mine = clocked_run(tmp_path, 600, fetch="time.sleep(0.005)")
+    report = analyze_run(load_record(open_session(session)))
+    assert report.elapsed_s == pytest.approx(mine["elapsed"], rel=0.02)
+    assert report.data_wait_share == pytest.approx(mine["waited"] / mine["elapsed"], rel=0.02)
+    assert report.step_ms * 600 / 1e3 == pytest.approx(mine["elapsed"], rel=0.02)
