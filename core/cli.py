@@ -17,7 +17,7 @@ from stallscope.core.commands.terminal import escaped_output
 from stallscope.core.errors import StallscopeError
 
 COMMANDS = ("analyze", "info", "run", "tune", "compare", "lineprof", "convert", "verify",
-            "check", "export")
+            "check", "export", "attach")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ SUMMARIES = {
               "source",
     "check": "CI guard: exit 1 when a run's data wait, utilization or step time crosses a "
              "threshold",
+    "attach": "follow a run on a remote host again and fetch what is missing of its session",
     "export": "write a trace with stallscope's idle causes, steps and advice as extra tracks "
               "(Perfetto / chrome://tracing)",
 }

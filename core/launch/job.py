@@ -75,17 +75,19 @@ class Ending:
     when it could not start). reason: the run's `finished` reason (the launcher's or single
     process's record, else what the ranks agree on). ranks: every events file's typed finished
     record, keyed by rank (None: events.jsonl). written: the records the launcher had to write
-    (the runner could not: killed, crashed, never started)."""
+    (the runner could not: killed, crashed, never started). lost: the connection to a remote
+    run ended before the run did; reason says how to follow it again."""
 
     rc: int | None
     reason: str
     ranks: dict[int | None, Finished] = field(default_factory=dict)
     written: tuple[str, ...] = ()
+    lost: bool = False  # a remote run whose connection ended: it goes on there (attach)
 
     @property
     def exit_status(self) -> int:
         """The status a CLI exits with: rc, 128 + signal for a killed runner, 2 unstarted."""
-        if self.rc is None:
+        if self.lost or self.rc is None:
             return 2
         return self.rc if self.rc >= 0 else 128 - self.rc
 

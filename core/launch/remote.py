@@ -1,0 +1,218 @@
+"""A run on another host over the user's own ssh: the runner deployed (core/launch/ssh.py) and
+started detached there by remote_agent.py (core/capture), its session followed by one ssh
+channel that streams every appended byte (remote_agent follow) into a local mirror of the same
+layout; stop runs the agent's stop (the same grace rule on the remote process group).
+
+A dropped connection ends the handle (Ending.lost), never the run: `attach` follows it again
+from the mirror's sizes, so nothing arrives twice and nothing is lost. Remote bytes are
+untrusted: file names are checked against the session layout before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+from stallscope.core.capture import layout
+from stallscope.core.capture import options as runner_options
+from stallscope.core.capture.remote_agent import APPENDED, OUT_FILE
+from stallscope.core.errors import StallscopeError
+from stallscope.core.launch import ssh
+from stallscope.core.launch.handle import Output, RunHandle
+from stallscope.core.launch.job import STOP_GRACE_S, Ending, Job, Where
+
+# what a remote session may hold (anything else it sends is dropped)
+NAME = re.compile(r"^(?:(?:traces|lineprof)/)?[A-Za-z0-9_.@+=,-][A-Za-z0-9_.@+=, -]{0,200}$")
+MAX_HEADER = 4096
+
+
+def lost_text(host: str, remote_session: str) -> str:
+    return (f"the connection to {host} ended; the run goes on there: stallscope-cli attach "
+            f"{host}:{remote_session} follows it again")
+
+
+class RemoteRun(RunHandle):
+    def __init__(self, where: Where, session: Path, remote_session: str,
+                 on_output: Output | None) -> None:
+        super().__init__(session, on_output)
+        self.where = where
+        self.remote_session = remote_session
+        self.lost = ""
+        self._frames: queue.Queue = queue.Queue()
+        self._stopper: subprocess.Popen | None = None
+        self._stream: subprocess.Popen | None = None
+
+    # ------------------------------------------------------------------ start / attach
+    @classmethod
+    def start(cls, where: Where, job: Job, on_output: Output | None) -> RemoteRun:
+        session = Path(job.session)
+        remote = job.remote_session or f"{ssh.cache(where)}/sessions/{session.name}"
+        name, tar = ssh.bundle()
+        deploy, agent = ssh.deploy_line(where, name)
+        argv = runner_options.build_argv(remote, job.script, list(job.args), job.schedule,
+                                         job.options)
+        python = where.python or "python3"
+        words = [agent, "start", "--session", ssh.word(remote)]
+        if where.cwd:
+            words += ["--cwd", ssh.word(where.cwd)]
+        for key, value in job.env.items():
+            words += ["--env", ssh.word(f"{key}={value}")]
+        words += ["--", ssh.word(python), *map(ssh.word, argv)]
+        line = f"{deploy} && exec {ssh.word(python)} {' '.join(words)}"
+        out = ssh.run(where, line, stdin=tar)
+        try:
+            started = json.loads(out.strip().splitlines()[-1])
+            remote_abs = str(started["session"])
+        except (ValueError, IndexError, KeyError, TypeError):
+            raise StallscopeError(f"on {where.host}: the runner did not start "
+                                  f"(the agent said {out.strip()[-200:]!r})") from None
+        session.mkdir(parents=True, exist_ok=True)
+        run = cls(where, session, remote_abs, on_output)
+        run._follow_remote()
+        return run
+
+    @classmethod
+    def attach(cls, where: Where, remote_session: str, session: Path,
+               on_output: Output | None) -> RemoteRun:
+        session.mkdir(parents=True, exist_ok=True)
+        run = cls(where, session, remote_session, on_output)
+        run._follow_remote(run._offsets())
+        return run
+
+    def _offsets(self) -> dict[str, int]:
+        """What the mirror already holds of the files only ever appended to."""
+        out = {}
+        for path in self.session.rglob("*"):
+            rel = path.relative_to(self.session).as_posix()
+            if path.is_file() and (Path(rel).name.startswith(APPENDED)
+                                   or rel.endswith(layout.TRACE_SUFFIX)):
+                out[rel] = path.stat().st_size
+        return out
+
+    def _follow_remote(self, offsets: dict | None = None) -> None:
+        python = self.where.python or "python3"
+        name, _ = ssh.bundle()
+        _, agent = ssh.deploy_line(self.where, name)
+        line = (f"exec {ssh.word(python)} {agent} follow --session {ssh.word(self.remote_session)}"
+                f" --offsets {ssh.word(json.dumps(offsets or {}))}")
+        try:
+            self._stream = subprocess.Popen(ssh.command(self.where, line),
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise StallscopeError("no ssh client here: install OpenSSH") from None
+        threading.Thread(target=self._read_frames, args=(self._stream,), daemon=True,
+                         name="stallscope-remote").start()
+
+    @property
+    def transport_pid(self) -> int | None:
+        """The local ssh process that streams the session (ending it drops the connection)."""
+        return self._stream.pid if self._stream is not None else None
+
+    # ------------------------------------------------------------------ the stream
+    def _read_frames(self, proc: subprocess.Popen) -> None:
+        pipe = proc.stdout
+        assert pipe is not None
+        try:
+            while True:
+                header = pipe.readline(MAX_HEADER)
+                if not header:
+                    break
+                frame = json.loads(header)
+                if not isinstance(frame, dict):
+                    break
+                n = int(frame.get("n") or 0)
+                data = pipe.read(n) if n > 0 else b""
+                if len(data) < n:
+                    break
+                self._frames.put((frame, data))
+                if "done" in frame or "error" in frame:
+                    return
+        except (ValueError, OSError):
+            pass
+        err = proc.stderr.read().decode("utf-8", errors="replace") if proc.stderr else ""
+        rc = proc.wait()
+        self._frames.put(({"gone": rc, "stderr": err}, b""))
+
+    def _advance(self) -> None:
+        if self._stopper is not None and self._stopper.poll() is not None:
+            self._stopper = None
+        while self._exit is None:
+            try:
+                frame, data = self._frames.get_nowait()
+            except queue.Empty:
+                return
+            if "done" in frame:
+                rc = frame["done"]
+                self._exit = (rc if isinstance(rc, int) else None, "")
+            elif "error" in frame:
+                self.lost = f"on {self.where.host}: {frame['error']}"
+                self._exit = (None, self.lost)
+            elif "gone" in frame:
+                self.lost = lost_text(str(self.where.host), str(self.remote_session))
+                if frame["gone"] == 255 and frame.get("stderr"):
+                    self.lost = ssh.explain(str(self.where.host), frame["stderr"], 255) \
+                        + "; " + self.lost
+                self._exit = (None, self.lost)
+            else:
+                self._write(frame, data)
+
+    def _write(self, frame: dict, data: bytes) -> None:
+        rel = str(frame.get("f", ""))
+        if not NAME.match(rel) or ".." in rel.split("/"):
+            return  # not a name a session holds: dropped
+        path = self.session / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if frame.get("w"):
+            tmp = path.with_name(f".{path.name}.part")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+            if rel == layout.RUN_JSON:
+                self._note_host()
+            return
+        offset = int(frame.get("o") or 0)
+        with open(path, "r+b" if path.exists() else "wb") as f:
+            if offset == 0:
+                f.truncate()
+            f.seek(offset)
+            f.write(data)
+        if rel == OUT_FILE:
+            self._output(data, False)
+
+    def _note_host(self) -> None:
+        """run.json says where the run ran: the host and the remote session folder."""
+        path = self.session / layout.RUN_JSON
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(info, dict):
+            info["remote"] = {"host": self.where.host, "session": self.remote_session,
+                              "python": self.where.python or "python3"}
+            tmp = path.with_name(f".{path.name}.part")
+            tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
+            os.replace(tmp, path)
+
+    # ------------------------------------------------------------------ stop / end
+    def _stop(self, grace: float | None) -> None:
+        python = self.where.python or "python3"
+        name, _ = ssh.bundle()
+        _, agent = ssh.deploy_line(self.where, name)
+        grace = STOP_GRACE_S if grace is None else grace
+        line = (f"exec {ssh.word(python)} {agent} stop --session {ssh.word(self.remote_session)}"
+                f" --reason {ssh.word(self.stop_reason)} --grace {grace:g}")
+        self._stopper = subprocess.Popen(ssh.command(self.where, line), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _finish(self, rc: int | None, reason: str) -> None:
+        if not self.lost:  # the remote end closed the session; the mirror holds it all
+            super()._finish(rc, reason)
+            return
+        self._follow(final=True)
+        self.ending = Ending(rc, self.lost, {}, (), lost=True)
+        if self._stream is not None and self._stream.poll() is None:
+            self._stream.kill()
