@@ -17,9 +17,10 @@ READERS = (chrome,)
 
 def reader_for(p: Path, head: bytes):
     """The reader that takes a file starting with `head`, else a one-line TraceError."""
-    if _utf16(head):
-        raise TraceError(f"{p}: UTF-16 text; stallscope reads UTF-8: save it as UTF-8 "
-                         "(e.g. iconv -f UTF-16 -t UTF-8 IN > OUT)")
+    wide = wide_encoding(head)
+    if wide:
+        raise TraceError(f"{p}: {wide} text; stallscope reads UTF-8: save it as UTF-8 "
+                         f"(e.g. iconv -f {wide} -t UTF-8 IN > OUT)")
     for reader in READERS:
         if reader.accepts(head):
             return reader
@@ -27,13 +28,33 @@ def reader_for(p: Path, head: bytes):
     raise TraceError(f"{p}: not {kinds} (starts with {shown(head)})")
 
 
-def _utf16(head: bytes) -> bool:
-    """Its byte order mark, or ASCII text with a zero byte after (or before) each character."""
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return True
-    pairs = head[:64]
-    return len(pairs) >= 8 and any(
-        pairs[i::2].count(0) == len(pairs[i::2]) and 0 not in pairs[1 - i::2] for i in (0, 1))
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+         (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """UTF-16 or UTF-32 text, named as iconv must be told: "UTF-32" / "UTF-16" with a byte
+    order mark (iconv reads it), else the byte order its ASCII shows ("UTF-32LE": a character
+    then three zero bytes). None for anything else."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        text = head[:64 - 64 % width]
+        if len(text) < 4 * width:
+            continue
+        columns = [text[i::width] for i in range(width)]
+        zero = [c.count(0) == len(c) for c in columns]
+        if zero.count(False) != 1:
+            continue
+        i = zero.index(False)
+        if 0 in columns[i]:
+            continue
+        if i == 0:
+            return f"{name}LE"
+        if i == width - 1:
+            return f"{name}BE"
+    return None
 
 
 def sniffer(p: Path) -> Callable[[bytes], None]:

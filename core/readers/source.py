@@ -29,6 +29,10 @@ _GZ_IN_CHUNK = 1 << 20     # compressed bytes fed to zlib per step
 # run is, before the rest of it is read or inflated.
 _MAX_BLANK_RUN = 16 << 20
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
+# Every trace event has a "ph" (its phase); a file without one in its first 128 MiB is not a
+# trace (a JSON head, then gigabytes of one string) and is refused there.
+_EVENT_KEY = b'"ph"'
+_MAX_BEFORE_EVENT = 128 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -226,6 +230,7 @@ class _Watch:
         self.first: int | None = None  # offset of the first non-blank byte
         self.sniffed = False
         self.blank = 0  # blank bytes in a row at the end so far (whole chunks only)
+        self.event = False  # an event key seen
 
     def see(self, buf, start: int, end: int) -> None:
         """buf[start:end] just arrived."""
@@ -244,6 +249,24 @@ class _Watch:
             self.first = first
         if not self.sniffed and end - self.first >= 64:
             self._sniff(buf, self.first)
+        if self.sniffed:
+            self._no_nul(buf, max(start, self.first), end)
+            self._some_event(buf, start, end)
+
+    def _some_event(self, buf, start: int, end: int) -> None:
+        if not self.event:
+            self.event = buf.find(_EVENT_KEY, max(start - len(_EVENT_KEY), 0), end) >= 0
+        if not self.event and end > _MAX_BEFORE_EVENT:
+            raise TraceError(f"{self.p}: not a trace: no event (no \"ph\" key) in its first "
+                             f"{mib(_MAX_BEFORE_EVENT)}")
+
+    def _no_nul(self, buf, start: int, end: int) -> None:
+        """JSON text never holds a zero byte: a file that does (a JSON head, then gigabytes of
+        NULs: a sparse or preallocated file) is refused where the first one is."""
+        at = buf.find(b"\0", start, end)
+        if at >= 0:
+            raise TraceError(f"{self.p}: not a trace: a zero byte at byte {at:,} (JSON text "
+                             "holds none: a file cut short by a crash, or not text)")
 
     def _sniff(self, buf, first: int) -> None:
         self.sniffed = True
@@ -254,3 +277,4 @@ class _Watch:
             raise TraceError(f"{self.p}: file is empty")
         if not self.sniffed:
             self._sniff(buf, self.first)
+            self._no_nul(buf, self.first, len(buf))

@@ -288,12 +288,26 @@ def test_a_utf8_bom_is_read_past(tmp_path):
         assert trace.n_events == 3 and not trace.notes
 
 
-@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
-def test_utf16_is_named_with_how_to_fix_it(tmp_path, encoding):
+@pytest.mark.parametrize("encoding, name", [
+    ("utf-16", "UTF-16"), ("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE"),
+    ("utf-32", "UTF-32"), ("utf-32-le", "UTF-32LE"), ("utf-32-be", "UTF-32BE")])
+def test_wide_text_is_named_with_a_command_that_fixes_it(tmp_path, encoding, name):
+    import shlex
+    import shutil
+    import subprocess
+
     path = tmp_path / f"{encoding}.json"
     path.write_bytes(_trace_text().encode(encoding))
     rc, _, err, _, _ = cli_with_peak("info", path)
-    _one_line_error(rc, err, path, "UTF-16 text; stallscope reads UTF-8: save it as UTF-8")
+    _one_line_error(rc, err, path, f"{name} text; stallscope reads UTF-8: save it as UTF-8 "
+                    f"(e.g. iconv -f {name} -t UTF-8 IN > OUT)")
+    if shutil.which("iconv") is None:
+        pytest.skip("no iconv here to run the command the message gives")
+    command = err.split("(e.g. ")[1].rsplit(")", 1)[0]
+    fixed = tmp_path / "fixed.json"
+    command = command.replace("IN", shlex.quote(str(path))).replace("OUT", shlex.quote(str(fixed)))
+    subprocess.run(command, shell=True, check=True)
+    assert load(fixed).n_events == 3  # the command the message gives does not mangle it
 
 
 def test_junk_after_gzip_is_ignored_and_said(tmp_path):
