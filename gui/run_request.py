@@ -18,9 +18,9 @@ from pathlib import Path
 from PySide6.QtCore import QSettings, QStandardPaths
 
 from stallscope.core.capture import options as run_options
+from stallscope.core.launch import Job, Where
 from stallscope.resources import RESOURCES
 
-RUNNER_PATH = Path(run_options.__file__).resolve().with_name("runner.py")
 DEMO_SCRIPT = RESOURCES / "demo" / "train_demo.py"
 DEFAULT_OPTIONS = {"profile_memory": True, "record_shapes": False, "with_stack": False,
                    "stop_after_window": True, "nproc_per_node": 1, "lineprof": "off",
@@ -63,12 +63,19 @@ class RunRequest:
             return Path(self.session).expanduser().resolve()
         return run_options.default_session_dir(self.script, self.session_root or None)
 
-    def command(self, session: Path) -> tuple[str, list[str]]:
-        """(program, arguments) that run this request through the runner, by file path."""
-        options = {**DEFAULT_OPTIONS, **self.options, "process_group": True}
-        argv = run_options.build_argv(session, str(Path(self.script).resolve()), self.args,
-                                 self.schedule, options)
-        return self.python, [str(RUNNER_PATH), *argv]
+    def where(self) -> Where:
+        """Where the launcher runs it: this computer in the working folder, or the host."""
+        if self.is_remote:
+            return Where(host=self.host, python=self.python or None, cwd=self.cwd or None)
+        return Where(python=self.python, cwd=str(self.workdir))
+
+    def job(self, session: Path) -> Job:
+        """What the launcher runs: the runner's options (the runner leads its own process
+        group, so Stop ends everything the script started)."""
+        script = self.script if self.is_remote else str(Path(self.script).resolve())
+        return Job(script=script, args=list(self.args), env=dict(self.env),
+                   schedule=dict(self.schedule), session=Path(session),
+                   options={**DEFAULT_OPTIONS, **self.options, "process_group": True})
 
     def to_dict(self) -> dict:
         return asdict(self)

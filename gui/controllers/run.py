@@ -1,15 +1,16 @@
-"""A run's process and bookkeeping: the runner in a QProcess, its events followed, Stop, the
-`finished` record. What it learns goes out as signals, for gui/views/run.py to draw.
+"""A run's bookkeeping: the launcher's RunHandle (core/launch: here or on a host over ssh)
+polled on a timer, its events, Stop, how it ended. What it learns goes out as signals, for
+gui/views/run.py to draw.
 
     view = new_run_view()                # a RunView bound to its RunController (view.controller)
     ctl = view.controller
-    ctl.sig_trace_ready.connect(...)     # absolute path of each trace as it is written
+    ctl.sig_trace_ready.connect(...)     # absolute local path of each trace once it is complete
     ctl.sig_run_finished.connect(...)    # the run's exit code
     ctl.start(request)                   # or ctl.replay(session): a session's files
 
-The script runs in a QProcess (separate stdout/stderr, an explicit environment) through the
-runner by file path; events.jsonl is followed on a timer. Stop sends SIGTERM to the runner (it
-saves what it has and writes `finished`), then, after a grace period, SIGKILL to its whole tree.
+The launcher owns the process, the stop rule (SIGTERM, then SIGKILL to the whole tree after its
+grace) and the `finished` record of a run the runner could not close; this controller only turns
+what run.poll() returns into signals.
 Standalone: `python -m stallscope.gui.controllers.run [SESSION | --demo]`.
 """
 
@@ -20,13 +21,15 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
-from shiboken6 import isValid
+from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal
 
+from stallscope.core import launch
 from stallscope.core.capture import layout
+from stallscope.core.capture.closing import close_run
 from stallscope.core.capture.layout import DATALOADER
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.events import (
+    Event,
     Finished,
     LineprofReady,
     Message,
@@ -34,9 +37,8 @@ from stallscope.core.session.events import (
     StepColumns,
     StepEvent,
     TraceReady,
-    typed,
 )
-from stallscope.core.session.reader import EventFollower, open_session, resolve_path, write_finished
+from stallscope.core.session.reader import EventFollower, open_session, resolve_path
 from stallscope.core.session.record import (
     RECORD_EVENTS,
     Record,
@@ -45,13 +47,12 @@ from stallscope.core.session.record import (
     with_events,
 )
 from stallscope.core.session.steady import queued_batches
-from stallscope.gui.controllers.process_tree import ProcessTree
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run import RunView
 
 POLL_MS = 200
 RECORD_EVERY = 15  # polls: the whole-run record is re-read every 3 s while the run goes on
-STOP_GRACE_MS = 5000
+SHUTDOWN_WAIT_S = 2.0  # past the grace: the app quits, the launcher has killed the tree
 
 # levels of sig_status / sig_console: the view gives each its colour
 PLAIN, NOTE, ERROR = "", "note", "error"
@@ -72,30 +73,29 @@ class RunController(QObject):
     sig_stoppable = Signal(bool)         # whether Stop can be asked now
     sig_run_finished = Signal(int)       # the run's exit code
 
-    def __init__(self, parent: QObject | None = None, grace_ms: int = STOP_GRACE_MS) -> None:
+    def __init__(self, parent: QObject | None = None,
+                 grace_s: float = launch.STOP_GRACE_S) -> None:
         super().__init__(parent)
         self.request: RunRequest | None = None
-        self.process: QProcess | None = None
+        self.grace_s = grace_s
         self._reset(None)
         self._timer = QTimer(self, interval=POLL_MS)
         self._timer.timeout.connect(self.poll)
-        self._kill_timer = QTimer(self, singleShot=True, interval=grace_ms)
-        self._kill_timer.timeout.connect(self._kill_tree)
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
 
     def _reset(self, session: Path | None) -> None:
         self.session = session
-        self.follower = EventFollower(session) if session is not None else None
+        self.handle: launch.RunHandle | None = None
         self.series = StepColumns()
         self.loaders: list[dict] = []        # the run's dataloader events (rank 0): queued batches
         self.record_events: list[dict] = []  # epoch, save, tail, trace_ready: the record's
         self.traces: list[str] = []
         self.end: Finished | None = None     # the run's typed finished record
+        self.ending: launch.Ending | None = None
         self.exit_code: int | None = None
         self.stopping = False
-        self.tree = ProcessTree()
         self._polls = 0
 
     @property
@@ -108,19 +108,12 @@ class RunController(QObject):
     # ------------------------------------------------------------------ running
     @property
     def is_running(self) -> bool:
-        return self._running_process() is not None
+        return self.handle is not None and self.handle.running
 
     @property
     def stoppable(self) -> bool:
         """A run goes on and has not been asked to stop yet (what Run > Stop follows)."""
         return self.is_running and not self.stopping
-
-    def _running_process(self) -> QProcess | None:
-        proc = self.process
-        if (proc is not None and isValid(proc)
-                and proc.state() != QProcess.ProcessState.NotRunning):
-            return proc
-        return None
 
     def start(self, request: RunRequest) -> Path:
         if self.is_running:
@@ -128,90 +121,57 @@ class RunController(QObject):
         session = request.new_session_dir()
         self._reset(session)
         self.request = request
-        program, arguments = request.command(session)
+        where = request.where()
         self.sig_opened.emit(" ".join([Path(request.script).name, *request.args]), session)
-        self.sig_status.emit(f"Starting {program} …", PLAIN)
-        proc = QProcess(self)
-        proc.setProgram(program)
-        proc.setArguments(arguments)
-        proc.setWorkingDirectory(str(request.workdir))
-        proc.setProcessEnvironment(_environment(request))
-        proc.setProcessChannelMode(QProcess.ProcessChannelMode.SeparateChannels)
-        proc.readyReadStandardOutput.connect(lambda: self._read(False))
-        proc.readyReadStandardError.connect(lambda: self._read(True))
-        proc.finished.connect(self._on_finished)
-        proc.errorOccurred.connect(self._on_error)
-        self.process = proc
+        self.sig_status.emit(f"Starting {where.python} on {where.label} …", PLAIN)
+        try:
+            self.handle = launch.start(where, request.job(session), on_output=self._output)
+        except StallscopeError as exc:
+            self._not_started(str(exc))
+            return session
         self.sig_stoppable.emit(True)
-        proc.start()
-        self.tree = ProcessTree(int(proc.processId()))
         self._timer.start()
         return session
 
+    def _not_started(self, message: str) -> None:
+        """The launcher could not start the run: its one line, in the console and the
+        session's `finished` record."""
+        self.sig_console.emit(f"stallscope: {message}\n", ERROR)
+        if self.session is not None:
+            try:
+                self.session.mkdir(parents=True, exist_ok=True)
+                (self.session / layout.EVENTS).touch()
+                close_run(self.session, None, message)
+            except OSError as exc:
+                self.sig_console.emit(f"stallscope: could not write to {self.session}: {exc}\n",
+                                      ERROR)
+        self._finished(Finished(kind="finished", t=0.0, rank=None, rc=None, reason=message))
+        self._end(-1)
+
     def stop(self) -> None:
-        """SIGTERM to the runner, then, after the grace period, SIGKILL to the whole tree."""
-        proc = self._running_process()
-        if proc is None:
+        """The launcher's stop rule: SIGTERM to the runner, SIGKILL to its tree after the grace
+        (here or on the host); the run ends on a later poll."""
+        if not self.stoppable or self.handle is None:
             return
         self.stopping = True
         self.sig_stoppable.emit(False)
         self.sig_status.emit("Stopping…", PLAIN)
-        self.tree.terminate()
-        self._kill_timer.start()
+        self.handle.stop(grace=self.grace_s)
 
-    def _kill_tree(self) -> None:
-        """Whatever is left of the runner's tree, the runner too."""
-        self.tree.kill(running=self.is_running)
-        proc = self._running_process()
-        if proc is not None:
-            proc.kill()
+    def _output(self, data: bytes, is_err: bool) -> None:
+        self.sig_output.emit(bytes(data), is_err)
 
-    def _read(self, is_err: bool) -> None:
-        if self.process is None:
-            return
-        data = (self.process.readAllStandardError() if is_err
-                else self.process.readAllStandardOutput()).data()
-        if data:
-            self.sig_output.emit(bytes(data), is_err)
-
-    def _on_error(self, error: QProcess.ProcessError) -> None:
-        proc = self.process
-        if error != QProcess.ProcessError.FailedToStart or proc is None:
-            return
-        message = f"cannot start the interpreter {proc.program()}: {proc.errorString()}"
-        self.sig_console.emit(f"stallscope: {message}\n", ERROR)
-        self._close_session(None, message)
-        self._end(-1)
-
-    def _on_finished(self, code: int, status: QProcess.ExitStatus) -> None:
-        if status == QProcess.ExitStatus.CrashExit:
-            code = -1
-            reason = "stopped by the app" if self.stopping else "ended by a signal"
-        else:
-            reason = f"runner ended with code {code} without a finished record"
-        self._read(False)
-        self._read(True)
+    def _ended(self, ending: launch.Ending) -> None:
+        self.ending = ending
         self.sig_output_ended.emit()
-        self.poll()
-        if self.end is None:
-            self._close_session(code, reason)
-            self.poll()
-        self._kill_timer.stop()
-        if self.tree.seen or self.stopping:
-            self._kill_tree()  # no orphaned DataLoader workers
+        record = ending.finished
+        if record is not None and (self.end is None or record.rank is None):
+            self._finished(record)
+        elif self.end is None:
+            self._finished(Finished(kind="finished", t=0.0, rank=None, rc=ending.rc,
+                                    reason=ending.reason))
         self.show_whole_run()
-        self._end(code)
-
-    def _close_session(self, code: int | None, reason: str) -> None:
-        if self.session is None:
-            return
-        try:
-            write_finished(self.session, code, reason)
-        except OSError as exc:
-            self.sig_console.emit(f"stallscope: could not write to {self.session}: {exc}\n",
-                                  ERROR)
-        if self.end is None:
-            self._finished(Finished(kind="finished", t=0.0, rank=None, rc=code, reason=reason))
+        self._end(ending.rc if ending.rc is not None else -1)
 
     def _end(self, code: int) -> None:
         self._timer.stop()
@@ -221,22 +181,31 @@ class RunController(QObject):
 
     # ------------------------------------------------------------------ events
     def poll(self) -> None:
-        if self.follower is None or self.session is None:
+        handle = self.handle
+        if handle is None or self.ending is not None:
             return
+        self._take(handle.poll())
+        if handle.ending is not None:
+            self._ended(handle.ending)
+            return
+        self._polls += 1
+        if self._polls % RECORD_EVERY == 0:
+            self.show_whole_run()
+
+    def _take(self, events: list[Event]) -> None:
+        """Typed events (every rank) into the series, the status and the signals."""
         steps = False
-        raw = self.follower.poll()
-        self.record_events += [e for e in raw if e.get("event") in RECORD_EVENTS]
-        self.loaders += [e for e in raw if e.get("event") == DATALOADER and e.get("rank") in
-                         (0, None)]
-        for e in map(typed, raw):
+        self.record_events += [e.raw for e in events if e.kind in RECORD_EVENTS]
+        self.loaders += [e.raw for e in events if e.kind == DATALOADER and e.rank in (0, None)]
+        for e in events:
             if isinstance(e, StepEvent) and e.rank in (0, None):
                 self.series.add(e)
                 steps = True
             elif isinstance(e, Started) and e.rank is None:
                 self.sig_status.emit(started_text(e), PLAIN)
-            elif isinstance(e, TraceReady) and e.path:
+            elif isinstance(e, TraceReady) and e.path and self.session is not None:
                 self._trace_ready(str(resolve_path(self.session, e.path)), e.complete)
-            elif isinstance(e, LineprofReady) and e.path:
+            elif isinstance(e, LineprofReady) and e.path and self.session is not None:
                 self.sig_lineprof_ready.emit(str(resolve_path(self.session, e.path)))
             elif isinstance(e, Message):
                 self.sig_console.emit(f"stallscope: {e.message}\n", NOTE)
@@ -247,9 +216,6 @@ class RunController(QObject):
         if steps and self.series.n:
             # the one statistic the run summary, compare and tune state: the steady window
             self.sig_steps.emit(self.series, self.series.steady(queued_batches(self.loaders)))
-        self._polls += 1
-        if self.is_running and self._polls % RECORD_EVERY == 0:
-            self.show_whole_run()
 
     def _trace_ready(self, path: str, complete: bool) -> None:
         self.traces.append(path)
@@ -281,7 +247,7 @@ class RunController(QObject):
         self.sig_opened.emit(" ".join([Path(script).name or s.path.name,
                                        *s.run.get("args", [])]), s.path)
         self.sig_console.emit(s.stdout(), PLAIN)
-        self.poll()
+        self._take(EventFollower(s.path).poll_typed())
         self.show_whole_run()
         if self.end is None:
             self.sig_status.emit("No finished record yet: the run may still be going on, or "
@@ -291,23 +257,12 @@ class RunController(QObject):
     def shutdown(self) -> None:
         """Stop a live run and wait for it (its view is closing or the app is quitting), so
         the session still ends with `finished` and no worker is left behind."""
-        proc = self._running_process()
-        if proc is None:
+        handle = self.handle
+        if handle is None or not handle.running:
             return
         self.stop()
-        proc.waitForFinished(self._kill_timer.interval())
-        if self.is_running:
-            self._kill_tree()
-            proc.waitForFinished(2000)
-
-
-def _environment(request: RunRequest) -> QProcessEnvironment:
-    env = QProcessEnvironment.systemEnvironment()
-    for key, value in request.env.items():
-        env.insert(key, value)
-    env.insert("PYTHONUNBUFFERED", "1")
-    env.remove("QT_QPA_PLATFORM")  # the app's display setting is not the script's business
-    return env
+        handle.wait(self.grace_s + SHUTDOWN_WAIT_S)
+        self.poll()
 
 
 def read_whole_run(session: Path, events: list[dict]) -> Record | None:

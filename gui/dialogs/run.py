@@ -54,7 +54,6 @@ from stallscope.gui.dialogs.run_windows import WINDOW_CHOICES, window_options, w
 from stallscope.gui.run_request import (  # noqa: F401 - re-exported for callers
     DEFAULT_OPTIONS,
     DEMO_SCRIPT,
-    RUNNER_PATH,
     TORCH_PROBE,
     RunRequest,
     default_python,

@@ -83,7 +83,7 @@ def test_run_stop_action_ends_the_live_run_tree(qtbot, window, tmp_path):
     qtbot.waitUntil(stop.isEnabled, timeout=1_000)  # at once, not at the first step
     qtbot.waitUntil(lambda: run.series.n >= 2, timeout=60_000)
     assert stop.isEnabled()
-    tree = psutil.Process(int(run.process.processId())).children(recursive=True)
+    tree = psutil.Process(run.handle.local_pid).children(recursive=True)
     assert len(tree) >= 2, "the DataLoader workers should be running"
     window.tabs.setCurrentWidget(window.analysis)  # the live run is still the one to stop
     assert stop.isEnabled() and window.running_view() is view

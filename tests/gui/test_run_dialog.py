@@ -14,6 +14,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from shots import save_shot
 
+from stallscope.core.launch.local import runner_command
 from stallscope.gui.dialogs.run import DEMO_SCRIPT, RunDialog, RunRequest, parse_env
 from stallscope.gui.views import run as run_view
 
@@ -50,7 +51,9 @@ def test_request_from_fields_and_remembered_per_script(qtbot, tmp_path, settings
     assert req.options["profile_memory"] is False and req.options["lineprof"] == "auto"
     assert req.python == sys.executable
 
-    program, arguments = req.command(tmp_path / "s")
+    where = req.where()  # what the launcher runs: this computer, the script's folder
+    assert not where.remote and where.cwd == str(tmp_path) and where.python == sys.executable
+    program, *arguments = runner_command(where.python, req.job(tmp_path / "s"))
     assert program == sys.executable and arguments[0].endswith("core/capture/runner.py")
     assert "--no-profile-memory" in arguments and "--no-stop-after-window" in arguments
     assert "--process-group" in arguments  # so Stop can end the whole tree

@@ -16,6 +16,7 @@ from shots import save_shot
 from stallscope.core.capture import record as fmt
 from stallscope.core.capture.options import sessions_root
 from stallscope.core.capture.record import RunRecord
+from stallscope.core.launch.local import runner_command
 from stallscope.core.session.record import read_record
 from stallscope.gui.controllers.run import new_run_view
 from stallscope.gui.dialogs.run import RunDialog
@@ -130,7 +131,7 @@ def test_run_dialog_windows_and_session_folder(qtbot, tmp_path, monkeypatch):
         dialog.windows_edit.setText(text)
         req = dialog._collect()
         assert {k: req.options[k] for k in want} == want
-        _, args = req.command(tmp_path / "s")
+        args = runner_command(sys.executable, req.job(tmp_path / "s"))  # what the launcher runs
         assert args[args.index(argv[0]):args.index(argv[0]) + len(argv)] == argv
         assert not dialog.checks["stop_after_window"].isEnabled()
     dialog.windows_combo.setCurrentIndex(1)
