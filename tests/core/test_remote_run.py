@@ -1,0 +1,150 @@
+"""Runs on a remote host over a real OpenSSH server on 127.0.0.1 (tests/sshd.py): the same
+figures as a local run, arguments that reach the script exactly, a dropped connection that
+`attach` recovers without a duplicate, Stop of the remote process group, and ssh's failures as
+one line. The "host" is this machine, so a test can look at the remote side's files too."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from runner_helpers import write_script
+from scripts import training
+from sshd import Sshd, keygen
+
+from stallscope.core import cli
+from stallscope.core.launch import Job, Where, start
+from stallscope.core.session.events import StepEvent
+from stallscope.core.session.reader import open_session
+
+pytestmark = pytest.mark.runner
+
+ARGS = ["it's \"quoted\"", "two  spaces", "$(touch /tmp/stallscope-remote-pwned)", "a;b|c",
+        "$HOME", "`id`"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    sshd = Sshd.start(tmp_path_factory.mktemp("sshd"))
+    yield sshd
+    sshd.stop()
+
+
+@pytest.fixture
+def host(server, tmp_path, monkeypatch):
+    """CLI options for the test host; the remote cache in tmp_path."""
+    monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.config))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return ["--host", server.alias, "--remote-python", sys.executable,
+            "--remote-cache", str(tmp_path / "remote-cache")]
+
+
+def where(server, tmp_path) -> Where:
+    return Where(host=server.alias, python=sys.executable, ssh_options=server.options,
+                 cache=str(tmp_path / "remote-cache"))
+
+
+def steps_of(session: Path) -> list[int]:
+    return [e["n"] for e in open_session(session).events if e.get("event") == "step"]
+
+
+def test_a_remote_run_states_what_a_local_run_states(host, tmp_path, capfd):
+    script = write_script(tmp_path, training(items=64, head="print(repr(sys.argv[1:]))"))
+    common = ["--no-analyze", "--no-stop-after-window", "--wait", "1", "--warmup", "1",
+              "--active", "2"]
+    assert cli.main(["run", *common, "--session", str(tmp_path / "local"), "--",
+                     str(script), *ARGS]) == 0
+    local_out = capfd.readouterr()
+    assert cli.main(["run", *host, *common, "--session", str(tmp_path / "mirror"), "--",
+                     str(script), *ARGS]) == 0
+    remote_out = capfd.readouterr()
+    assert repr(ARGS) in local_out.out and repr(ARGS) in remote_out.out
+    assert not Path("/tmp/stallscope-remote-pwned").exists()
+    local, mirror = open_session(tmp_path / "local"), open_session(tmp_path / "mirror")
+    assert steps_of(mirror.path) == steps_of(local.path) == list(range(8))
+    assert len(mirror.traces()) == len(local.traces()) == 1
+    assert mirror.end is not None and mirror.end.reason == local.end.reason == "completed"
+    remote = mirror.run["remote"]
+    assert remote["host"] == host[1] and remote["session"].startswith(str(tmp_path))
+    # the mirror is byte for byte the remote session
+    for name in ("events.jsonl", "stdout.log", "record.bin"):
+        assert (mirror.path / name).read_bytes() == (Path(remote["session"]) / name).read_bytes()
+    assert f"running on {host[1]}: {remote['session']}" in remote_out.err
+
+
+def test_a_dropped_connection_loses_nothing_after_attach(server, host, tmp_path, capfd):
+    script = write_script(tmp_path, training(items=48, step_s=0.25))  # 6 steps, ~2 s
+    session = tmp_path / "mirror"
+    run = start(where(server, tmp_path), Job(
+        script=str(script), session=session, schedule={"wait": 1, "warmup": 1, "active": 1},
+        options={"stop_after_window": False}))
+    seen: list[StepEvent] = []
+    while len(seen) < 2:
+        seen += [e for e in run.poll() if isinstance(e, StepEvent)]
+        time.sleep(0.05)
+    os.kill(run.transport_pid, signal.SIGKILL)  # the laptop's ssh goes away
+    ending = run.wait(30)
+    assert ending is not None and ending.lost
+    assert f"attach {server.alias}:{run.remote_session}" in ending.reason
+    remote = Path(run.remote_session)
+    while not (remote / ".runner.rc").exists():  # the script went on there
+        time.sleep(0.1)
+    assert steps_of(session) != steps_of(remote)
+    rc = cli.main(["attach", f"{server.alias}:{run.remote_session}", "--session", str(session),
+                   "--remote-python", sys.executable, "--remote-cache",
+                   str(tmp_path / "remote-cache"), "--no-analyze"])
+    assert rc == 0, capfd.readouterr().err
+    assert steps_of(session) == list(range(6))  # each step once
+    traces = open_session(session).traces()
+    assert [p.name for p in traces] == [p.name for p in open_session(remote).traces()]
+    assert [p.read_bytes() for p in traces] == [(remote / "traces" / p.name).read_bytes()
+                                                for p in traces]
+    for name in ("events.jsonl", "stdout.log", "record.bin", ".runner.out"):
+        assert (session / name).read_bytes() == (remote / name).read_bytes(), name
+
+
+def test_stop_ends_the_remote_process_group(server, tmp_path):
+    script = write_script(tmp_path, training(forever=True, loader="num_workers=2",
+                                             step_s=0.02))
+    run = start(where(server, tmp_path), Job(script=str(script), session=tmp_path / "m",
+                                             options={"stop_after_window": False}))
+    while not any(isinstance(e, StepEvent) for e in run.poll()):
+        assert run.running
+        time.sleep(0.05)
+    pid = int((Path(run.remote_session) / ".runner.pid").read_text())
+    tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    assert len(tree) >= 3  # the runner and its two workers
+    run.stop()
+    ending = run.wait(60)
+    assert ending is not None and not ending.lost
+    assert ending.rc == 128 + signal.SIGTERM and ending.reason == "stopped by SIGTERM"
+    assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert json.loads((tmp_path / "m" / "run.json").read_text())["remote"]["host"]
+
+
+@pytest.mark.parametrize("case", ["unknown host", "refused key", "unknown host key"])
+def test_ssh_failures_are_one_line_exit_2(server, host, tmp_path, capfd, monkeypatch, case):
+    script = write_script(tmp_path, "print(1)\n")
+    if case == "unknown host":
+        host[1] = "no-such-host.invalid"
+        expect = "host no-such-host.invalid not found"
+    elif case == "refused key":
+        keygen(tmp_path / "other_key")
+        monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.ssh_config(
+            "refused", IdentityFile=str(tmp_path / "other_key"))))
+        expect = f"{server.alias} refused the login: set up a key"
+    else:
+        (tmp_path / "empty_known_hosts").write_text("")
+        monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.ssh_config(
+            "unknown", UserKnownHostsFile=str(tmp_path / "empty_known_hosts"))))
+        expect = f"run `ssh {server.alias}` once to accept it"
+    rc = cli.main(["run", *host, "--", str(script)])
+    err = capfd.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("stallscope: error: "), err
+    assert expect in err[0] and "(ssh: " in err[0]
