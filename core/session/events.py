@@ -178,7 +178,7 @@ class StepColumns:
     """Growing per-step columns of one rank (amortised appends; readers take slices), with
     the event times and batch counts the steady statistic needs (`steady`)."""
 
-    COLUMNS = (*STEP_FIELDS, "t", "batches")
+    COLUMNS = (*STEP_FIELDS, "t", "batches", "n")  # n: thinned events skip steps
 
     def __init__(self) -> None:
         self.n = 0
@@ -209,4 +209,4 @@ class StepColumns:
         """The steady window of the steps so far (core/session/steady.py): the one statistic
         the run summary, compare and tune state. `queued`: workers x prefetch_factor."""
         return steady(self["t"], self["wall_ms"], self["data_wait_ms"], self["batches"],
-                      self.phases, queued)
+                      self.phases, queued, n=self["n"])

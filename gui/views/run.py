@@ -28,7 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from stallscope.core.render.run_text import steady_text
 from stallscope.core.session.events import StepColumns
+from stallscope.core.session.record import Record
 from stallscope.core.session.steady import Steady
 from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.views.run_charts import RunCharts
@@ -57,6 +59,8 @@ class RunView(QWidget):
         super().__init__(parent)
         self.traces: list[str] = []
         self.steps = 0  # steps drawn so far
+        self._steps: StepColumns | None = None  # the header's figures (_show_figures)
+        self._steady: Steady | None = None
         self._build()
 
     def bind(self, controller: RunController) -> None:
@@ -68,7 +72,7 @@ class RunView(QWidget):
         c.sig_console.connect(lambda text, level: self.console.append(text, _color(level)))
         c.sig_output_ended.connect(self.console.flush)
         c.sig_steps.connect(self._draw_steps)
-        c.sig_record.connect(self.whole.show_record)
+        c.sig_record.connect(self._show_record)
         c.sig_replayed.connect(self._replayed)
         c.sig_trace_ready.connect(self._trace_written)
         c.sig_stoppable.connect(self.stop_button.setEnabled)
@@ -86,6 +90,7 @@ class RunView(QWidget):
         self.status = plain_label()
         self.status.setWordWrap(True)
         self.figures = plain_label()
+        self.figures.setWordWrap(True)
         self.figures.setStyleSheet(f"color: {MUTED_TEXT};")
         self.session_label = plain_label()
         self.session_label.setStyleSheet(f"color: {MUTED_TEXT};")
@@ -142,6 +147,7 @@ class RunView(QWidget):
         self.open_button.setEnabled(False)
         self.charts.reset()
         self.whole.report = None
+        self._steps = self._steady = None
 
     def _set_status(self, text: str, level: str = "") -> None:
         color = _color(level)
@@ -157,12 +163,34 @@ class RunView(QWidget):
             self.sig_open_trace.emit(self.traces[-1])
 
     def _draw_steps(self, s: StepColumns, steady: Steady | None) -> None:
-        self.steps = n = s.n
+        self.steps = s.n
         self.charts.draw(s)
-        rss = s["rss"][-1]
-        figures = (steady.short_text + ("" if steady.reached else " (not steady yet)")
-                   if steady is not None else "not steady yet")
-        self.figures.setText(f"step {n - 1}{PHASES.get(s.last_phase, '')} · {figures}"
+        self._steps = s
+        self._steady = steady
+        self._show_figures()
+
+    def _show_record(self, record: Record, session: Path | None = None) -> None:
+        self.whole.show_record(record, session)
+        self._show_figures()
+
+    def _show_figures(self) -> None:
+        """The header: the step the run is at, then the steady figures of record.bin (every
+        step) once it has been read, else of the step events so far."""
+        s, report = self._steps, self.whole.report
+        if report is not None:
+            figures = steady_text(report)
+        elif self._steady is not None:
+            figures = self._steady.short_text + ("" if self._steady.reached
+                                                 else " (not steady yet)")
+        else:
+            figures = "not steady yet"
+        last = int(s["n"][-1]) if s is not None and s.n and np.isfinite(s["n"][-1]) else None
+        if report is not None and (last is None or report.steps - 1 > last):
+            last, phase = report.steps - 1, ""  # step events thin out in a long run
+        else:
+            phase = PHASES.get(s.last_phase, "") if s is not None else ""
+        rss = s["rss"][-1] if s is not None and s.n else float("nan")
+        self.figures.setText((f"step {last:,}{phase} · " if last is not None else "") + figures
                              + (f" · RSS {rss / MB:.0f} MB" if np.isfinite(rss) else ""))
 
     def _replayed(self) -> None:

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidg
 from stallscope.core.render.run_text import render_run
 from stallscope.core.session.record import Record
 from stallscope.core.session.stalls import RunReport, analyze_run, main_loader
+from stallscope.core.units import duration
 from stallscope.gui.colors import (
     ALLOCATED_COLOR,
     BUSY_COLOR,
@@ -37,6 +38,20 @@ EPOCH_COLOR = CAUSE_COLORS["data_loading"]  # an epoch start is a wait on the Da
 SAVE_COLOR = STEP_EDGE_COLOR
 RSS_COLOR = MUTED_TEXT
 MAX_POINTS = 4000  # never more points than this on a curve, whatever the run's length
+OUTLIER = 3.0      # a point over 3x the 95th percentile is drawn off scale, marked
+
+
+def robust_top(values: np.ndarray) -> tuple[float | None, np.ndarray]:
+    """(the y axis's top, the points above it) so that a few outliers (a 34 s first step)
+    cannot flatten the rest: None (auto range) when there is no outlier."""
+    finite = values[np.isfinite(values)]
+    if len(finite) < 3:
+        return None, np.zeros(len(values), dtype=bool)
+    high = float(np.percentile(finite, 95, method="lower"))
+    out = np.isfinite(values) & (values > OUTLIER * high)
+    if not out.any() or high <= 0:
+        return None, np.zeros(len(values), dtype=bool)
+    return 1.15 * float(np.nanmax(np.where(out, np.nan, values))), out
 
 
 class WindowRegion(pg.LinearRegionItem):
@@ -103,6 +118,14 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         self.regions: list[WindowRegion] = []
         self.epochs = np.zeros(0)
         self.saves = np.zeros(0)
+        self.off_scale = {}  # plot -> (its up-arrow marks, the text naming the highest)
+        for plot in (self.step_plot, self.wait_plot):
+            marks = pg.ScatterPlotItem(symbol="t1", size=10, pen=pg.mkPen(None),
+                                       brush=pg.mkBrush(MUTED_TEXT))
+            text = pg.TextItem("", color=MUTED_TEXT, anchor=(0, 0))
+            plot.addItem(marks)
+            plot.addItem(text)
+            self.off_scale[plot] = (marks, text)
         self.step_plot.sigXRangeChanged.connect(self._redraw)
 
     def show_record(self, record: Record, session: Path | None = None) -> None:
@@ -120,8 +143,7 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         self._redraw(None, None, full=True)
         n = max(record.n_steps, 1)
         self.step_plot.setXRange(-0.5, n - 0.5, padding=0.01)
-        for plot in (self.step_plot, self.wait_plot, self.mem_plot):
-            plot.enableAutoRange(axis="y")
+        self.mem_plot.enableAutoRange(axis="y")
 
     def _trace_path(self, trace: str) -> str:
         p = Path(trace)
@@ -146,14 +168,36 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
             curve.setVisible(shown)
             curve.setData(edges if shown else [], y if shown else [],
                           stepMode="center" if shown else None)
-        top = float(np.nanmax(v["wall_max"])) if len(x) else 0.0
+        top = self._scale(self.step_plot, edges, v["wall_max"], v["x"])
+        self._scale(self.wait_plot, edges, v["wait_mean"], v["x"])
         for marks, at, lift in ((self.epoch_marks, self.epochs, 0.0),
                                 (self.save_marks, self.saves, 0.06 * top)):
             if len(at) and len(x):  # on top of the point (bucket) holding the step
                 idx = np.clip(np.searchsorted(x, at, side="right") - 1, 0, len(x) - 1)
-                marks.setData(at, v["wall_max"][idx] + lift)  # saves above an epoch's mark
+                marks.setData(at, np.minimum(v["wall_max"][idx], top) + lift)  # saves above
             else:
                 marks.setData([], [])
+
+    def _scale(self, plot, edges: np.ndarray, y: np.ndarray, x: np.ndarray) -> float:
+        """The plot's y range, robust to outliers (robust_top): those are marked with an
+        arrow at the top and the highest is named. Returns the top."""
+        marks, text = self.off_scale[plot]
+        top, out = robust_top(y)
+        if top is None:
+            plot.enableAutoRange(axis="y")
+            marks.setData([], [])
+            text.setText("")
+            return float(np.nanmax(y)) if len(y) and np.isfinite(y).any() else 0.0
+        plot.disableAutoRange(axis="y")
+        plot.setYRange(0, top, padding=0)
+        centres = (edges[:-1] + edges[1:]) / 2
+        marks.setData(centres[out], np.full(int(out.sum()), 0.96 * top))
+        worst = int(np.nanargmax(np.where(out, y, np.nan)))
+        where = "step" if edges[worst + 1] - edges[worst] <= 1 else "from step"
+        text.setText(f"{where} {int(x[worst]):,}: {duration(float(y[worst]) * 1e3)} "
+                     f"(off scale{f', and {int(out.sum()) - 1} more' if out.sum() > 1 else ''})")
+        text.setPos(centres[worst], 0.93 * top)
+        return top
 
 
 class WholeRunPanel(QWidget):
