@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape, quoteattr
 from stallscope.core.commands.run import add_host_options
 from stallscope.core.errors import StallscopeError
 from stallscope.core.units import pct
+from stallscope.core.untrusted import visible
 
 
 @dataclass
@@ -254,12 +255,26 @@ def _step(f: Figures) -> float:
     return float(f.step_ms)
 
 
+def xml_text(text: str) -> str:
+    """Text XML 1.0 can hold: control characters shown as escapes (core/untrusted.visible),
+    undecodable bytes of a file name (surrogates) and U+FFFE/U+FFFF as U+FFFD."""
+    text = visible(text)
+    try:
+        raw = text.encode("utf-8", "surrogateescape")  # a file name's own bytes back
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogatepass")
+    text = raw.decode("utf-8", "replace")
+    return text.replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
+
+
 def write_junit(path: Path, source: str, outcomes: list[Outcome]) -> None:
     failures = sum(not o.ok for o in outcomes)
     cases = []
+    source = xml_text(source)
     for o in outcomes:
-        body = "" if o.ok else f"<failure message={quoteattr(o.line)}>{escape(o.line)}</failure>"
-        cases.append(f'  <testcase classname="stallscope.check" name={quoteattr(o.name)}>'
+        line, name = xml_text(o.line), xml_text(o.name)
+        body = "" if o.ok else f"<failure message={quoteattr(line)}>{escape(line)}</failure>"
+        cases.append(f'  <testcase classname="stallscope.check" name={quoteattr(name)}>'
                      f"{body}</testcase>")
     text = (f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="stallscope check" '
             f'tests="{len(outcomes)}" failures="{failures}" errors="0">\n'

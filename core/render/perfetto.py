@@ -5,15 +5,18 @@ piece (adjacent pieces of one cause merged), the steps, and the advice cards as 
     write_perfetto(report, out_path)    # report: core/analysis.analyze(load(path))
 
 The original file is copied as a byte stream (gzip inflated on the fly) and stallscope's events
-are spliced in right after `"traceEvents": [`, so memory stays bounded by the added events and
-the time is one pass over the file. The added events use a category the loader files away
-(Cat.OTHER), on their own pid, inside the trace's window, and are never named like steps: the
-exported file opens in stallscope with the same figures.
+are spliced in right after the `[` of the TOP-LEVEL `"traceEvents"` array, found by following the
+JSON's structure as it streams past (`_TopLevel`: a key of that name nested in `otherData` is
+not it), so memory stays bounded by the added events and the time is one pass over the file.
+The added events use a category the loader files away (Cat.OTHER), on their own pid, inside the
+trace's window, and are never named like steps: the exported file opens in stallscope with the
+same figures.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -31,7 +34,12 @@ PID = 2_000_000_000   # stallscope's tracks: one process no profiler uses
 CAT = ""              # a category the loader knows and leaves out of the analysis
 STEPS_TID, CARDS_TID = 1, 2
 CHUNK = 1 << 20
-_ARRAY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_OUTSIDE = re.compile(rb'["{}\[\],:]')  # what moves the structure outside strings
+_INSIDE = re.compile(rb'["\\]')           # what ends or escapes within a string
+_BLANK = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark before the JSON
+_KEY = "traceEvents"
+_MAX_KEY = 64  # a top-level key longer than this cannot be "traceEvents", escapes and all
 
 
 def merged_idle(codes: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,23 +132,108 @@ def write_perfetto_job(report: Report, out: str | os.PathLike,
     return len(added)
 
 
+class _TopLevel:
+    """Follows a JSON text's structure chunk by chunk until the `[` that opens the top-level
+    event list: a bare array's own, or the value of the top-level object's "traceEvents" key
+    (escapes in the key decoded as a JSON reader would)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_string = self.escaped = False
+        self.key: bytearray | None = None   # a top-level key being read
+        self.last_key: bytes | None = None  # the last top-level key read, until its ':'
+        self.value_of: bytes | None = None  # the key whose value comes next
+        self.started = False
+
+    def feed(self, data: bytes) -> int | None:
+        """Offset in `data` just past the event list's `[`, or None (not in this chunk)."""
+        i, n = 0, len(data)
+        while i < n:
+            if self.in_string:
+                i = self._string(data, i)
+                continue
+            if not self.started or self.value_of is not None:
+                while i < n and (data[i] in _BLANK or (not self.started and data[i] in _BOM)):
+                    i += 1
+                if i == n:
+                    return None
+                if not self.started:
+                    self.started = True
+                    if data[i:i + 1] == b"[":
+                        return i + 1
+                elif self.value_of is not None:
+                    key, self.value_of = self.value_of, None
+                    if self.depth == 1 and data[i:i + 1] == b"[" and _decoded(key) == _KEY:
+                        return i + 1
+            m = _OUTSIDE.search(data, i)
+            if m is None:
+                return None
+            c, i = data[m.start()], m.end()
+            if c == 0x22:  # '"'
+                self.in_string = True
+                self.key = bytearray() if self.depth == 1 and self.last_key is None else None
+            elif c in b"{[":
+                self.depth += 1
+                self.last_key = None
+            elif c in b"}]":
+                self.depth -= 1
+                self.last_key = None
+            elif c == 0x3A and self.depth == 1:  # ':'
+                self.value_of, self.last_key = self.last_key, None
+            elif c == 0x2C:  # ','
+                self.last_key = None
+        return None
+
+    def _string(self, data: bytes, i: int) -> int:
+        """Past the string's bytes in data[i:] (or to its end); a top-level key is kept."""
+        if self.escaped:
+            self.escaped = False
+            self._keep(data[i:i + 1])
+            return i + 1
+        m = _INSIDE.search(data, i)
+        end = m.start() if m else len(data)
+        self._keep(data[i:end])
+        if m is None:
+            return len(data)
+        if data[end] == 0x5C:  # a backslash: the next byte is escaped
+            self._keep(b"\\")
+            self.escaped = True
+            return end + 1
+        self.in_string = False
+        if self.key is not None:
+            self.last_key, self.key = bytes(self.key), None
+        else:
+            self.last_key = b"" if self.depth == 1 else None  # a value: not a key
+        return end + 1
+
+    def _keep(self, part: bytes) -> None:
+        if self.key is not None:
+            self.key += part[:_MAX_KEY + 1 - len(self.key)]
+
+
+def _decoded(key: bytes) -> str | None:
+    if len(key) > _MAX_KEY:
+        return None
+    try:
+        return json.loads(b'"' + key + b'"')
+    except ValueError:
+        return None
+
+
 def _splice(src, dst, payload: bytes, name: Path) -> Iterator[None]:
-    """Copy src to dst with `payload` (comma-joined events) first in its event array;
-    yields after each chunk copied past the splice."""
-    head = b""
-    while True:  # find the array's opening bracket (a bare array: the file's first '[')
+    """Copy src to dst with `payload` (comma-joined events) first in its TOP-LEVEL event
+    array; yields after each chunk copied past the splice."""
+    scan = _TopLevel()
+    while True:
         chunk = src.read(CHUNK)
-        head += chunk
-        m = _ARRAY.search(head)
-        stripped = head.lstrip()
-        if m is None and stripped[:1] == b"[":
-            at = len(head) - len(stripped) + 1
-            break
-        if m is not None:
-            at = m.end()
-            break
         if not chunk:
-            raise StallscopeError(f"{name}: no traceEvents array to add to")
+            raise StallscopeError(f"{name}: no top-level traceEvents array to add to")
+        at = scan.feed(chunk)
+        if at is not None:
+            break
+        dst.write(chunk)
+        yield
+    head = chunk
     rest = head[at:]
     while not rest.strip() and (more := src.read(CHUNK)):
         rest += more
