@@ -26,20 +26,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 # the advice's num_workers and its DataLoader are the tune's
 from stallscope.core.advice.fixes import usable_cores
 from stallscope.core.capture.options import default_session_dir
 from stallscope.core.capture.overrides import DEFAULTS, KEYS
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.launch import Where
 from stallscope.core.session.reader import open_session
 from stallscope.core.session.steady import busiest_loader
-from stallscope.core.tune import noise
+from stallscope.core.tune import duels, noise
 from stallscope.core.tune.memory import GUARD, memory_limit, over_limit_text
 from stallscope.core.tune.result import TuneResult
-from stallscope.core.tune.search import MIN_GAIN, OBVIOUS_GAIN, Search, most_workers_default
+from stallscope.core.tune.search import MIN_GAIN, Search, most_workers_default
 from stallscope.core.tune.trial import (
     OVER_BUDGET,
     SKIPPED,
@@ -47,9 +46,13 @@ from stallscope.core.tune.trial import (
     Trial,
     changes_from,
     run_trial,
+    settings_text,
 )
 
 DEFAULT_BUDGET_S = 600.0
+# The trials stop this long before the budget's end: stopping one (SIGTERM, the runner writes
+# what it has, its workers end) and reading its session fit in it, so the budget is a ceiling
+STOP_MARGIN_S = 2.0
 SHORT_EPOCHS = 3  # epoch starts in the first trial that make the climb keep its workers
 # the profiled window (a trace for the compare view) opens each trial; the figures come later
 TRIAL_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
@@ -71,6 +74,7 @@ class TuneConfig:
     env: dict = field(default_factory=dict)
     min_gain: float = MIN_GAIN
     nproc_per_node: int = 1            # > 1: every trial under torchrun, the slowest rank counts
+    where: Where | None = None         # a remote host (core/launch): the trials run there
     max_pairs: int = noise.MAX_PAIRS
 
     def folder(self) -> Path:
@@ -79,18 +83,13 @@ class TuneConfig:
         return default_session_dir(f"tune-{self.script.stem}")
 
 
-def trial_name(index: int, changes: dict) -> str:
-    text = "as-written" if not changes else "_".join(
-        f"{k}={v}" for k, v in changes.items() if v is not None)
-    return f"{index:02d}-{text}"
-
-
 def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
              on_trial: Callable[[Trial, TuneResult], None] | None = None) -> Job[TuneResult]:
     import sys
 
-    script = Path(cfg.script).expanduser().resolve()
-    if not script.exists():
+    remote = cfg.where is not None and cfg.where.remote  # then the script is the host's
+    script = Path(cfg.script) if remote else Path(cfg.script).expanduser().resolve()
+    if not remote and not script.exists():
         raise StallscopeError(f"script not found: {script}")
     folder = cfg.folder()
     try:
@@ -102,11 +101,12 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
     most = max(1, cfg.max_workers or most_workers_default(cores))
     limit = memory_limit(cfg.memory_limit)
     launch = Launch(script, list(cfg.args), Path(cfg.cwd), cfg.python or sys.executable,
-                    dict(TRIAL_SCHEDULE), dict(cfg.env), nproc_per_node=nproc)
+                    dict(TRIAL_SCHEDULE), dict(cfg.env), nproc_per_node=nproc,
+                    where=cfg.where)
     result = TuneResult(folder, str(script), list(cfg.args), budget_s=cfg.budget_s,
                         nproc_per_node=nproc)
     t0 = time.monotonic()
-    deadline = t0 + cfg.budget_s
+    deadline = t0 + max(0.0, cfg.budget_s - STOP_MARGIN_S)  # run_trial stops a trial there
 
     running: list[Trial] = []  # the trial under way, for an interrupt
 
@@ -122,10 +122,11 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             on_trial(trial, result)
 
     search: Search | None = None
-    duels = Runner(cfg, result, launch, folder, deadline, limit, cancel, running, finish)
+    run = duels.Runner(cfg, result, launch, folder, deadline, limit, cancel, running,
+                      finish)
     try:
         yield 0, 5
-        base = Trial(1, trial_name(1, {}), {}, {})
+        base = Trial(1, duels.trial_name(1, {}), {}, {})
         running.append(base)
         run_trial(launch, base, folder, deadline, limit, cancel)
         result.baseline = base.index
@@ -142,18 +143,34 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         search.record(search.script, base.step_ms, base.data_wait_share, base.worker_cpu)
         result.best = base.index if base.ok else None
         yield 1, 1 + search.estimate_left()
-        while (settings := search.next()) is not None:
+        climbed = False  # the climb's leader was confirmed (or not) against the script
+        while True:
+            search.noise = duels.measured_noise(result)
+            settings = search.next()
+            if search.stage != "workers" and not climbed:
+                climbed = True  # the climb is over: its leader first, then the rest
+                if not (yield from duels.leader_first(run, search)):
+                    if result.stopped == "running":
+                        result.stopped = "search done"
+                    break
+                settings = search.next()  # around the leader the pairs kept
+            if settings is None:
+                result.stopped = "search done"
+                break
             index = len(result.trials) + 1
-            # with a leader, the limit keeps two trials for repeating it against the noise
-            keep = 2 * (noise.MIN_PAIRS - 1) if result.best not in (None, base.index) else 0
+            # with a leader in the climb, the limit keeps two trials for repeating it against
+            # the noise
+            keep = (2 * (noise.MIN_PAIRS - 1) if search.stage == "workers"
+                    and result.best not in (None, base.index) else 0)
             if cfg.max_trials is not None and index > cfg.max_trials - keep:
                 result.stopped = "trial limit"
                 result.notes.append(f"stopped at the limit of {cfg.max_trials} trials"
                                     + (f" (the last {keep} repeat the leader against the "
-                                       "noise)" if keep else ""))
+                                       "noise)" if keep else "")
+                                    + f": {_unanswered(result, search, settings)}")
                 break
             changes = changes_from(search.script, settings)
-            trial = Trial(index, trial_name(index, changes), settings, changes)
+            trial = Trial(index, duels.trial_name(index, changes), settings, changes)
             why_not = _memory_check(result, settings, limit, nproc)
             if why_not:
                 trial.status, trial.message = SKIPPED, why_not
@@ -164,33 +181,35 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             if left < 0.5 * typical:
                 result.stopped = "budget"
                 result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out after "
-                                    f"{len(result.trials)} trials")
+                                    f"{len(result.trials)} trials: "
+                                    f"{_unanswered(result, search, settings)}")
                 break
             running.append(trial)
             run_trial(launch, trial, folder, deadline, limit, cancel)
             finish(trial)
-            better = yield from _confirmed(duels, search, trial)
-            if search.record(settings, trial.step_ms if trial.ok else None,
-                             trial.data_wait_share, trial.worker_cpu, better):
-                result.best = trial.index
-                result.save()
             if trial.status == OVER_BUDGET:
                 result.stopped = "budget"
                 result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "
-                                    f"trial {trial.index}")
+                                    f"trial {trial.index}: "
+                                    f"{_unanswered(result, search, settings)}")
+                search.record(settings, None)
                 break
+            better = yield from duels.confirmed(run, search, trial)
+            if search.record(settings, trial.step_ms if trial.ok else None,
+                             trial.data_wait_share, trial.worker_cpu, better,
+                             reached=trial.steady_reached):
+                result.best = trial.index
+                result.save()
             yield len(result.trials), len(result.trials) + search.estimate_left()
-        else:
-            result.stopped = "search done"
+        if not climbed:  # the budget or the limit ended the climb: its leader still
+            yield from duels.leader_first(run, search)
+        yield from duels.side_confirmed(run)
         if search.climb_note():
             result.notes.append(search.climb_note())
+        if search.settled:
+            result.notes.append(search.settled)
         for what, why in search.skipped:
             result.notes.append(f"{what} not tried: {why}")
-        leader = result.best_trial
-        if leader is not None and leader.index != base.index:
-            result.leader = leader.index
-            result.pairs = [(base.index, leader.index)]
-            yield from _pairs(duels)
         result.busy = load_note(loads, usable_cores())
         return result
     except (KeyboardInterrupt, Cancelled, GeneratorExit) as exc:
@@ -202,103 +221,14 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         result.save()
 
 
-@dataclass
-class Runner:
-    """What running one more trial needs (the job's state, for the duels)."""
-
-    cfg: TuneConfig
-    result: TuneResult
-    launch: Launch
-    folder: Path
-    deadline: float
-    limit: int
-    cancel: CancelFlag | None
-    running: list
-    finish: Callable[[Trial], None]
-
-
-def _duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
-          tag: str, min_pairs: int = noise.MIN_PAIRS, gain: float | None = None) -> Job[str]:
-    """`slow` (the settings to beat) and `fast` again, in pairs that alternate which goes
-    first, until the gain is beyond the noise or not (core/tune/noise.py; a pair under
-    OBVIOUS_GAIN asks for SMALL_GAIN_PAIRS of them). `pairs` starts with
-    (slow, fast) of the trials already run and gets each repeat; returns noise.ADOPT, NOISE,
-    or UNCONFIRMED (the budget, the trial limit or a failed repeat ended it first)."""
-    cfg, result = run.cfg, run.result
-    most = max(cfg.max_pairs, min_pairs)
-
-    def decision() -> str:
-        least = cfg.min_gain if gain is None else gain  # every pair's least gain
-        return noise.decide(result.pair_ratios(pairs), least, most, min_pairs, OBVIOUS_GAIN)
-
-    while decision() == noise.MORE:
-        if len(pairs) >= most:
-            break
-        why_not = ""
-        if run.deadline - time.monotonic() < 1.2 * ((slow.wall_s or 0) + (fast.wall_s or 0)):
-            why_not = f"the time budget ({cfg.budget_s:.0f} s) ran out"
-        elif cfg.max_trials is not None and len(result.trials) + 2 > cfg.max_trials:
-            why_not = f"the limit of {cfg.max_trials} trials left no room"
-        if why_not:
-            result.notes.append(f"{why_not} before {fast.label} was repeated against "
-                                f"{slow.label}: its gain is not confirmed")
-            return noise.UNCONFIRMED
-        order = (fast, slow) if len(pairs) % 2 else (slow, fast)
-        pair = {}
-        for which in order:
-            index = len(result.trials) + 1
-            name = f"{trial_name(index, which.changes)}-{tag}{len(pairs) + 1}"
-            trial = Trial(index, name, dict(which.settings), dict(which.changes),
-                          profiled=profiled)
-            run.running.append(trial)
-            run_trial(run.launch, trial, run.folder, run.deadline, run.limit, run.cancel)
-            run.finish(trial)
-            pair[which.index] = trial
-        s, f = pair[slow.index], pair[fast.index]
-        if not (s.ok and f.ok):
-            result.notes.append(f"a repeat of {fast.label} against {slow.label} failed "
-                                f"({f.status}, {s.status}): its gain is not confirmed")
-            return noise.UNCONFIRMED
-        pairs.append((s.index, f.index))
-        yield len(result.trials), len(result.trials) + 2
-    return noise.UNCONFIRMED if decision() == noise.MORE else decision()
-
-
-def _confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
-    """Whether a trial that beat the best really did, when search.duel_pairs asks (a rung's
-    gain under OBVIOUS_GAIN, any gain of a setting beside num_workers): a duel of
-    back-to-back pairs. None when no duel was needed. After a duel the winner's reference is
-    the median of its repeats (search.rebase), so a later trial is not measured against one
-    lucky or unlucky figure."""
-    result = run.result
+def _unanswered(result: TuneResult, search: Search, settings: dict) -> str:
+    """The question a tune that stopped early leaves open, for its note."""
     best = result.best_trial
-    min_pairs = search.duel_pairs(trial.step_ms if trial.ok else None)
-    if best is None or min_pairs is None:
-        return None
-    pairs = [(best.index, trial.index)]
-    decision = yield from _duel(run, best, trial, pairs, False, "check", min_pairs,
-                                search.bar)
-    result.notes.append(
-        f"{trial.label} against {best.label}: {noise.interval_text(result.pair_ratios(pairs))}"
-        + (": kept" if decision == noise.ADOPT else f": {decision}, not kept"))
-    side = 1 if decision == noise.ADOPT else 0
-    trials = [result.trial(p[side]) for p in pairs]
-    steps = [t.step_ms for t in trials if t is not None]  # every pair's trials ran
-    search.rebase(float(np.median([s for s in steps if s])), decision == noise.ADOPT)
-    return decision == noise.ADOPT
-
-
-def _pairs(run: Runner) -> Job[None]:
-    """The script as written against the leader, beyond the noise or not; within noise the
-    script's settings are kept (result.best = the baseline). The repeats record a window:
-    the claim's two sessions open in the compare view."""
-    result = run.result
-    base, leader = result.baseline_trial, result.trial(result.leader)
-    assert base is not None and leader is not None  # the search ran both before the pairs
-    result.decision = yield from _duel(run, base, leader, result.pairs, True, "pair")
-    if result.decision == noise.UNCONFIRMED:
-        result.notes.append("the script's settings stay")
-    result.best = result.leader if result.decision == noise.ADOPT else base.index
+    if search.stage == "workers" and best is not None:
+        label = settings_text(changes_from(search.script, settings)) or "as written"
+        return f"whether {label} is faster than {best.label} was not measured"
+    beside = settings_text(changes_from(best.settings if best else search.script, settings))
+    return f"{beside or 'as written'} was not tried"
 
 
 def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, most: int,

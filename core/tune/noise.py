@@ -44,6 +44,13 @@ def decide(ratios: list[float], min_gain: float, max_pairs: int = MAX_PAIRS,
     return NOISE if len(ratios) >= max_pairs else MORE
 
 
+def spread(repeats: list[list[float]]) -> float:
+    """The measured noise: the largest slowest / fastest - 1 among repeated trials of one
+    setting (each inner list: one setting's step times); 0 without repeats."""
+    return max((max(r) / min(r) - 1 for r in repeats if len(r) > 1 and min(r) > 0),
+               default=0.0)
+
+
 def median_index(ratios: list[float]) -> int:
     """Index of the pair whose ratio is the median (the lower middle one for an even count)."""
     order = sorted(range(len(ratios)), key=lambda i: ratios[i])

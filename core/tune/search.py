@@ -9,9 +9,15 @@
    wall time (core/tune/cpu.py: they sleep on I/O, so more of them than cores still help),
    the ladder goes on doubling up to `most` workers (memory bounds it too: core/tune/job.py
    skips a trial that would not fit); each such rung costs a trial of many workers, so one
-   that is not better ends the climb. Workers on a CPU: the climb stops at the cores.
-   `climb` says which case it was.
+   that is not better ends the climb. Workers on a CPU: one rung past the cores all the same
+   (the main process and the workers take turns on the cores: 4 workers beat 2 on 2 cores by
+   12.9% in the previous round's benchmark), and no further. `climb` says which case it was.
    With short epochs (`epoch_steps`) the rungs keep their workers across epochs.
+   When the climb ends, the fewest workers within the noise of the best are kept (`settle`):
+   a rung no faster than a smaller one beyond the measured noise (`noise`, the spread of
+   repeated trials; at least the bar, at least OBVIOUS_GAIN when either trial ended before
+   steady state) costs memory for nothing. core/tune/job.py then confirms that leader against
+   the script as written before anything else is tried.
 3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
    up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
    without one), persistent_workers, then a deeper prefetch_factor; each kept only when it
@@ -65,6 +71,13 @@ class Outcome:
     step_ms: float | None        # None: the trial failed (crash, memory, budget)
     data_wait_share: float | None = None
     worker_cpu: float | None = None  # workers' share of their wall time on a CPU
+    reached: bool = True         # False: the trial ended before steady state
+    rung: bool = False           # a trial of the climb (num_workers only)
+    dueled: bool = False         # became the best by a duel of alternating pairs
+
+    @property
+    def workers(self) -> int:
+        return int(self.settings.get("num_workers") or 0)
 
 
 @dataclass
@@ -75,13 +88,15 @@ class Search:
     cores: int
     cuda: bool = False
     min_gain: float = MIN_GAIN
-    most: int | None = None      # the most workers ever tried (default: the cores)
+    most: int | None = None      # the most workers ever tried (most_workers_default)
     # Steps per epoch when the script iterates its DataLoader anew every few steps: workers
     # then start over each epoch (the demo: 8 steps an epoch), so the climb keeps them
     # (persistent_workers=True); else None.
     epoch_steps: float | None = None
     best: Outcome | None = None
     climb: str = ""              # why the climb stopped where it did, past the cores or not
+    noise: float = 0.0           # spread of repeated trials of one setting (job.py measures it)
+    settled: str = ""            # "16 workers measured no faster than 2 (within noise): ..."
     stage: str = "baseline"
     history: list[Outcome] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (what, why) never tried
@@ -94,7 +109,7 @@ class Search:
         self.script = {k: self.script.get(k) for k in
                        ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")}
         self.script["num_workers"] = int(self.script["num_workers"] or 0)
-        self.most = max(1, self.most or self.cores)
+        self.most = max(1, self.most or most_workers_default(self.cores))
         self._rungs = ladder(min(self.cores, self.most), self.script["num_workers"])[1:]
         self._past_cores = False
 
@@ -106,6 +121,7 @@ class Search:
         if self.stage == "workers":
             if self._rungs:
                 return self.with_workers(self._rungs[0])
+            self.settle()
             self._enter_around()
         while self.stage == "around" and self._around:
             candidate = self._candidate(self._around[0])
@@ -163,14 +179,20 @@ class Search:
         cpu, share = top.worker_cpu, top.data_wait_share or 0.0
         if self._past_cores or workers < self.cores or cpu is None:
             return
+        assert self.most is not None  # set by __post_init__
         if cpu >= BUSY_SHARE:
-            self.climb = (f"workers are on a CPU or waiting for one {100 * cpu:.0f}% of the "
-                          f"time (CPU-bound): stopped at the {self.cores} cores")
+            bound = (f"workers are on a CPU or waiting for one {100 * cpu:.0f}% of the time "
+                     "(CPU-bound)")
+            if workers >= self.most:
+                self.climb = f"{bound}: stopped at the limit of {self.most} workers"
+                return
+            self._rungs = [n for n in ladder(self.most) if n > workers][:1]
+            self._past_cores = True
+            self.climb = f"{bound}: tried one rung past the {self.cores} cores"
             return
         waits = f"workers wait on I/O {100 * (1 - cpu):.0f}% of the time"
         if share < LARGE_WAIT:
             return
-        assert self.most is not None  # set by __post_init__
         if workers >= self.most:
             self.climb = f"{waits}, but the limit is {self.most} workers"
             return
@@ -178,6 +200,33 @@ class Search:
         self._past_cores = True
         self.climb = (f"{waits} and steps still wait for data {100 * share:.0f}% of theirs: "
                       f"tried past the {self.cores} cores")
+
+    def settle(self) -> None:
+        """The climb is over: among the rungs within the noise of the best (fewer workers,
+        a step time at most (1 + band) x the best's), keep the fewest workers. A best that won
+        its place in a duel of pairs stays: the pairs measured it better than the rung below."""
+        best = self.best
+        if best is None or not best.rung or best.dueled or not best.step_ms:
+            return
+        smaller = [o for o in self.history if o.rung and o.step_ms and o.workers < best.workers
+                   and o.settings == {**best.settings, "num_workers": o.workers}]
+        within = []
+        for o in smaller:
+            band = max(self.bar, self.noise)
+            if not (o.reached and best.reached):  # a figure short of steady state
+                band = max(band, OBVIOUS_GAIN)
+            if o.step_ms <= best.step_ms * (1 + band):
+                within.append(o)
+        if not within:
+            return
+        pick = min(within, key=lambda o: o.workers)
+        short = [f"{o.workers} workers'" for o in (best, pick) if not o.reached]
+        self.settled = (f"{best.workers} workers measured no faster than {pick.workers} "
+                        f"(within noise: {best.step_ms:.1f} vs {pick.step_ms:.1f} ms per step"
+                        + (f"; {' and '.join(short)} trial ended before steady state"
+                           if short else "")
+                        + f"): keeping {pick.workers}")
+        self.best = pick
 
     def _enter_around(self) -> None:
         self.stage = "around"
@@ -198,6 +247,12 @@ class Search:
             self.skipped.append(("persistent_workers, prefetch_factor",
                                  "they need worker processes and none were better"))
 
+    def give_up(self, why: str) -> None:
+        """End the search before the settings still to come around the best (say why)."""
+        if self.stage == "around" and self._around:
+            self.skipped.append((", ".join(self._around), why))
+        self._around, self._rungs, self.stage = [], [], "done"
+
     # -- what happened
     def gain(self, step_ms: float | None) -> float | None:
         """The best step time so far over this one (None when either is unknown)."""
@@ -211,18 +266,20 @@ class Search:
         (when larger) for a setting beside num_workers (a duel's pairs must all show it)."""
         return max(self.min_gain, SECONDARY_GAIN) if self.stage == "around" else self.min_gain
 
-    def duel_pairs(self, step_ms: float | None) -> int | None:
+    def duel_pairs(self, step_ms: float | None, reached: bool = True) -> int | None:
         """How many back-to-back pairs against the best must show the gain of a trial at
         `step_ms` before it counts (core/tune/job.py runs them); None: no duel (not better,
         or a rung of the climb beating the best by far). A setting beside num_workers
         (the "around" stage) is always checked, by the main verdict's rule (noise.decide:
         two pairs when every one is an obvious gain, else three): on 8 ms steps a single
         trial of persistent_workers read 26% faster and its repeat 15% slower, and two tunes
-        kept different settings."""
+        kept different settings. A trial that ended before steady state is checked so too,
+        however large its gain (issue 31: single trials short of steady state read 3.9-22x
+        for 16 workers, no faster than 2 in plain reruns)."""
         gain = self.gain(step_ms)
         if gain is None or gain < 1 + self.bar:
             return None
-        if self.stage == "around":
+        if self.stage == "around" or not reached:
             return noise.MIN_PAIRS
         return noise.SMALL_GAIN_PAIRS if gain < 1 + OBVIOUS_GAIN else None
 
@@ -236,13 +293,15 @@ class Search:
 
     def record(self, settings: dict, step_ms: float | None,
                data_wait_share: float | None = None, worker_cpu: float | None = None,
-               better: bool | None = None) -> bool:
+               better: bool | None = None, reached: bool = True) -> bool:
         """Take a trial's outcome; returns whether it became the best. `better` overrides
-        the comparison with the best so far (a duel decided it, core/tune/job.py)."""
+        the comparison with the best so far (a duel decided it, core/tune/job.py);
+        `reached`: the trial's steady window was reached (else its figure is less sure)."""
         if better and self._rebased is not None:
             step_ms = self._rebased
         self._rebased = None
-        outcome = Outcome(dict(settings), step_ms, data_wait_share, worker_cpu)
+        outcome = Outcome(dict(settings), step_ms, data_wait_share, worker_cpu, reached,
+                          rung=self.stage == "workers", dueled=better is not None)
         self.history.append(outcome)
         if better is None:
             better = step_ms is not None and (

@@ -3,14 +3,19 @@ under torchrun, and the trial's figure is the slowest rank's steady step time (i
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from runner_helpers import write_script
+from tune_json import assert_one_number
 
 from stallscope.core.session.reader import open_session
 from stallscope.core.tune import load_result
+
+pytestmark = pytest.mark.runner
 
 # Rank 1 reads from a slower store (60 vs 40 ms of sleep a batch), both compute 50 ms a step:
 # without workers rank 1 takes ~110 ms a step and rank 0 waits for it in the all-reduce; one
@@ -54,6 +59,7 @@ def test_tune_under_torchrun_compares_the_slowest_rank(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stderr
     result = load_result(out)
+    assert_one_number(json.loads((out / "tune.json").read_text()))
     assert result.nproc_per_node == 2
     assert [(t.label, t.status) for t in result.trials] == [("as written", "ok"),
                                                             ("num_workers=1", "ok")]

@@ -14,6 +14,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import psutil
+import pytest
 from PySide6.QtCore import Qt
 from scripts import training
 from shots import save_shot
@@ -21,6 +22,8 @@ from shots import save_shot
 from stallscope.core.tune import load_result
 from stallscope.gui.colors import BETTER_COLOR
 from stallscope.gui.dialogs.tune import TuneDialog
+
+pytestmark = pytest.mark.runner
 
 
 def script(tmp_path: Path, compute_s: float) -> Path:

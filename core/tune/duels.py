@@ -1,0 +1,200 @@
+"""The duels of a tune (core/tune/job.py): a trial against another in alternating pairs
+until the gain is beyond the noise or not (core/tune/noise.py). A rung of the climb that beat
+the best by a small gain, a setting beside num_workers, and the leader against the script as
+written (issue 31: the leader first, before any setting beside num_workers) all go through
+`_duel`; the verdict's claim is the last of these."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stallscope.core.jobs import CancelFlag, Job
+from stallscope.core.tune import noise
+from stallscope.core.tune.result import TuneResult
+from stallscope.core.tune.search import OBVIOUS_GAIN, Search
+from stallscope.core.tune.trial import Launch, Trial, run_trial
+
+
+def trial_name(index: int, changes: dict) -> str:
+    text = "as-written" if not changes else "_".join(
+        f"{k}={v}" for k, v in changes.items() if v is not None)
+    return f"{index:02d}-{text}"
+
+
+@dataclass
+class Runner:
+    """What running one more trial needs (the job's state, for the duels)."""
+
+    cfg: Any                  # the TuneConfig (core/tune/job.py)
+    result: TuneResult
+    launch: Launch
+    folder: Path
+    deadline: float
+    limit: int
+    cancel: CancelFlag | None
+    running: list
+    finish: Callable[[Trial], None]
+
+
+def duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
+          tag: str, min_pairs: int = noise.MIN_PAIRS, gain: float | None = None) -> Job[str]:
+    """`slow` (the settings to beat) and `fast` again, in pairs that alternate which goes
+    first, until the gain is beyond the noise or not (core/tune/noise.py; a pair under
+    OBVIOUS_GAIN asks for SMALL_GAIN_PAIRS of them). `pairs` starts with
+    (slow, fast) of the trials already run and gets each repeat; returns noise.ADOPT, NOISE,
+    or UNCONFIRMED (the budget, the trial limit or a failed repeat ended it first)."""
+    cfg, result = run.cfg, run.result
+    most = max(cfg.max_pairs, min_pairs)
+
+    def decision() -> str:
+        least = cfg.min_gain if gain is None else gain  # every pair's least gain
+        return noise.decide(result.pair_ratios(pairs), least, most, min_pairs, OBVIOUS_GAIN)
+
+    while decision() == noise.MORE:
+        if len(pairs) >= most:
+            break
+        why_not = ""
+        if run.deadline - time.monotonic() < 1.2 * ((slow.wall_s or 0) + (fast.wall_s or 0)):
+            why_not = f"the time budget ({cfg.budget_s:.0f} s) ran out"
+        elif cfg.max_trials is not None and len(result.trials) + 2 > cfg.max_trials:
+            why_not = f"the limit of {cfg.max_trials} trials left no room"
+        if why_not:
+            done = len(pairs)
+            result.stopped = "budget" if "budget" in why_not else "trial limit"
+            result.notes.append(
+                f"{why_not} " + (f"before {fast.label} was repeated against {slow.label}"
+                                 if done == 1 else
+                                 f"after {done} pairs of {fast.label} against {slow.label} "
+                                 f"({noise.interval_text(result.pair_ratios(pairs))}; "
+                                 "they straddle the bar)")
+                + ": its gain is not confirmed")
+            return noise.UNCONFIRMED
+        order = (fast, slow) if len(pairs) % 2 else (slow, fast)
+        pair = {}
+        for which in order:
+            index = len(result.trials) + 1
+            name = f"{trial_name(index, which.changes)}-{tag}{len(pairs) + 1}"
+            trial = Trial(index, name, dict(which.settings), dict(which.changes),
+                          profiled=profiled)
+            run.running.append(trial)
+            run_trial(run.launch, trial, run.folder, run.deadline, run.limit, run.cancel)
+            run.finish(trial)
+            pair[which.index] = trial
+        s, f = pair[slow.index], pair[fast.index]
+        if not (s.ok and f.ok):
+            result.notes.append(f"a repeat of {fast.label} against {slow.label} failed "
+                                f"({f.status}, {s.status}): its gain is not confirmed")
+            return noise.UNCONFIRMED
+        pairs.append((s.index, f.index))
+        yield len(result.trials), len(result.trials) + 2
+    return noise.UNCONFIRMED if decision() == noise.MORE else decision()
+
+
+def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
+    """Whether a trial that beat the best really did, when search.duel_pairs asks (a rung's
+    gain under OBVIOUS_GAIN, any gain of a setting beside num_workers): a duel of
+    back-to-back pairs. None when no duel was needed. After a duel the winner's reference is
+    the median of its repeats (search.rebase), so a later trial is not measured against one
+    lucky or unlucky figure."""
+    result = run.result
+    best = result.best_trial
+    min_pairs = search.duel_pairs(trial.step_ms if trial.ok else None, trial.steady_reached)
+    if best is None or min_pairs is None:
+        return None
+    pairs = [(best.index, trial.index)]
+    decision = yield from duel(run, best, trial, pairs, False, "check", min_pairs,
+                                search.bar)
+    measured = noise.interval_text(result.pair_ratios(pairs))
+    if decision == noise.NOISE and search.stage == "workers":
+        more, fewer = (int(t.settings.get("num_workers") or 0) for t in (trial, best))
+        result.notes.append(f"{more} workers measured no faster than {fewer} (within noise: "
+                            f"{measured}): keeping {fewer}")
+    else:
+        result.notes.append(f"{trial.label} against {best.label}: {measured}"
+                            + (": kept" if decision == noise.ADOPT else
+                               f": {decision}, not kept"))
+    side = 1 if decision == noise.ADOPT else 0
+    trials = [result.trial(p[side]) for p in pairs]
+    steps = [t.step_ms for t in trials if t is not None]  # every pair's trials ran
+    search.rebase(float(np.median([s for s in steps if s])), decision == noise.ADOPT)
+    return decision == noise.ADOPT
+
+
+def against_script(run: Runner) -> Job[None]:
+    """The script as written against the leader, beyond the noise or not; within noise the
+    script's settings are kept (result.best = the baseline). The repeats record a window:
+    the claim's two sessions open in the compare view."""
+    result = run.result
+    base, leader = result.baseline_trial, result.trial(result.leader)
+    assert base is not None and leader is not None  # the search ran both before the pairs
+    result.decision = yield from duel(run, base, leader, result.pairs, True, "pair")
+    result.best = result.leader if result.decision == noise.ADOPT else base.index
+
+
+def leader_first(run: Runner, search: Search) -> Job[bool]:
+    """The climb is over (or the budget ended it): its leader against the script as written,
+    in alternating pairs, before any setting beside num_workers is tried (issue 31: budgets
+    went to persistent_workers and prefetch_factor and the leader stayed unconfirmed).
+    False when the leader was not confirmed: the search stops there."""
+    result = run.result
+    if search.stage == "workers":  # cut short: the fewest workers within noise all the same
+        search.settle()
+    _sync_best(result, search)
+    base, leader = result.baseline_trial, result.best_trial
+    if base is None or leader is None or leader.index == base.index:
+        return True  # nothing beat the script as written: settings around it may
+    result.leader, result.pairs = leader.index, [(base.index, leader.index)]
+    yield from against_script(run)
+    if result.decision == noise.ADOPT:
+        return True
+    search.give_up(f"{leader.label} was not confirmed against the script as written")
+    return False
+
+
+def side_confirmed(run: Runner) -> Job[None]:
+    """A setting beside num_workers won its duel against the confirmed leader (or against the
+    script as written): the claim is then that setting against the script as written. When
+    those pairs do not confirm it, the confirmed leader stays, said in a note."""
+    result = run.result
+    base, best = result.baseline_trial, result.best_trial
+    if base is None or best is None or best.index in (base.index, result.leader):
+        return
+    before = (result.leader, list(result.pairs), result.decision)
+    kept = result.trial(result.leader) if result.decision == noise.ADOPT else None
+    result.leader, result.pairs = best.index, [(base.index, best.index)]
+    yield from against_script(run)
+    if result.decision != noise.ADOPT and kept is not None:
+        result.notes.append(f"{best.label} beat {kept.label} in its duel but was "
+                            f"{result.decision} against the script as written "
+                            f"({result.leader_interval}): keeping {kept.label}")
+        result.leader, result.pairs, result.decision = before
+        result.best = kept.index
+
+
+def _sync_best(result: TuneResult, search: Search) -> None:
+    """result.best follows search.best when the search changed it (settle): the search's own
+    trial of those settings (not a repeat)."""
+    if search.best is None:
+        return
+    best = result.best_trial
+    if best is not None and best.settings == search.best.settings:
+        return
+    match = next((t for t in result.trials if t.ok and t.settings == search.best.settings),
+                 None)
+    if match is not None:
+        result.best = match.index
+
+
+def measured_noise(result: TuneResult) -> float:
+    """The spread of the repeated trials of one setting so far (noise.spread)."""
+    groups: dict[str, list[float]] = {}
+    for t in result.trials:
+        if t.ok and t.step_ms:
+            groups.setdefault(repr(sorted(t.settings.items())), []).append(t.step_ms)
+    return noise.spread(list(groups.values()))

@@ -1,0 +1,159 @@
+"""The tune job's order and its budget with measured-trial fixtures (no processes): the climb's
+leader is confirmed against the script as written before any setting beside num_workers, the
+fewest workers within noise are kept, the budget is a ceiling and says what it left open
+(issue 31). Each trial's figures come from a table of step times; the clock is the trials'."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import pytest
+from tune_json import assert_one_number
+
+from stallscope.core.jobs import run_job
+from stallscope.core.tune import Search, TuneConfig, duels, job, noise
+from stallscope.core.tune.trial import OK, OVER_BUDGET
+
+SCRIPT = {"num_workers": 0, "pin_memory": False, "persistent_workers": False,
+          "prefetch_factor": None}
+WALL_S = 10.0
+
+
+class Bench:
+    """Trials measured from `steps(settings) -> ms`, each WALL_S of a fake clock."""
+
+    def __init__(self, steps, cpu: float = 0.9):
+        self.now, self.steps, self.cpu = 1000.0, steps, cpu
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def run_trial(self, launch, trial, folder, deadline, limit, cancel=None):
+        trial.session = str(Path(folder) / trial.name)
+        if self.now + WALL_S > deadline:  # stopped at the ceiling, not finished past it
+            trial.wall_s, self.now = deadline - self.now, deadline
+            trial.status, trial.message = OVER_BUDGET, "the time budget ran out during it"
+            return trial
+        self.now += WALL_S
+        step = self.steps({**SCRIPT, **trial.settings})
+        trial.status, trial.step_ms, trial.wall_s = OK, step, WALL_S
+        trial.data_wait_share, trial.steady_reached, trial.steady_steps = 0.5, True, 20
+        trial.worker_cpu = self.cpu if trial.settings.get("num_workers") else None
+        return trial
+
+
+def tune(tmp_path: Path, monkeypatch, steps, budget_s: float = 1000.0, cpu: float = 0.9):
+    bench = Bench(steps, cpu)
+    clock = types.SimpleNamespace(monotonic=bench.monotonic)
+    for module in (job, duels):
+        monkeypatch.setattr(module, "time", clock)
+        monkeypatch.setattr(module, "run_trial", bench.run_trial)
+    monkeypatch.setattr(job, "usable_cores", lambda: 2)
+
+    def start(result, base, launch, cores, most, min_gain):
+        result.site, base.settings = "train.py:9", dict(SCRIPT)
+        return Search(SCRIPT, cores, False, min_gain, most=most)
+
+    monkeypatch.setattr(job, "_start_search", start)
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    result = run_job(job.tune_job(TuneConfig(script=script, out=tmp_path / "t",
+                                             budget_s=budget_s)))
+    data = json.loads((tmp_path / "t" / "tune.json").read_text())
+    assert_one_number(data)
+    return result, data
+
+
+def two_workers_win(s: dict) -> float:
+    """3x with 2 workers; 4 no faster (2 cores); persistent_workers 20% more."""
+    ms = {0: 300.0, 1: 150.0}.get(s["num_workers"], 100.0)
+    return ms / 1.2 if s["persistent_workers"] else ms
+
+
+def test_the_leader_is_confirmed_before_any_setting_beside_num_workers(tmp_path, monkeypatch):
+    result, data = tune(tmp_path, monkeypatch, two_workers_win)
+    names = [t.name for t in result.trials]
+    first_side = next(i for i, t in enumerate(result.trials) if t.settings["persistent_workers"])
+    pairs = [i for i, n in enumerate(names) if "-pair" in n]
+    # 0, 1, 2 workers, one rung past the 2 cores (4, CPU-bound), then the pairs, then the rest
+    assert [t.settings["num_workers"] for t in result.trials[:4]] == [0, 1, 2, 4]
+    assert pairs and max(pairs[:2]) < first_side
+    assert data["verdict"] == "faster" and data["best_settings"]["persistent_workers"] is True
+    assert data["speedup"] == pytest.approx(3.6)  # the side setting confirmed as well
+    assert any(n.startswith("workers are on a CPU") and "one rung past the 2 cores" in n
+               for n in result.notes)
+
+
+def test_a_budget_that_ends_before_the_pairs_claims_nothing(tmp_path, monkeypatch):
+    # 4 trials of the climb fit, the leader's repeat does not
+    result, data = tune(tmp_path, monkeypatch, two_workers_win, budget_s=52.0)
+    assert sum(t.wall_s for t in result.trials) <= 52.0  # a ceiling, the last trial stopped
+    assert data["verdict"] == "not confirmed" and data["speedup"] is None
+    assert data["leader_settings"]["num_workers"] == 2
+    assert not any(t.settings["persistent_workers"] for t in result.trials)
+    assert any("was not confirmed against the script as written" in n for n in data["notes"])
+    assert any(n.startswith("the time budget (52 s) ran out") and "num_workers=2" in n
+               for n in data["notes"]), data["notes"]
+
+
+def test_a_budget_that_ends_in_the_climb_names_the_rung_it_did_not_measure(tmp_path,
+                                                                           monkeypatch):
+    result, data = tune(tmp_path, monkeypatch, two_workers_win, budget_s=28.0)
+    assert [t.status for t in result.trials] == ["ok", "ok", "over budget"]
+    assert ("the time budget (28 s) ran out during trial 3: whether num_workers=2 is faster "
+            "than num_workers=1 was not measured") in data["notes"]
+    assert data["verdict"] == "not confirmed" and data["leader_speedup"] == pytest.approx(2.0)
+
+
+def test_more_workers_no_faster_beyond_the_noise_keep_the_fewest(tmp_path, monkeypatch):
+    # I/O-bound workers: 2 workers 1.27x over 1; 4 and 8 read 1.1x faster than 2 in single
+    # trials, then their duels against 2 straddle the bar: 2 workers are kept
+    def steps(s):
+        n = s["num_workers"]
+        return {0: 400.0, 1: 127.0, 2: 100.0}.get(n, 91.0)
+
+    calls = {"n": 0}
+
+    def noisy(s):  # 4 workers read 1.1x, then 0.96x, 1.1x ... of 2 workers
+        if s["num_workers"] >= 4:
+            calls["n"] += 1
+            return steps(s) if calls["n"] % 2 else 104.0
+        return steps(s)
+
+    result, data = tune(tmp_path, monkeypatch, noisy, cpu=0.05)
+    assert data["leader_settings"]["num_workers"] == 2 and data["verdict"] == "faster"
+    assert any(n.startswith("4 workers measured no faster than 2 (within noise: ")
+               and n.endswith("): keeping 2") for n in data["notes"]), data["notes"]
+
+
+def test_settle_keeps_the_fewest_workers_within_the_measured_noise():
+    search = Search(SCRIPT, cores=4)
+    search.record(search.next(), 200.0, 0.8)
+    search.record(search.next(), 60.0, 0.5)      # 1 worker
+    search.record(search.next(), 40.0, 0.3)      # 2: 1.5x, no duel
+    search.noise = 0.6                           # repeats of one setting read 60% apart
+    search.record(search.next(), 40.0, 0.3)      # 4: no faster
+    assert search.next() is not None and search.stage == "around"
+    assert search.best.workers == 1
+    assert search.settled == ("2 workers measured no faster than 1 (within noise: 40.0 vs "
+                              "60.0 ms per step): keeping 1")
+    # a best that won its duel stays; so does one beyond the noise
+    dueled = Search(SCRIPT, cores=2)
+    dueled.record(dueled.next(), 200.0, 0.8)
+    dueled.record(dueled.next(), 60.0, 0.5)
+    dueled.noise = 0.6
+    dueled.record(dueled.next(), 50.0, 0.3, better=True)
+    dueled.settle()
+    assert dueled.best.workers == 2 and dueled.settled == ""
+
+
+def test_a_trial_short_of_steady_state_is_always_repeated_before_it_counts():
+    search = Search(SCRIPT, cores=4)
+    search.record(search.next(), 200.0, 0.8)
+    assert search.duel_pairs(50.0) is None                   # 4x on a steady figure: counts
+    assert search.duel_pairs(50.0, reached=False) == noise.MIN_PAIRS
+    assert search.duel_pairs(195.0, reached=False) is None   # not better at all
+    assert noise.spread([[100.0, 110.0], [50.0], [10.0, 14.0, 12.0]]) == pytest.approx(0.4)
+    assert noise.spread([]) == 0.0
