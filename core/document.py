@@ -1,6 +1,8 @@
 """What the app opens: one trace, or a folder of several ranks' traces, loaded and analysed.
 
-`plan(path)` decides which files a path stands for (the folder rules are core/folder.py's);
+`open_as(path)` decides what a path opens as (a trace, a session, a job's ranks, every trace of
+a folder), once for the app and the CLI: both only display its answer. `plan(path)` is the files
+a path stands for (the folder rules are core/folder.py's);
 `analyze_path` loads one trace, finds the line stats of its session and analyses it (the CLI,
 `run`'s summary and the rank tasks); `load_document_job` does that for every file a path
 stands for as one generator job (progress in 0..1000), so the GUI runs it in a worker and the
@@ -21,10 +23,61 @@ from stallscope.core.folder import FolderPlan, plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.lineprof import SessionStats, session_of, session_stats
 from stallscope.core.report import Report
-from stallscope.core.session.reader import open_session, session_of_trace
+from stallscope.core.session.reader import is_session, open_session, session_of_trace
 from stallscope.core.trace import load_job
 
 _LOAD_SHARE = 0.9  # of each file's progress share; the rest is analysis
+RANKS_IN_FULL = 8  # a job of at most this many ranks is small enough to load every rank in full
+
+# What a path opens as (Opening.kind)
+TRACE = "trace"      # one trace: a file, or the newest trace of a log folder
+SESSION = "session"  # a stallscope session folder: its trace (if any yet) and its whole run
+RANKS = "ranks"      # a job's ranks: the rank table (and, when small, every rank in full)
+TRACES = "traces"    # every trace of a folder (--all), each summarised
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a path opens as, decided by open_as for the app and the CLI alike."""
+
+    kind: str
+    path: Path
+    plan: FolderPlan | None = None  # a folder's plan; None for a file, or a session without
+    session: Path | None = None     # the session folder whose whole run goes with it
+
+    @property
+    def files(self) -> list[tuple[str, Path]]:
+        """(label, trace file) pairs to load; [] for a session that has no trace yet."""
+        if self.plan is not None:
+            return self.plan.picks
+        return [] if self.kind == SESSION else [("", self.path)]
+
+    @property
+    def in_full(self) -> bool:
+        """Few enough traces to load each one in full (a job of many ranks: summaries)."""
+        return len(self.files) <= RANKS_IN_FULL
+
+
+def open_as(path: str | os.PathLike, run: str | None = None, every: bool = False) -> Opening:
+    """The one rule for what a path opens as. Raises StallscopeError (one line naming the
+    path) when it opens as nothing."""
+    p = Path(path)
+    if not p.is_dir():
+        if run:
+            raise StallscopeError(f"{p}: --run chooses among the runs of a folder; this is a "
+                                  "file")
+        plan(p)  # a missing path: one line
+        return Opening(TRACE, p)
+    session = p if is_session(p) else None
+    try:
+        folder = plan_path(p, run=run, every=every)
+    except StallscopeError:
+        if session is not None:
+            return Opening(SESSION, p, None, session)  # no trace (yet): its run alone
+        raise
+    if len(folder.picks) > 1:
+        return Opening(TRACES if every else RANKS, p, folder, session)
+    return Opening(SESSION if session is not None else TRACE, p, folder, session)
 
 
 @dataclass
@@ -37,6 +90,7 @@ class Document:
     reports: list[Report]
     labels: list[str]
     line_stats: SessionStats = field(default_factory=SessionStats)
+    opening: Opening | None = None  # what its path opened as (open_as), when it was asked
 
     @property
     def multi_rank(self) -> bool:

@@ -1,7 +1,7 @@
 """The main window, a shell: start screen, then tabs (analysis, compare, runs, line heatmap).
 
 The work lives in controllers, the window wires them and keeps the hooks other parts call:
-    window.open_path(path)            open a trace / TensorBoard dir / session / rank folder
+    window.open_path(path)            a trace / TensorBoard dir / session (+ its run) / rank folder
                                       (a job of more than RANKS_IN_FULL ranks: the Ranks tab)
     window.open_ranks_folder(path)    the "Ranks" tab: per-rank summaries, the straggler table
     window.open_compare(path)         load a second trace as "after" and compare
@@ -89,6 +89,7 @@ class MainWindow(QMainWindow):
         self.controller.sig_load_cancelled.connect(
             lambda _role: self.status_bar.showMessage("Loading cancelled", 8000))
         self.controller.sig_ranks_folder.connect(self.open_ranks_folder)
+        self.controller.sig_session.connect(self.replay_session)  # a session opens with its run
 
         self.messages = MessagePanel()
         self.analysis = AnalysisView()
@@ -192,10 +193,9 @@ class MainWindow(QMainWindow):
         return str(path.parent if path.parent != path else path)
 
     def open_session(self, path: str) -> None:
-        """A folder: its trace(s); when it is a stallscope session, also its run replay (and
-        its line stats, once the trace is shown)."""
+        """A folder: what it opens as (core/document.open_as): a session's trace and its run
+        replay (and its line stats, once the trace is shown), a log folder's trace, ranks."""
         self.open_path(path)
-        self.replay_session(path)
 
     def choose_ranks_folder(self) -> None:
         self._ask_folder("Open folder of ranks", self.open_ranks_folder)

@@ -40,35 +40,28 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    """Display what the path opens as (core/document.open_as: the app follows the same rule)."""
+    from stallscope.core.document import RANKS, TRACES, open_as
     from stallscope.core.errors import StallscopeError
 
     if args.workers is not None and args.workers < 1:
         raise StallscopeError(f"--workers {args.workers}: needs at least 1")
-    path = Path(args.trace)
-    if not path.is_dir():
-        if args.run:
-            raise StallscopeError(f"{path}: --run chooses among the runs of a folder; this is "
-                                  "a file")
-        return _single(args, path, None)
-    from stallscope.core.document import plan_path
-
-    whole, broken = None, None
-    try:
-        whole = whole_run(path)
-    except StallscopeError as exc:
-        broken = exc
-    try:
-        plan = plan_path(path, run=args.run, every=args.all)
-    except StallscopeError as no_plan:
-        if whole is not None:
-            return _run_only(args, whole)  # a session whose whole run is recorded, no trace
-        raise (broken or no_plan) from None
-    if broken is not None:  # the trace is still worth its report
-        print(f"stallscope: the whole-run record is left out: {broken}", file=sys.stderr)
-    picks = plan.picks
-    if len(picks) == 1:
-        return _single(args, picks[0][1], plan, whole)
-    return _many(args, plan)
+    opening = open_as(args.trace, run=args.run, every=args.all)
+    if opening.kind in (RANKS, TRACES):
+        return _many(args, opening.plan)
+    whole = None
+    if opening.session is not None:
+        try:
+            whole = whole_run(opening.session)
+        except StallscopeError as broken:
+            if not opening.files:
+                raise
+            print(f"stallscope: the whole-run record is left out: {broken}", file=sys.stderr)
+    if not opening.files:
+        if whole is None:  # a session with a record that holds no step, and no trace
+            raise StallscopeError(f"{opening.path}: this session holds no trace and no step yet")
+        return _run_only(args, whole)  # a session whose whole run is recorded, no trace
+    return _single(args, opening.files[0][1], opening.plan, whole)
 
 
 def whole_run(path: Path):

@@ -3,9 +3,10 @@
 Starting a load cancels the one it supersedes in the same role; results of a superseded job
 are dropped. Errors arrive as one line that names the file. Never touches widgets.
 
-A folder opened as "main" is planned first (core/folder.py's rules, in the worker): when the run
-it picks is one job of more than RANKS_IN_FULL ranks, nothing is loaded; sig_ranks_folder hands
-the folder and its plan on, for the rank table (summaries on a process pool) to open instead.
+What a path opens as is core/document.open_as's answer (the CLI's rule too), asked in the
+worker: a job of more than RANKS_IN_FULL ranks loads nothing, sig_ranks_folder hands the folder
+and its plan on, for the rank table (summaries on a process pool) to open instead; a session's
+folder is announced by sig_session (its run replay) once its trace is in.
 """
 
 from __future__ import annotations
@@ -15,37 +16,36 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from stallscope.core.document import Document, load_document_job, plan_path
+from stallscope.core.document import RANKS, Document, load_document_job, open_as
+from stallscope.core.errors import TraceError
 from stallscope.core.folder import FolderPlan
 from stallscope.gui.workers import JobRunner, JobWorker
-
-RANKS_IN_FULL = 8  # a job of more ranks opens as the rank table, not every rank's full trace
 
 
 @dataclass
 class RanksFolder:
-    """A folder whose picked run is one job of many ranks."""
+    """A folder that opens as a job of too many ranks to load in full: the rank table."""
 
     path: str
     plan: FolderPlan
 
 
-def many_ranks(plan: FolderPlan) -> bool:
-    """The plan picks one job of more than RANKS_IN_FULL ranks."""
-    if plan.every or plan.chosen is None:
-        return False
-    run = plan.runs[plan.chosen]
-    return run.kind == "job" and len(run.files) > RANKS_IN_FULL
-
-
 def open_job(path: str, cancel, route_ranks: bool = True):
-    """load_document_job, or a RanksFolder (without loading) for a folder of many ranks."""
-    if route_ranks and Path(path).is_dir():
-        plan = plan_path(path)
-        if many_ranks(plan):
-            return RanksFolder(path, plan)
-        return (yield from load_document_job(path, cancel, files=plan.picks))
-    return (yield from load_document_job(path, cancel))
+    """What `path` opens as (core/document.open_as, the CLI's rule too), loaded: a Document,
+    or a RanksFolder (nothing loaded) for a job of many ranks. A session without a trace yet
+    loads nothing: its Document has no reports (the run replay shows it)."""
+    opening = open_as(path)
+    if route_ranks and opening.kind == RANKS and not opening.in_full:
+        assert opening.plan is not None  # a job's ranks come from a folder's plan
+        return RanksFolder(path, opening.plan)
+    if opening.files:
+        doc = yield from load_document_job(path, cancel, files=opening.files)
+    elif route_ranks:
+        doc = Document(path=Path(path), reports=[], labels=[])
+    else:
+        raise TraceError(f"{path}: this session holds no trace yet")
+    doc.opening = opening
+    return doc
 
 
 def name_the_file(message: str, path: str) -> str:
@@ -61,6 +61,7 @@ class DocumentController(QObject):
     sig_load_failed = Signal(str, str)         # role, one-line message naming the file
     sig_load_cancelled = Signal(str)           # role
     sig_ranks_folder = Signal(str, object)     # folder, FolderPlan: many ranks, not loaded
+    sig_session = Signal(str)                  # a session folder opened as "main": its run
     sig_busy_changed = Signal(bool)
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -92,5 +93,8 @@ class DocumentController(QObject):
     def _result(self, role: str, doc: Document | RanksFolder) -> None:
         if isinstance(doc, RanksFolder):
             self.sig_ranks_folder.emit(doc.path, doc.plan)
-        else:
+            return
+        if role == "main" and doc.opening is not None and doc.opening.session is not None:
+            self.sig_session.emit(str(doc.opening.session))  # first: the trace takes the front
+        if doc.reports:
             self.sig_document_loaded.emit(role, doc)

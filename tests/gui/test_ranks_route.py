@@ -19,8 +19,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog
 from shots import save_shot
 from synth import make_job
 
-from stallscope.core.document import plan_path
-from stallscope.gui.controllers.document import RANKS_IN_FULL, many_ranks
+from stallscope.core.document import RANKS, RANKS_IN_FULL, TRACES, open_as
 
 SLOW = 7
 
@@ -43,8 +42,11 @@ def test_the_rule_is_more_than_a_handful_of_ranks_of_one_job(tmp_path):
     make_job(at, RANKS_IN_FULL, template)
     make_job(over, RANKS_IN_FULL + 1, template)
     assert RANKS_IN_FULL == 8
-    assert not many_ranks(plan_path(at)) and many_ranks(plan_path(over))
-    assert not many_ranks(plan_path(over, every=True))  # --all: single traces, not one job
+    small, big = open_as(at), open_as(over)
+    assert small.kind == big.kind == RANKS  # a job's ranks either way (the CLI's rule too)
+    assert small.in_full and not big.in_full
+    every = open_as(over, every=True)
+    assert every.kind == TRACES and len(every.files) == RANKS_IN_FULL + 1  # --all: each trace
 
 
 def test_opening_a_big_rank_folder_routes_to_the_ranks_tab(qtbot, window, job10):

@@ -1,0 +1,42 @@
+"""The app opens a path as the kind core/document.open_as gives (the CLI's rule too,
+tests/core/test_opening.py): a trace or a log folder as one document, a session as its trace
+plus its run replay, a session without a trace yet as its run alone, a small job's ranks in
+full. The job of many ranks routes to the Ranks tab (tests/gui/test_ranks_route.py)."""
+
+from __future__ import annotations
+
+import pytest
+from opening_paths import paths
+
+from stallscope.core.document import RANKS, SESSION, TRACE
+from stallscope.gui.views.run import RunView
+
+
+def _run_tabs(window) -> list[str]:
+    return [window.tabs.tabText(i) for i in range(window.tabs.count())
+            if isinstance(window.tabs.widget(i), RunView)]
+
+
+@pytest.mark.parametrize("name, kind, runs", [
+    ("file", TRACE, []), ("logdir", TRACE, []), ("session", SESSION, ["Run: session"]),
+    ("job", RANKS, [])])
+def test_a_path_opens_as_its_kind(tmp_path, open_and_wait, window, name, kind, runs):
+    path = paths(tmp_path)[name]
+    doc = open_and_wait(path)
+    assert doc.opening is not None and doc.opening.kind == kind
+    assert len(doc.reports) == (3 if kind == RANKS else 1) and doc.multi_rank == (kind == RANKS)
+    assert _run_tabs(window) == runs
+
+
+def test_a_session_without_a_trace_opens_as_its_run(qtbot, tmp_path, window):
+    path = paths(tmp_path)["running"]
+    with qtbot.waitSignal(window.controller.sig_session, timeout=60_000):
+        window.open_path(str(path))
+    assert _run_tabs(window) == ["Run: running"] and window.document is None
+
+
+def test_open_session_replays_once(qtbot, tmp_path, open_and_wait, window):
+    path = paths(tmp_path)["session"]
+    with qtbot.waitSignal(window.controller.sig_session, timeout=60_000):
+        window.open_session(str(path))
+    assert _run_tabs(window) == ["Run: session"]
