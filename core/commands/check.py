@@ -5,15 +5,17 @@ input. PATH is a session folder (its whole-run record when it has one, else its 
 file or a folder holding traces. `check [conditions] -- train.py [args]` runs the script under
 the runner (to its end) first and checks the session it wrote.
 
-    --max-data-wait 10%    share of the steady steps' time waiting on the DataLoader
+    --max-data-wait 10%    share of the steady steps' time waiting on the DataLoader, epoch
+                           starts included (the pause before each epoch's first batch)
     --min-utilization 60%  the busiest GPU's utilization in the trace
     --max-step-ms 250      steady step time
     --baseline OTHER --max-slowdown 5%   steady step time against another run
 
 The figures are the ones `analyze` states for the whole run (core/session/stalls.RunReport):
 elapsed over the steps after the warm-up, divided by their count, and the data wait summed over
-those steps over their elapsed time. Without a whole-run record (a trace alone) they come from
-the profiled window: the mean of its steps and their data-loading share.
+those steps, epoch starts included, over their elapsed time (the run header's figure too).
+Without a whole-run record (a trace alone) they come from the profiled window: the mean of its
+steps and their data-loading share.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Figures:
     utilization: float | None = None     # busiest GPU, None without one
     step_ms: float | None = None
     step_what: str = "steady step"       # or "mean profiled step": a trace without a record
+    wait_what: str = "incl. epoch starts"  # or "of the profiled steps"
 
 
 @dataclass
@@ -60,8 +63,10 @@ def register(sub) -> None:
     p.add_argument("path", nargs="?", metavar="PATH",
                    help="session folder, trace file or folder of traces")
     p.add_argument("--max-data-wait", metavar="PCT",
-                   help="most share of wall time waiting on the DataLoader, the first step "
-                        "(start-up) apart (e.g. 10%%)")
+                   help="most share of the steady steps' wall time waiting on the "
+                        "DataLoader, epoch starts included (the pause before each epoch's "
+                        "first batch; the warm-up apart), as analyze and the run header state "
+                        "it; a trace alone: its profiled steps' share (e.g. 10%%)")
     p.add_argument("--min-utilization", metavar="PCT",
                    help="least utilization of the busiest GPU (e.g. 60%%)")
     p.add_argument("--max-step-ms", metavar="MS", help="most steady step time")
@@ -205,6 +210,7 @@ def report_figures(trace: Path, figures: Figures) -> None:
         figures.utilization = max(s.utilization for s in report.devices.values())
     steps = report.steps
     if figures.data_wait is None:
+        figures.wait_what = "of the profiled steps"
         total = sum(s.dur_us for s in steps)
         figures.data_wait = (sum(s.data_loading_us for s in steps) / total if total > 0 else
                              report.host_by_cause.get("data_loading", 0.0) /
@@ -220,7 +226,7 @@ def conditions(args, f: Figures, base: Figures | None) -> list[Outcome]:
         # measure() always fills data_wait: from the whole-run record or from the trace
         assert f.data_wait is not None
         out.append(Outcome("max-data-wait", f.data_wait <= args.max_data_wait,
-                           f"data wait {pct(f.data_wait)} "
+                           f"data wait {pct(f.data_wait)} {f.wait_what} "
                            f"{'<=' if f.data_wait <= args.max_data_wait else '>'} "
                            f"{pct(args.max_data_wait)} (--max-data-wait)"))
     if args.min_utilization is not None:

@@ -68,7 +68,7 @@ def test_check_states_the_figures_analyze_states(sessions, capsys):
     run = json.loads(capsys.readouterr().out)["run"]
     rc, out, _ = check(capsys, slow, "--max-data-wait", "1%", "--max-step-ms", "1")
     assert rc == 1 and len(out) == 2
-    assert out[0].startswith(f"FAIL data wait {pct(run['data_wait_share'])} > ")
+    assert out[0].startswith(f"FAIL data wait {pct(run['data_wait_share'])} incl. epoch starts > ")
     assert out[1].startswith(f"FAIL steady step {run['step_ms']:,.2f} ms > 1 ms")
 
 
