@@ -31,15 +31,16 @@ def window_kind_text(report: Report) -> str:
 
 
 def window_text(report: Report) -> str:
-    """"1.05 s · 6 steps averaging 174.83 ms", "13.34 s · 1 step of 13.34 s", or the window
-    alone when the trace has no ProfilerStep."""
+    """"1.05 s · mean of the 6 profiled steps: 174.83 ms", "13.34 s · 1 profiled step of
+    13.34 s", or the window alone when the trace has no ProfilerStep. The window's mean, never
+    "the" step time: a session's steady figure is the whole run's (core/session/steady.py)."""
     window = units.duration(report.window_us)
     n = len(report.steps)
     if not n:
         return f"{window} · no ProfilerStep annotations: the whole trace"
     mean = units.duration(step_ms(report) * 1000.0)
-    return f"{window} · " + (f"1 step of {mean}" if n == 1
-                              else f"{units.plural(n, 'step')} averaging {mean}")
+    return f"{window} · " + (f"1 profiled step of {mean}" if n == 1
+                              else f"mean of the {n:,} profiled steps: {mean}")
 
 
 def memory_facts(report: Report) -> dict[int, list[Fact]]:

@@ -82,10 +82,10 @@ def test_markdown_names_an_mtia_device_and_counts_in_one_voice():
 
 def test_window_text():
     nw0 = analyze(load(fixture_path("kineto_nw0")))
-    assert window_text(nw0) == "1.05 s · 6 steps averaging 174.83 ms"
+    assert window_text(nw0) == "1.05 s · mean of the 6 profiled steps: 174.83 ms"
     one = analyze(load(fixture_path("hta_cpu_only")))
     assert len(one.steps) == 1
-    assert window_text(one) == (f"{units.duration(one.window_us)} · 1 step of "
+    assert window_text(one) == (f"{units.duration(one.window_us)} · 1 profiled step of "
                                 f"{units.duration(one.steps[0].dur_us)}")
     mtia = analyze(load(fixture_path("hta_mtia_inference_rank_0")))
     assert window_text(mtia) == "459.67 ms · no ProfilerStep annotations: the whole trace"

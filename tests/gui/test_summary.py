@@ -221,9 +221,9 @@ def test_the_subtitle_says_steps_in_one_voice(qtbot):
     qtbot.addWidget(panel)
     panel.set_report(report)
     mean = sum(s.dur_us for s in report.steps) / len(report.steps)
-    assert panel.subtitle.text() == (f"window {units.duration(report.window_us)} · 6 steps "
-                                     f"averaging {units.duration(mean)}")
+    assert panel.subtitle.text() == (f"window {units.duration(report.window_us)} · mean of the "
+                                     f"6 profiled steps: {units.duration(mean)}")
     one = analyze(load(fixture_path("hta_cpu_only")))
     assert len(one.steps) == 1
     panel.set_report(one)
-    assert f"· 1 step of {units.duration(one.steps[0].dur_us)}" in panel.subtitle.text()
+    assert f"· 1 profiled step of {units.duration(one.steps[0].dur_us)}" in panel.subtitle.text()
