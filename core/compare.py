@@ -145,9 +145,11 @@ def summary_values(report: Report, device: int | None = None,
                                        "", float(len(report.steps)), None, None)}
     if steady is not None:
         out["step_ms"] = (STEADY_LABEL, "ms", steady.step_ms, True, None)
-        out["data_wait_ms"] = ("data wait/step (steady)", "ms", steady.data_wait_ms, True, None)
-        out["data_wait_pct"] = ("data wait share (steady)", "%", 100 * steady.data_wait_share,
-                                True, None)
+        # epoch starts included, as the run summary, its header and check state it
+        out["data_wait_ms"] = ("data wait/step (steady, incl. epoch starts)", "ms",
+                               steady.data_wait_ms, True, None)
+        out["data_wait_pct"] = ("data wait share (steady, incl. epoch starts)", "%",
+                                100 * steady.data_wait_share, True, None)
         out["steady_steps"] = ("steady steps", "", float(steady.steps), None, None)
         out["window_step_ms"] = ("step time (profiled window mean)", "ms", step_ms(report),
                                  None, None)
