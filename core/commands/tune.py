@@ -9,7 +9,12 @@ import sys
 from pathlib import Path
 
 from stallscope.core import units
-from stallscope.core.commands.run import add_launch_options, script_and_cwd
+from stallscope.core.commands.run import (
+    add_launch_options,
+    script_and_cwd,
+    script_command,
+    where_of,
+)
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
 from stallscope.core.tune import TuneConfig, load_result, table, tune_job, verdict
@@ -25,14 +30,16 @@ def register(sub) -> None:
         "tune", help="find the DataLoader settings that make the steps fastest, by measuring",
         usage=USAGE,
         description="Run the unmodified script repeatedly with other DataLoader settings "
-                    "(num_workers up to the usable cores while step time improves, past them "
-                    "while the workers wait on I/O; then pin_memory, persistent_workers, "
-                    "prefetch_factor around the best). Each trial's figure is its steady step "
-                    "time (elapsed over >= 20 unprofiled steps after the warm-up / their "
-                    "count); the best is repeated against the script as written in "
-                    "alternating pairs and kept only when its gain is beyond the noise. Prints "
-                    "each trial, the verdict with its interval and the line to change. Ctrl-C "
-                    "keeps the finished trials.",
+                    "(num_workers up to the usable cores while step time improves beyond the "
+                    "noise, past them while the workers wait on I/O, the fewest workers as "
+                    "fast kept). Each trial's figure is its steady step time (elapsed over >= "
+                    "20 unprofiled steps after the warm-up / their count); the leader is "
+                    "repeated against the script as written in alternating pairs and kept "
+                    "only when its gain is beyond the noise, before pin_memory, "
+                    "persistent_workers, prefetch_factor are tried beside it with the budget "
+                    "left. The budget is a ceiling. Prints each trial, the verdict with its "
+                    "interval and the line to change; the speed-up is the confirmed one. "
+                    "Ctrl-C keeps the finished trials.",
     )
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                    help=f"time for all trials together (default {DEFAULT_BUDGET_S:.0f})")
@@ -78,7 +85,12 @@ def progress_line(trial) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    script, script_args, cwd = script_and_cwd(args, USAGE)
+    where = where_of(args)
+    if where.remote:  # --host: the script and its folder are the host's, one trial at a time
+        command = script_command(args, USAGE)
+        script, script_args, cwd = Path(command[0]), command[1:], Path.cwd()
+    else:
+        script, script_args, cwd = script_and_cwd(args, USAGE)
     if args.budget <= 0:
         raise StallscopeError("--budget must be > 0 seconds")
     if args.max_workers is not None and args.max_workers < 1:
@@ -91,9 +103,14 @@ def run(args: argparse.Namespace) -> int:
                      out=Path(args.out) if args.out else None, budget_s=args.budget,
                      memory_limit=parse_size(args.memory_limit) if args.memory_limit else None,
                      max_workers=args.max_workers, max_trials=args.max_trials,
-                     nproc_per_node=args.nproc_per_node)
+                     nproc_per_node=args.nproc_per_node,
+                     where=where if where.remote else None)
     cfg.out = cfg.folder()
-    say(f"tuning {script.name}: trials go to {cfg.out}")
+    say(f"tuning {script.name}{f' on {where.host}' if where.remote else ''}: trials go to "
+        f"{cfg.out}")
+    if where.remote:
+        say("the trials run on the host: their memory and their workers' CPU time are not "
+            "sampled there (no memory guard; the worker-CPU hint is left out)")
 
     def on_trial(trial, result) -> None:
         say(progress_line(trial))
