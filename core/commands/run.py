@@ -19,6 +19,7 @@ from stallscope.core.commands.terminal import escape
 from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, start
 from stallscope.core.session.reader import open_session
+from stallscope.core.units import duration
 
 RUN_OPTIONS = ("profile_memory", "record_shapes", "with_stack", "stop_after_window",
                "nproc_per_node", "lineprof", "lineprof_depth", "sets",
@@ -188,7 +189,8 @@ def summary_line(s: dict) -> str:
            else s.get("reason") or "no finished record")
     line = f"session {s['session']}: {how} (rc {s['rc']}), {s['steps']:,} steps"
     if "step_ms" in s:
-        line += (f"; step {s['step_ms']:.1f} ms, data wait {s['data_wait_ms']:.1f} ms "
+        line += (f"; step {duration(s['step_ms'] * 1e3)}, data wait "
+                 f"{duration(s['data_wait_ms'] * 1e3)} "
                  f"({100 * s['data_wait_share']:.0f}%, incl. epoch starts), means over "
                  f"{s['steady_steps']:,} steady step{'s' if s['steady_steps'] != 1 else ''}")
         if "slowest_rank" in s:

@@ -16,6 +16,7 @@ from stallscope.core.commands.run import summary_line
 from stallscope.core.session.reader import open_session
 from stallscope.core.session.record import load_record
 from stallscope.core.session.stalls import analyze_run
+from stallscope.core.units import duration
 
 pytestmark = pytest.mark.runner
 
@@ -86,9 +87,9 @@ def test_a_tight_loop_s_elapsed_and_step_time_match_its_own_clock(tmp_path, caps
     # one steady figure: the last line of `stallscope-cli run` and check say the same step
     # time and count
     last = summary_line(open_session(session).summary())
-    shown = re.search(r"step ([\d.]+) ms, .* over ([\d,]+) steady steps", last)
+    shown = re.search(r"step ([\d.,]+ (?:µs|ms)), .* over ([\d,]+) steady steps", last)
     assert shown is not None and "20,000 steps" in last, last
-    assert float(shown[1]) == pytest.approx(report.step_ms, abs=0.051)
+    assert shown[1] == duration(report.step_ms * 1e3)
     assert int(shown[2].replace(",", "")) == report.steady_steps
     rc, out = cli_out(capsys, "check", str(session), "--max-step-ms", "1000")
     assert rc == 0 and f"steady step {report.step_ms:,.2f} ms" in out
