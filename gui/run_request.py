@@ -49,6 +49,8 @@ class RunRequest:
     session: str = ""       # the exact session folder; empty: a new one under session_root
     session_root: str = ""  # empty: the user's data folder (capture.options.sessions_root)
     host: str = ""          # empty: this computer; else what the user types after `ssh`
+    ssh_options: list[str] = field(default_factory=list)  # e.g. ["-F", "ssh_config"]
+    remote_cache: str = ""  # empty: the launcher's (~/.cache/stallscope on the host)
 
     @property
     def is_remote(self) -> bool:
@@ -66,7 +68,8 @@ class RunRequest:
     def where(self) -> Where:
         """Where the launcher runs it: this computer in the working folder, or the host."""
         if self.is_remote:
-            return Where(host=self.host, python=self.python or None, cwd=self.cwd or None)
+            return Where(host=self.host, python=self.python or None, cwd=self.cwd or None,
+                         ssh_options=tuple(self.ssh_options), cache=self.remote_cache or None)
         return Where(python=self.python, cwd=str(self.workdir))
 
     def job(self, session: Path) -> Job:

@@ -10,7 +10,9 @@ gui/views/run.py to draw.
 
 The launcher owns the process, the stop rule (SIGTERM, then SIGKILL to the whole tree after its
 grace) and the `finished` record of a run the runner could not close; this controller only turns
-what run.poll() returns into signals.
+what run.poll() returns into signals. A remote run starts in a thread (ssh deploys the runner
+first: seconds); when its connection drops the run goes on there, and reconnect() follows it
+again in the same view (events already taken are not taken twice).
 Standalone: `python -m stallscope.gui.controllers.run [SESSION | --demo]`.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import cast
 
@@ -71,6 +74,7 @@ class RunController(QObject):
     sig_lineprof_ready = Signal(str)
     sig_lineprof_missing = Signal(str)   # the run's python, which lacks line_profiler
     sig_stoppable = Signal(bool)         # whether Stop can be asked now
+    sig_reconnectable = Signal(bool)     # a remote run's connection ended: Reconnect can follow
     sig_run_finished = Signal(int)       # the run's exit code
 
     def __init__(self, parent: QObject | None = None,
@@ -97,6 +101,10 @@ class RunController(QObject):
         self.exit_code: int | None = None
         self.stopping = False
         self._polls = 0
+        self._starting: tuple[threading.Thread, dict] | None = None  # a remote start under way
+        self.remote: tuple[launch.Where, str] | None = None  # (where, remote session) to attach
+        self._high: dict[tuple, float] = {}   # (rank, kind): the latest event time taken
+        self._resume: dict[tuple, float] = {}  # _high when the connection was taken up again
 
     @property
     def finished_record(self) -> dict | None:
@@ -108,7 +116,7 @@ class RunController(QObject):
     # ------------------------------------------------------------------ running
     @property
     def is_running(self) -> bool:
-        return self.handle is not None and self.handle.running
+        return self._starting is not None or (self.handle is not None and self.handle.running)
 
     @property
     def stoppable(self) -> bool:
@@ -123,15 +131,43 @@ class RunController(QObject):
         self.request = request
         where = request.where()
         self.sig_opened.emit(" ".join([Path(request.script).name, *request.args]), session)
-        self.sig_status.emit(f"Starting {where.python} on {where.label} …", PLAIN)
-        try:
-            self.handle = launch.start(where, request.job(session), on_output=self._output)
-        except StallscopeError as exc:
-            self._not_started(str(exc))
-            return session
+        self.sig_status.emit(f"Connecting to {where.host} …" if where.remote
+                             else f"Starting {where.python} …", PLAIN)
+        job = request.job(session)
+        if where.remote:  # ssh deploys and starts the runner: off the GUI thread
+            box: dict = {}
+            thread = threading.Thread(target=_start_into, args=(box, where, job, self._output),
+                                      daemon=True, name="stallscope-remote-start")
+            self._starting = (thread, box)
+            thread.start()
+        else:
+            try:
+                self.handle = launch.start(where, job, on_output=self._output)
+            except StallscopeError as exc:
+                self._not_started(str(exc))
+                return session
         self.sig_stoppable.emit(True)
         self._timer.start()
         return session
+
+    def _started(self) -> bool:
+        """Whether a remote start has finished (its handle taken, or its error shown)."""
+        if self._starting is None:
+            return True
+        thread, box = self._starting
+        if thread.is_alive():
+            return False
+        self._starting = None
+        if "error" in box:
+            self._not_started(box["error"])
+            return True
+        self.handle = handle = box["handle"]
+        where = box["where"]
+        self.remote = (where, str(handle.remote_session))
+        self.sig_status.emit(f"Running on {where.host} · {handle.remote_session}", PLAIN)
+        if self.stopping:  # Stop was asked while ssh connected
+            handle.stop(grace=self.grace_s)
+        return True
 
     def _not_started(self, message: str) -> None:
         """The launcher could not start the run: its one line, in the console and the
@@ -151,18 +187,23 @@ class RunController(QObject):
     def stop(self) -> None:
         """The launcher's stop rule: SIGTERM to the runner, SIGKILL to its tree after the grace
         (here or on the host); the run ends on a later poll."""
-        if not self.stoppable or self.handle is None:
+        if not self.stoppable:
             return
         self.stopping = True
         self.sig_stoppable.emit(False)
         self.sig_status.emit("Stopping…", PLAIN)
-        self.handle.stop(grace=self.grace_s)
+        if self.handle is not None:  # else once the remote start is done (_started)
+            self.handle.stop(grace=self.grace_s)
 
     def _output(self, data: bytes, is_err: bool) -> None:
         self.sig_output.emit(bytes(data), is_err)
 
     def _ended(self, ending: launch.Ending) -> None:
+        if ending.lost:
+            self._lost(ending.reason)
+            return
         self.ending = ending
+        self.sig_reconnectable.emit(False)
         self.sig_output_ended.emit()
         record = ending.finished
         if record is not None and (self.end is None or record.rank is None):
@@ -181,9 +222,11 @@ class RunController(QObject):
 
     # ------------------------------------------------------------------ events
     def poll(self) -> None:
-        handle = self.handle
-        if handle is None or self.ending is not None:
+        if not self._started():
             return
+        handle = self.handle
+        if handle is None or self.ending is not None or (handle.ending and handle.ending.lost):
+            return  # nothing runs, it has ended, or it waits for reconnect()
         self._take(handle.poll())
         if handle.ending is not None:
             self._ended(handle.ending)
@@ -194,6 +237,11 @@ class RunController(QObject):
 
     def _take(self, events: list[Event]) -> None:
         """Typed events (every rank) into the series, the status and the signals."""
+        if self._resume:
+            events = [e for e in events if not self._taken(e)]
+        for e in events:
+            key = (e.rank, e.kind)
+            self._high[key] = max(e.t, self._high.get(key, e.t))
         steps = False
         self.record_events += [e.raw for e in events if e.kind in RECORD_EVENTS]
         self.loaders += [e.raw for e in events if e.kind == DATALOADER and e.rank in (0, None)]
@@ -235,6 +283,46 @@ class RunController(QObject):
             self.sig_record.emit(record, self.session)
         return record is not None
 
+    # ------------------------------------------------------------------ reconnect
+    def _lost(self, line: str) -> None:
+        """The connection to the host ended; the run goes on there."""
+        self._timer.stop()
+        self.sig_stoppable.emit(False)
+        self.sig_status.emit(f"Connection lost: {line}", NOTE)
+        self.sig_reconnectable.emit(self.remote is not None)
+
+    def _taken(self, e: Event) -> bool:
+        """Was `e` taken before the connection was taken up again (the new follower reads the
+        mirror from its start)? A trace by its path (one may arrive only now), the rest by time."""
+        if isinstance(e, TraceReady):
+            return self.session is not None and \
+                str(resolve_path(self.session, e.path)) in self.traces
+        return e.t <= self._resume.get((e.rank, e.kind), float("-inf"))
+
+    @property
+    def can_reconnect(self) -> bool:
+        return self.remote is not None and not self.is_running and self.end is None
+
+    def reconnect(self) -> bool:
+        """Follow the remote run again (core.launch.attach: the mirror fetches only what it
+        lacks); False with the reason in the status when ssh cannot."""
+        if not self.can_reconnect or self.remote is None or self.session is None:
+            return False
+        where, remote_session = self.remote
+        self.sig_status.emit(f"Reconnecting to {where.host} …", PLAIN)
+        try:
+            handle = launch.attach(where, remote_session, self.session, on_output=self._output)
+        except StallscopeError as exc:
+            self.sig_status.emit(f"Connection lost: {exc}", NOTE)
+            return False
+        self.handle, self.ending, self.stopping = handle, None, False
+        self._resume = dict(self._high)
+        self.sig_reconnectable.emit(False)
+        self.sig_stoppable.emit(True)
+        self.sig_status.emit(f"Reconnected to {where.host}: following {remote_session}", PLAIN)
+        self._timer.start()
+        return True
+
     # ------------------------------------------------------------------ replay
     def replay(self, session: str | os.PathLike) -> None:
         """A finished (or still running elsewhere) session, from its files."""
@@ -263,6 +351,17 @@ class RunController(QObject):
         self.stop()
         handle.wait(self.grace_s + SHUTDOWN_WAIT_S)
         self.poll()
+
+
+def _start_into(box: dict, where: launch.Where, job: launch.Job, on_output) -> None:
+    """launch.start in a thread: the handle, or the one-line error, into `box`."""
+    box["where"] = where
+    try:
+        box["handle"] = launch.start(where, job, on_output=on_output)
+    except StallscopeError as exc:
+        box["error"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - shown as one line, never a traceback
+        box["error"] = f"could not start on {where.host}: {type(exc).__name__}: {exc}"
 
 
 def read_whole_run(session: Path, events: list[dict]) -> Record | None:

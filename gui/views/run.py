@@ -76,6 +76,8 @@ class RunView(QWidget):
         c.sig_replayed.connect(self._replayed)
         c.sig_trace_ready.connect(self._trace_written)
         c.sig_stoppable.connect(self.stop_button.setEnabled)
+        c.sig_reconnectable.connect(self.reconnect_button.setVisible)
+        self.reconnect_button.clicked.connect(c.reconnect)
         self.stop_button.clicked.connect(c.stop)
         self.sig_closing.connect(c.shutdown)
 
@@ -99,6 +101,10 @@ class RunView(QWidget):
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("End the script and every process it started")
         self.stop_button.setEnabled(False)
+        self.reconnect_button = QPushButton("Reconnect")
+        self.reconnect_button.setToolTip("Follow the run on its host again: what it wrote "
+                                         "meanwhile is fetched, nothing twice")
+        self.reconnect_button.setVisible(False)
         self.open_button = QPushButton("Open trace")
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self._open_last_trace)
@@ -109,6 +115,7 @@ class RunView(QWidget):
         text.addWidget(self.status)
         text.addWidget(self.figures)
         head.addLayout(text, 1)
+        head.addWidget(self.reconnect_button, 0, Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.open_button, 0, Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignTop)
 

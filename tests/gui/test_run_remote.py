@@ -1,0 +1,126 @@
+"""A run on another host from the app (issue 32): the Run view's controller runs a script over a
+real OpenSSH server on 127.0.0.1 (tests/sshd.py): live step figures, the trace arrives and is
+signalled with its local path, Stop ends the remote process group, and a dropped connection
+(the local ssh killed) then Reconnect loses no step or trace and takes none twice. The "host"
+is this machine, so a test can look at the remote session's files too."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import signal
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from scripts import training
+from shots import save_shot
+from sshd import Sshd
+
+from stallscope.core.session.reader import open_session
+from stallscope.gui.controllers.run import RunController
+from stallscope.gui.run_request import RunRequest
+from stallscope.gui.views.run import RunView
+
+pytestmark = pytest.mark.runner  # runners under ssh
+
+WAIT_MS = 120_000  # a loaded 2-core machine: ssh, deploy, torch import
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    sshd = Sshd.start(tmp_path_factory.mktemp("sshd"))
+    yield sshd
+    sshd.stop()
+
+
+def remote_request(server, tmp_path, source: str, **options) -> RunRequest:
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    return RunRequest(script=str(script), host=server.alias, python=sys.executable,
+                      ssh_options=list(server.options), remote_cache=str(tmp_path / "cache"),
+                      session=str(tmp_path / "mirror"),
+                      schedule={"wait": 1, "warmup": 1, "active": 1, "repeat": 1},
+                      options={"stop_after_window": False, **options})
+
+
+def bound_view(qtbot, grace_s: float = 30.0) -> tuple[RunView, RunController]:
+    """A grace long enough for a loaded machine: the runner ends on SIGTERM by itself (at the
+    default 5 s a runner slowed down by load is SIGKILLed after writing its record: -9)."""
+    view = RunView()
+    qtbot.addWidget(view)
+    run = RunController(view, grace_s=grace_s)
+    view.bind(run)
+    view.resize(1100, 760)
+    view.show()
+    return view, run
+
+
+def remote_steps(session: Path) -> list[int]:
+    return [e["n"] for e in open_session(session).events
+            if e.get("event") == "step" and e.get("rank") is None]
+
+
+def test_a_remote_run_is_followed_live_and_stopped(qtbot, server, tmp_path):
+    source = training(forever=True, loader="num_workers=2", step_s=0.05,
+                      in_step='print("loss <b>x</b>", round(loss.item(), 4), flush=True)')
+    view, run = bound_view(qtbot)
+    with qtbot.waitSignal(run.sig_trace_ready, timeout=WAIT_MS) as ready:
+        run.start(remote_request(server, tmp_path, source))
+        assert run.is_running and view.stop_button.isEnabled()  # Stop while ssh connects
+        assert view.status.text() == f"Connecting to {server.alias} …"
+    trace = Path(ready.args[0])
+    remote = Path(run.handle.remote_session)
+    assert trace.parent == tmp_path / "mirror" / "traces" and trace.is_file()
+    assert trace.read_bytes() == (remote / "traces" / trace.name).read_bytes()
+    qtbot.waitUntil(lambda: run.series.n >= 4, timeout=WAIT_MS)
+    assert view.figures.text().startswith("step ") and view.steps >= 4  # live step figures
+    qtbot.waitUntil(lambda: "loss <b>x</b>" in view.console.toPlainText(), timeout=WAIT_MS)
+    assert not view.reconnect_button.isVisible()
+    save_shot(view, "run_view_remote")
+
+    pid = int((remote / ".runner.pid").read_text())
+    group = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    assert len(group) >= 3  # the runner and its two DataLoader workers, on the "host"
+    view.stop_button.click()
+    assert not view.stop_button.isEnabled() and not run.stoppable
+    qtbot.waitUntil(lambda: run.exit_code is not None or run.can_reconnect, timeout=WAIT_MS)
+    assert run.exit_code == 128 + signal.SIGTERM, view.status.text()
+    _, alive = psutil.wait_procs(group, timeout=15)
+    assert not alive, f"left behind on the host: {alive}"
+    assert "Finished: stopped by SIGTERM" in view.status.text()
+    assert open_session(tmp_path / "mirror").run["remote"]["host"] == server.alias
+    assert remote_steps(tmp_path / "mirror") == remote_steps(remote)
+
+
+def test_reconnect_after_a_dropped_connection_loses_nothing(qtbot, server, tmp_path):
+    source = training(items=96, step_s=0.3)  # 12 steps, ~4 s: the drop comes at step 2
+    view, run = bound_view(qtbot)
+    traces: list[str] = []
+    run.sig_trace_ready.connect(traces.append)
+    run.start(remote_request(server, tmp_path, source))
+    qtbot.waitUntil(lambda: run.series.n >= 2, timeout=WAIT_MS)
+    remote = Path(run.handle.remote_session)
+    with qtbot.waitSignal(run.sig_reconnectable, timeout=WAIT_MS) as lost:
+        os.kill(run.handle.transport_pid, signal.SIGKILL)  # the laptop's ssh goes away
+    assert lost.args == [True] and view.reconnect_button.isVisible()
+    assert view.status.text().startswith("Connection lost: the connection to ")
+    assert not view.stop_button.isEnabled() and run.exit_code is None and run.can_reconnect
+    qtbot.waitUntil(lambda: (remote / ".runner.rc").exists(), timeout=WAIT_MS)  # it went on
+    assert run.series.n < len(remote_steps(remote)) == 12
+    save_shot(view, "run_view_connection_lost")
+
+    with qtbot.waitSignal(run.sig_run_finished, timeout=WAIT_MS) as done:
+        view.reconnect_button.click()
+        assert not view.reconnect_button.isVisible()
+    assert done.args == [0]
+    assert run.series.n == 12  # every step once: none lost, none twice
+    mirror = tmp_path / "mirror"
+    assert remote_steps(mirror) == remote_steps(remote) == list(range(12))
+    assert [Path(t).name for t in traces] == [p.name for p in open_session(remote).traces()]
+    assert len(traces) == 1 and Path(traces[0]).read_bytes() == (
+        remote / "traces" / Path(traces[0]).name).read_bytes()
+    assert "Finished: completed" in view.status.text()
