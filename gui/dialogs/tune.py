@@ -102,12 +102,13 @@ class TuneDialog(QDialog):
     def _build(self, budget_s: float, max_workers: int | None) -> None:
         title = rich_label("<b>{}</b> {}", Path(self.script).name, shlex.join(self.args))
         title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        about = QLabel("Runs the script a few times with other DataLoader settings (more "
-                       "workers while steps get faster, past the cores only while the workers "
-                       "wait on I/O; then pin_memory, persistent_workers, prefetch_factor "
-                       "around the best). Each trial counts its steady steps after a warm-up; "
-                       "the fastest is repeated against the script as written and kept only "
-                       "when its gain is beyond the noise. The script is not edited.")
+        about = QLabel("Runs the script a few times with other DataLoader settings: more "
+                       "workers while steps get faster beyond the noise (the fewest that are "
+                       "as fast are kept); the leader is repeated against the script as "
+                       "written in alternating pairs and kept only when its gain is beyond "
+                       "the noise; then, with budget left, pin_memory, persistent_workers, "
+                       "prefetch_factor beside it. Each trial counts its steady steps after a "
+                       "warm-up. The script is not edited.")
         about.setWordWrap(True)
         about.setObjectName("hint")
 

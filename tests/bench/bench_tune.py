@@ -1,11 +1,12 @@
 """Benchmark: `tune` against the exhaustive grid of plain runs, on three workloads (issue 21).
 
-    .venv/bin/python tests/bench/bench_tune.py [--workload demo|cpu|io|all] [--tunes 2]
+    .venv/bin/python tests/bench/bench_tune.py [--workload demo|cpu|io|iterable|all] [--tunes 2]
 
 Workloads: the bundled demo (JPEG decode + resize in __getitem__, on a CPU), a script whose
-__getitem__ burns a known CPU time per item (a busy loop) with a fixed compute per step, and
-one whose __getitem__ sleeps a known time per sample (I/O: object stores, network file
-systems), where workers past the core count still help.
+__getitem__ burns a known CPU time per item (a busy loop) with a fixed compute per step, one
+whose __getitem__ sleeps a known time per sample (I/O: object stores, network file
+systems), where workers past the core count still help, and an IterableDataset that shards
+its stream by worker and sleeps part of each sample and computes the rest.
 
 A *plain run* is the script under plain python, no profiler and no stallscope: a small wrapper
 applies the settings to DataLoader(...) (as a user editing the line would) and notes the time
@@ -22,6 +23,11 @@ Figures:
   cost     tune's wall time over the grid's (sum of its plain runs; goal: at most 40%)
   agree    --tunes runs of tune on the same script keep the same settings or all say
            "within noise"
+  fewest   the fewest workers among the grid's settings within 5% of its best (plain
+           figures): tune's pick should have no more (issue 31: it kept 16 workers where 2
+           were as fast)
+tune's settings are the ones its verdict keeps (the confirmed leader, else the script as
+written) and its claim the confirmed speed-up (1.00x when it keeps the script's settings).
 The grid: num_workers 0, 1, 2, 4, 8, 16 x persistent_workers false/true x prefetch_factor 2/4
 (pin_memory does nothing without CUDA, so it is left out on a CPU).
 """
@@ -93,6 +99,37 @@ class Remote(Dataset):
 model = torch.nn.Linear(16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = DataLoader(Remote(), batch_size=8, num_workers=0)
+for x, y in loader:
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.004)
+"""
+
+ITERABLE_SCRIPT = """
+import sys, time, torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+SLEEP_S = float(sys.argv[1]) / 1000.0
+BURN_S = float(sys.argv[2]) / 1000.0
+SAMPLES = int(sys.argv[3])
+torch.set_num_threads(1)
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(start, SAMPLES, step):  # each worker its own shard
+            time.sleep(SLEEP_S)                  # the read
+            end = time.perf_counter() + BURN_S   # the decode
+            while time.perf_counter() < end:
+                pass
+            yield torch.zeros(16), torch.zeros(1)
+
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(Stream(), batch_size=8, num_workers=0)
 for x, y in loader:
     loss = ((model(x) - y) ** 2).mean()
     opt.zero_grad()
@@ -229,7 +266,7 @@ def bench(name: str, script: Path, args: list[str], tmp: Path, tunes: int, pairs
               f"{', '.join(f'{x:.2f}' for x in checks[-1][1])} "
               f"(load {os.getloadavg()[0]:.1f})", flush=True)
     result, tune_s = tuned[0]
-    pick = result.best_trial.settings
+    pick = result.kept_trial.settings
     print(f"  grid of {len(grid())} plain runs", flush=True)
     figures, grid_s = {}, 0.0
     for settings in grid():
@@ -238,30 +275,32 @@ def bench(name: str, script: Path, args: list[str], tmp: Path, tunes: int, pairs
         grid_s += wall
         print(f"    {label(settings):<36} {ms:8.1f} ms per step  ({wall:.1f} s)", flush=True)
     best_settings, best_ms = min(figures.values(), key=lambda sm: sm[1])
+    fewest = min((key(s)[0] for s, ms in figures.values() if ms <= 1.05 * best_ms))
     if key(best_settings) == key(pick):
         quality = [1.0]
     else:
         quality = paired(script, args, pick, best_settings, pairs, tmp)
     claim, plain_gain = checks[0]
-    agree = len({key(r.best_trial.settings) for r, _ in tuned}) == 1
+    agree = len({key(r.kept_trial.settings) for r, _ in tuned}) == 1
     print(f"  load average now {os.getloadavg()[0]:.1f}", flush=True)
     return {"name": name, "tune_s": tune_s, "grid_s": grid_s, "pick": label(pick),
             "grid_best": label(best_settings), "grid_best_ms": best_ms,
             "pick_ms_in_grid": figures.get(key(pick), (None, None))[1],
             "quality": statistics.median(quality), "claim": claim,
             "plain": statistics.median(plain_gain), "plain_pairs": plain_gain,
-            "decision": result.decision or "kept", "interval": result.interval,
+            "decision": result.outcome, "interval": result.interval or result.leader_interval,
+            "fewest": fewest, "pick_workers": key(pick)[0],
             "trials": len(result.trials), "agree": agree,
-            "picks": [label(r.best_trial.settings) + f" ({r.decision or 'kept'})"
-                      for r, _ in tuned],
+            "picks": [label(r.kept_trial.settings) + f" ({r.outcome})" for r, _ in tuned],
             "claims": [(c, statistics.median(p)) for c, p in checks],
-            "climb": next((n for n in result.notes if "CPU" in n or "I/O" in n), "")}
+            "climb": next((n for n in result.notes if "CPU" in n or "I/O" in n), ""),
+            "notes": result.notes}
 
 
 def rerun(script: Path, args: list[str], result, pairs: int, tmp: Path) -> tuple:
     """(tune's claim, plain-run ratios of the script as written over tune's pick)."""
-    pick, base = result.best_trial.settings, result.baseline_trial.settings
-    claim = result.speedup if result.decision == "adopt" else 1.0
+    pick, base = result.kept_trial.settings, result.baseline_trial.settings
+    claim = result.speedup or 1.0  # the confirmed one; keeping the script's settings: 1.0
     if key(pick) == key(base):
         return claim, [1.0]
     return claim, paired(script, args, base, pick, pairs, tmp)
@@ -269,7 +308,8 @@ def rerun(script: Path, args: list[str], result, pairs: int, tmp: Path) -> tuple
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", choices=("demo", "cpu", "io", "all"), default="all")
+    p.add_argument("--workload", choices=("demo", "cpu", "io", "iterable", "all"),
+                   default="all")
     p.add_argument("--tunes", type=int, default=2, help="tune runs per workload (default 2)")
     p.add_argument("--pairs", type=int, default=3,
                    help="alternating pairs of plain runs per head-to-head (default 3)")
@@ -281,6 +321,12 @@ def main() -> None:
                    help="sleep of one __getitem__ in the io workload (default 5.0)")
     p.add_argument("--samples", type=int, default=4800, help="io workload samples (4800)")
     p.add_argument("--epochs", type=int, default=12, help="demo epochs (default 12)")
+    p.add_argument("--stream-sleep-ms", type=float, default=4.0,
+                   help="sleep of one sample in the iterable workload (default 4.0)")
+    p.add_argument("--stream-burn-ms", type=float, default=1.0,
+                   help="CPU time of one sample in the iterable workload (default 1.0)")
+    p.add_argument("--stream-samples", type=int, default=3200,
+                   help="iterable workload samples (default 3200)")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     from stallscope.core.tune import usable_cores
@@ -294,6 +340,13 @@ def main() -> None:
             script.write_text(textwrap.dedent(IO_SCRIPT))
             rows.append(bench("io", script, [str(args.sample_ms), str(args.samples)], tmp,
                               args.tunes, args.pairs))
+        if args.workload in ("iterable", "all"):
+            script = tmp / "iterable_sharded.py"
+            script.write_text(textwrap.dedent(ITERABLE_SCRIPT))
+            rows.append(bench("iterable", script, [str(args.stream_sleep_ms),
+                                                   str(args.stream_burn_ms),
+                                                   str(args.stream_samples)],
+                              tmp, args.tunes, args.pairs))
         if args.workload in ("cpu", "all"):
             script = tmp / "cpu_bound.py"
             script.write_text(textwrap.dedent(CPU_SCRIPT))
@@ -318,8 +371,12 @@ def main() -> None:
               f"{'yes' if r['agree'] else 'NO'} ({'; '.join(r['picks'])})")
         print("   each tune's claim vs plain reruns right after it: " + "; ".join(
             f"{c:.2f}x vs {p:.2f}x ({100 * (c / p - 1):+.0f}%)" for c, p in r["claims"]))
-        if r["climb"]:
-            print(f"   {r['climb']}")
+        print(f"   workers: tune kept {r['pick_workers']}, the fewest within 5% of the grid's "
+              f"best: {r['fewest']} ("
+              + ("MORE" if r["pick_workers"] > r["fewest"] else
+                 "ok" if r["quality"] <= 1.05 else "fewer, but slower") + ")")
+        for note in r["notes"]:
+            print(f"   note: {note}")
 
 
 if __name__ == "__main__":
