@@ -13,11 +13,13 @@
    (the main process and the workers take turns on the cores: 4 workers beat 2 on 2 cores by
    12.9% in the previous round's benchmark), and no further. `climb` says which case it was.
    With short epochs (`epoch_steps`) the rungs keep their workers across epochs.
-   When the climb ends, the fewest workers within the noise of the best are kept (`settle`):
-   a rung no faster than a smaller one beyond the measured noise (`noise`, the spread of
-   repeated trials; at least the bar, at least OBVIOUS_GAIN when either trial ended before
-   steady state) costs memory for nothing. core/tune/job.py then confirms that leader against
-   the script as written before anything else is tried.
+   A rung whose gain is small, or whose trial ended before steady state, counts only when
+   alternating pairs against the best all show it (`duel_pairs`); one such duel that does
+   not is "no faster than <fewer> (within noise)". When the climb ends, the fewest workers
+   within the noise of the best are kept (`settle`): a rung no faster than a smaller one
+   beyond the measured noise (`noise`, the spread of repeated trials of one setting, at
+   least the bar) costs memory for nothing. core/tune/job.py then confirms that leader
+   against the script as written before anything else is tried.
 3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
    up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
    without one), persistent_workers, then a deeper prefetch_factor; each kept only when it
@@ -210,22 +212,14 @@ class Search:
             return
         smaller = [o for o in self.history if o.rung and o.step_ms and o.workers < best.workers
                    and o.settings == {**best.settings, "num_workers": o.workers}]
-        within = []
-        for o in smaller:
-            band = max(self.bar, self.noise)
-            if not (o.reached and best.reached):  # a figure short of steady state
-                band = max(band, OBVIOUS_GAIN)
-            if o.step_ms <= best.step_ms * (1 + band):
-                within.append(o)
+        band = max(self.bar, self.noise)
+        within = [o for o in smaller if o.step_ms and o.step_ms <= best.step_ms * (1 + band)]
         if not within:
             return
         pick = min(within, key=lambda o: o.workers)
-        short = [f"{o.workers} workers'" for o in (best, pick) if not o.reached]
         self.settled = (f"{best.workers} workers measured no faster than {pick.workers} "
-                        f"(within noise: {best.step_ms:.1f} vs {pick.step_ms:.1f} ms per step"
-                        + (f"; {' and '.join(short)} trial ended before steady state"
-                           if short else "")
-                        + f"): keeping {pick.workers}")
+                        f"(within noise: {best.step_ms:.1f} vs {pick.step_ms:.1f} ms per step, "
+                        f"noise {100 * band:.0f}%): keeping {pick.workers}")
         self.best = pick
 
     def _enter_around(self) -> None:

@@ -138,7 +138,7 @@ def test_settle_keeps_the_fewest_workers_within_the_measured_noise():
     assert search.next() is not None and search.stage == "around"
     assert search.best.workers == 1
     assert search.settled == ("2 workers measured no faster than 1 (within noise: 40.0 vs "
-                              "60.0 ms per step): keeping 1")
+                              "60.0 ms per step, noise 60%): keeping 1")
     # a best that won its duel stays; so does one beyond the noise
     dueled = Search(SCRIPT, cores=2)
     dueled.record(dueled.next(), 200.0, 0.8)
