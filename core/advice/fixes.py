@@ -82,9 +82,18 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
         n = rung(2 * max(1, math.ceil(per_batch / compute)) if compute > 0 else cores, cores)
         why = (f"the loader already has worker processes and still keeps each step waiting "
                f"{duration(per_batch)}: try more of them (up to this machine's {cores} cores)")
+    loader = busiest_loader(ctx.loaders)
+    current = int((loader.get("effective") or {}).get("num_workers") or 0)
+    n = rung(current + 1, cores) if n <= current else n  # never the value already set
+    if n <= current:  # as many workers as cores already: more cannot help
+        return said, (f"The loader already runs {current} workers on this machine's "
+                      f"{cores} cores, and each step still waits {duration(per_batch)} for its "
+                      f"batch: more workers cannot help, each batch must get cheaper"
+                      + ("." if loader.get("effective", {}).get("persistent_workers")
+                         else " (and persistent_workers=True keeps the workers across "
+                              "epochs)."))
     fix = (f"Load batches ahead of the step: DataLoader(num_workers={n}, "
            f"persistent_workers=True{pin}, prefetch_factor=4): {why}.")
-    loader = busiest_loader(ctx.loaders)
     if loader.get("site"):  # a session's run: the user's own line, and --set aimed at it
         fix += (f" The line to change: {change_line(loader, {'num_workers': n})}. Try it "
                 f"without editing the script: stallscope-cli run --set "
