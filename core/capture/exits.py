@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from .tee import runner_stderr
+
 EXIT_SETUP = 2  # the runner could not start the script (like python's own "can't open file")
 STOPPED_REASON = "stopped after profiling window"
 NO_STEPS = ("no steps were seen: the script never finished an optimizer.step() nor fetched a "
@@ -30,7 +32,7 @@ class Stopped(SystemExit):
 
 
 def say(message: str) -> None:
-    print(f"stallscope: {message}", file=sys.stderr, flush=True)
+    runner_stderr(f"stallscope: {message}\n")
 
 
 def exit_code(exc: SystemExit) -> int:

@@ -44,7 +44,7 @@ from .processes import (
 from .record import RunRecord, install_record_hooks
 from .script import check_script, compile_check, script_traceback
 from .stepping import Stepper, install_hooks
-from .tee import FdTee
+from .tee import FdTee, runner_stderr
 from .trace_writer import TraceWriter
 from .windows import Windows
 from .writer import EventLog, prepare_session, run_info, update_run_json, write_run_json
@@ -151,7 +151,7 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
     except BaseException as exc:  # noqa: BLE001 - the user's exception is the result
         error = exc
         text = script_traceback(exc)
-        print(text, end="", file=sys.stderr, flush=True)
+        runner_stderr(text)
         result = {"rc": 1, "reason": "exception", "exception": {
             "type": type(exc).__name__, "message": str(exc), "traceback": text,
             "step": stepper.steps}}

@@ -24,6 +24,7 @@ from pathlib import Path
 PIPE_BUF = 4096     # POSIX: writes up to this size to a pipe are never interleaved
 PARTIAL_S = 0.2     # a line without its end yet waits this long for the rest
 MAX_PENDING = 1 << 16
+_ACTIVE: list[FdTee] = []  # the tee of this process, while it runs (for runner_stderr)
 PROFILER_NOTES = re.compile(
     rb"^(?:USDT:[^\n]*SyncActivityProfilerHandler\.cpp:\d+\] profiler_(?:start|stop)"
     rb"|\[W[^\]\n]*CPUAllocator\.cpp:\d+\] Memory block of unknown size was allocated "
@@ -54,6 +55,18 @@ def chunks(data: bytes, size: int = PIPE_BUF):
         yield data
 
 
+def runner_stderr(text: str) -> None:
+    """Print the runner's own text to stderr, even after the script closed sys.stderr or
+    descriptor 2 (then through the tee, or nowhere when there is none)."""
+    try:
+        print(text, end="", file=sys.stderr, flush=True)
+        return
+    except (OSError, ValueError, AttributeError):
+        pass
+    if _ACTIVE:
+        _ACTIVE[0].write_stderr(text.encode("utf-8", "replace"))
+
+
 class FdTee:
     """Tees file descriptors 1 and 2 into a log while passing them through.
 
@@ -63,6 +76,7 @@ class FdTee:
         self._log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
         self._saved: dict[int, int] = {}
+        self._write_ends: dict[int, int] = {}
         self._threads: list[threading.Thread] = []
         for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
             try:
@@ -75,6 +89,7 @@ class FdTee:
             os.dup2(write_end, fd)
             os.close(write_end)
             self._saved[fd] = saved
+            self._write_ends[fd] = os.dup(fd)  # the pipe, kept for a script that closes fd
             thread = threading.Thread(target=self._pump, args=(read_end, saved),
                                       name=f"stallscope-tee-{fd}", daemon=True)
             thread.start()
@@ -85,6 +100,18 @@ class FdTee:
                     line_buffering=True, write_through=False)
             except (AttributeError, ValueError):
                 pass
+        _ACTIVE[:] = [self]
+
+    def write_stderr(self, data: bytes) -> None:
+        """The runner's own words when the script closed sys.stderr or fd 2: into the pipe the
+        tee reads (logged, passed on), else straight to the terminal's descriptor."""
+        fd = self._write_ends.get(2)
+        try:
+            if fd is None:
+                raise OSError
+            os.write(fd, data)
+        except OSError:
+            self._pass(data, self._saved.get(2, 2))
 
     def _pump(self, read_end: int, out_fd: int) -> None:
         pending = b""
@@ -122,6 +149,8 @@ class FdTee:
             self._log.write(data)
 
     def close(self, timeout: float = 2.0) -> None:
+        if _ACTIVE == [self]:
+            _ACTIVE.clear()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -129,6 +158,8 @@ class FdTee:
                 pass
         for fd, saved in self._saved.items():
             os.dup2(saved, fd)
+        for fd in self._write_ends.values():
+            os.close(fd)
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             # Child processes that outlive the script still hold the pipe: do not wait for them.

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 FULL_STEP_LINES = 20_000  # step lines for every step up to here; then every THIN-th one
 THIN = 100                # (and every step of a profiled window): record.bin has them all
+# One string in an event (an exception's message, its traceback) keeps its first and last
+# MAX_TEXT / 2 characters: a 42 MB message must not become a 42 MB line, nor a 42 MB print of it.
+MAX_TEXT = 16 << 10
 
 
 class EventLog:
@@ -48,7 +51,7 @@ class EventLog:
             if (isinstance(n, int) and n >= FULL_STEP_LINES and n % THIN
                     and fields.get("phase") not in ("active", "warmup")):
                 return
-        line = layout.encode(layout.record(event, self.rank, **fields))
+        line = layout.encode(layout.record(event, self.rank, **capped(fields)))
         with self._lock:
             self._file.write(line)
             self._file.flush()
@@ -60,7 +63,7 @@ class EventLog:
     def finish(self, rc: int | None, reason: str, **fields) -> None:
         """Close the log with the run's `finished` record (layout.append_finished)."""
         self.close()
-        layout.append_finished(self.path, rc, reason, self.rank, **fields)
+        layout.append_finished(self.path, rc, reason, self.rank, **capped(fields))
 
     def close(self) -> None:
         if self.record is not None:
@@ -68,6 +71,21 @@ class EventLog:
         with self._lock:
             if not self._file.closed:
                 self._file.close()
+
+
+def capped(value):
+    """`value` with every string in it cut to MAX_TEXT characters (head and tail kept, the cut
+    said)."""
+    if isinstance(value, str):
+        if len(value) <= MAX_TEXT:
+            return value
+        half = MAX_TEXT // 2
+        return f"{value[:half]} … [{len(value) - 2 * half:,} characters cut] … {value[-half:]}"
+    if isinstance(value, dict):
+        return {k: capped(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [capped(v) for v in value]
+    return value
 
 
 def prepare_session(path: Path) -> Path:
