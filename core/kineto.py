@@ -185,3 +185,6 @@ COMPILE_FRAME_RE = re.compile(r"torch/_dynamo/convert_frame\.py|torch/_inductor/
                               r"torch/_inductor/codecache\.py|triton/compiler/")
 # Calls that block by design: a long one is a sync, not start-up.
 BLOCKING_RE = re.compile(r"Synchronize|Memcpy|Wait|Query")
+# Kernel launches (cudaLaunchKernel, cuLaunchKernelEx, hipExtLaunchKernel, hipModuleLaunchKernel,
+# cudaLaunchCooperativeKernel): each should have its kernel in the trace.
+LAUNCH_RE = re.compile(r"Launch\w*Kernel")

@@ -119,17 +119,31 @@ class Culprit:
 
 @dataclass
 class WindowFinding:
-    """What the window is when it is not steady training (start-up, a graph capture, one step)."""
+    """What the window is when it is not steady training (start-up, a graph capture, work
+    queued before it, one step, a tail cut by the profiler's stop): its one card."""
 
     kind: str           # one of WINDOW_KINDS but "steady"
     title: str
     evidence: str
     fix: str
-    culprits: list[Culprit] = field(default_factory=list)
-    first: bool = True  # said before the cards (a lone step late in a run is only noted)
+    culprits: list[Culprit] = field(default_factory=list)  # the one-off parts, with their cost
 
 
-WINDOW_KINDS = ("steady", "startup", "graph_capture", "one_step")
+WINDOW_KINDS = ("steady", "startup", "graph_capture", "queued_before", "one_step", "tail_cut")
+
+
+@dataclass
+class Lack:
+    """What the trace did not record enough of to judge (docs/definitions.md "Lacks"). One
+    that `withholds` leaves no cause card or ceiling standing: its own card says why."""
+
+    id: str             # too_short, no_cpu_ops, range_profiler, kernels_filtered, uncovered
+    text: str
+    fix: str = ""
+    withholds: bool = False
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "text": self.text, "withholds": self.withholds}
 
 
 @dataclass
@@ -226,6 +240,9 @@ class Report:
     # window that is not steady training are not quoted.
     window_kind: str = "steady"
     window_finding: WindowFinding | None = None
+    lacks: list[Lack] = field(default_factory=list)  # said before any card
+    unknown_causes: list[str] = field(default_factory=list)  # the trace cannot tell (python)
+    script: str = ""                   # the entry script the trace's frames name, "" unknown
     # cause -> the events covering its idle on the device that idles most on it (card_device)
     culprits: dict[str, list[Culprit]] = field(default_factory=dict)
     collective_wait: CollectiveWait | None = None
@@ -233,6 +250,9 @@ class Report:
     loader_batches: int = 0            # DataLoader batches the main thread fetched in the window
     headlines: list[Headline] = field(default_factory=list)
     advice: list[Advice] = field(default_factory=list)
+    # steady-state cards of a window that is not steady, or of a cause the trace cannot know:
+    # shown folded, "if this were steady"
+    withheld: list[Advice] = field(default_factory=list)
 
     @property
     def window_us(self) -> float:
@@ -252,6 +272,19 @@ class Report:
     @property
     def steady(self) -> bool:
         return self.window_kind == "steady"
+
+    @property
+    def advisable(self) -> bool:
+        """Steady, and recorded well enough that cause cards and ceilings stand."""
+        return self.steady and not any(lack.withholds for lack in self.lacks)
+
+    @property
+    def quoted_ceilings(self) -> list[Ceiling]:
+        """The ceilings a renderer may quote: none for a window that is not advisable, none
+        for a cause the trace cannot know."""
+        if not self.advisable:
+            return []
+        return [c for c in self.ceilings if c.cause not in self.unknown_causes]
 
     @property
     def top_advice(self) -> Advice | None:
@@ -274,11 +307,16 @@ class Report:
             "devices": {str(d): s.to_json(self.trace) for d, s in self.devices.items()},
             "host_by_cause": self.host_by_cause,
             "host_python_by_annotation": self.host_python_by_annotation,
-            "ceilings": [c.to_json() for c in self.ceilings],
+            "ceilings": [c.to_json() for c in self.quoted_ceilings],
+            "withheld_ceilings": [c.to_json() for c in self.ceilings
+                                  if c not in self.quoted_ceilings],
             "window_kind": self.window_kind,
+            "lacks": [lack.to_json() for lack in self.lacks],
+            "unknown_causes": list(self.unknown_causes),
             "memory": {str(d): m.to_json() for d, m in self.memory.items()},
             "headlines": [h.to_json() for h in self.headlines],
             "advice": [a.to_json() for a in self.advice],
+            "withheld_advice": [a.to_json() for a in self.withheld],
             "dropped_events": dict(self.trace.dropped),
         }
 

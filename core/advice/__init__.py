@@ -21,11 +21,19 @@ from stallscope.core.advice import (  # noqa: F401  (register the rules)
 )
 from stallscope.core.advice.headlines import headlines
 from stallscope.core.advice.registry import MINOR_SHARE, RULES, Context, rule
+from stallscope.core.advice.window_card import split
 from stallscope.core.lineprof import Profile
 from stallscope.core.report import Advice, Report
 
-__all__ = ["MINOR_SHARE", "RULES", "Advice", "Context", "Profile", "advise", "headlines",
-           "rule"]
+__all__ = ["MINOR_SHARE", "RULES", "Advice", "Context", "Profile", "advise", "advise_report",
+           "headlines", "rule"]
+
+
+def advise_report(report: Report, line_stats: list[Profile] | None = None,
+                  loaders: list[dict] | None = None) -> None:
+    """Fill the report's headlines, cards and withheld cards: window first, then causes."""
+    report.headlines = headlines(report)
+    report.advice, report.withheld = split(report, advise(report, line_stats, loaders))
 
 
 def advise(report: Report, line_stats: list[Profile] | None = None,

@@ -1,6 +1,6 @@
-"""Findings shown above the cards: first what kind of window this is when it is not steady
-training (start-up, a graph capture, one step), then `low_utilization` whenever a GPU is busy
-< 50%, its fix following the largest cause."""
+"""Findings shown above the cards: `low_utilization` whenever a GPU is busy < 50%, its fix
+following the largest cause. A window that is not steady (or a trace that recorded too little)
+has none: its one card (window_card.py) comes first."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ FIRST_FIX = {
 
 
 def headlines(report: Report) -> list[Headline]:
-    out = []
-    found = report.window_finding
-    if found is not None and found.first:
-        out.append(Headline("window", found.title, found.evidence, found.fix))
+    """None for a window that is not advisable: its one card says what it is."""
+    out: list[Headline] = []
+    if not report.advisable:
+        return out
     low = {d: s for d, s in report.devices.items() if s.utilization < LOW_UTILIZATION}
     if low:
         dev, stats = min(low.items(), key=lambda kv: (kv[1].utilization, kv[0]))

@@ -16,13 +16,14 @@ import numpy as np
 
 from stallscope.core import causes
 from stallscope.core import intervals as iv
-from stallscope.core.advice import Profile, advise, headlines
+from stallscope.core.advice import Profile, advise_report
 from stallscope.core.analysis import idle
 from stallscope.core.analysis import steps as step_figures
 from stallscope.core.analysis.collectives import collective_wait
 from stallscope.core.analysis.culprits import culprits_by_cause, loader_batches
+from stallscope.core.analysis.lacks import lacks
 from stallscope.core.analysis.threads import Roles, main_phases, roles
-from stallscope.core.analysis.window import window_finding
+from stallscope.core.analysis.window import entry_script, window_finding
 from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import RUNTIME_CATS
 from stallscope.core.memory import memory_by_device
@@ -67,18 +68,20 @@ def analyze(trace: Trace, device: int | None = None,
                                        iv.length(base), trace.device_kind),
     )
     explain(report, r, comm)
-    report.headlines = headlines(report)
-    report.advice = advise(report, line_stats, loaders)
+    advise_report(report, line_stats, loaders)
     return report
 
 
 def explain(report: Report, r: Roles, comm) -> None:
-    """What the advice names beside the numbers: the kind of window, each cause's culprits,
-    collectives on other threads during the `python` time, the runtime's flavour."""
+    """What the advice names beside the numbers: the kind of window, what the trace lacks,
+    each cause's culprits, collectives on other threads during the `python` time, the
+    runtime's flavour."""
     trace = report.trace
-    found = window_finding(trace, r)
+    report.script = entry_script(trace)
+    found = window_finding(trace, r, report.script)
     report.window_finding = found
     report.window_kind = found.kind if found is not None else "steady"
+    report.lacks, report.unknown_causes = lacks(trace, r, report)
     report.culprits = culprits_by_cause(trace, r, report.devices, report.host_spans,
                                         report.host_codes, report.card_device, comm)
     dev = report.card_device("python")

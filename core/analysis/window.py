@@ -1,4 +1,5 @@
-"""What kind of window a trace is: steady training, or start-up, a graph capture, one step.
+"""What kind of window a trace is: steady training, or start-up, a graph capture, a window
+that starts inside work queued before it, one step, a last step cut by the profiler's stop.
 
 A window that is not steady training says so before any cause card, and its ceilings are not
 quoted: start-up (one runtime call, the first op of a kind, or compilation taking a large share
@@ -19,9 +20,11 @@ from stallscope.core.kineto import (
     CAPTURE_BEGIN,
     CAPTURE_END,
     COMPILE_FRAME_RE,
+    FRAME_RE,
     OPTIMIZER_PREFIX,
     RUNTIME_CATS,
     Cat,
+    frame_tier,
 )
 from stallscope.core.report import Culprit, WindowFinding
 from stallscope.core.trace import Trace
@@ -30,31 +33,45 @@ from stallscope.core.units import duration, pct, plural
 STARTUP_SHARE = 0.20   # one call / the first op of a kind / compilation: this share of W
 FIRST_RATIO = 5.0      # the first op of a kind is this many times its later ones' median
 CAPTURE_SHARE = 0.10   # graph capture spans this share of W
+QUEUED_START = 0.01    # a blocking call beginning in the first 1% of W ...
+QUEUED_SHARE = 0.50    # ... and covering half of it waits on work queued before the window
+TAIL_RATIO = 0.5       # a last step this much shorter than the others' median ...
+TAIL_EDGE = 0.01       # ... ending within 1% of W of the profiler's stop was cut by it
 STEP_NUMBER = re.compile(r"#(\d+)$")
-# A lone step numbered past the runner's default warm-up (wait 1 + warmup 1) is a steady sample:
-# noted (ceilings withheld), not said before the cards.
-LATE_STEP = 2
 
 FIXES = {
     "startup": ("Profile steady steps, not start-up: skip the first steps, e.g. "
-                "`stallscope-cli run --wait 3 -- script.py` (torch.profiler.schedule(wait=3, "
-                "warmup=1, active=4)). The ceilings are not quoted for this window."),
+                "`stallscope-cli run --wait 3 -- {script}` (torch.profiler.schedule(wait=3, "
+                "warmup=1, active=4)). The cause cards and ceilings are withheld for this "
+                "window."),
     "graph_capture": ("Profile after the graphs are captured: skip the capture steps, e.g. "
-                      "`stallscope-cli run --wait 5 -- script.py`; steady steps replay the "
-                      "graph. The ceilings are not quoted for this window."),
-    "one_step": ("Profile several steps: `stallscope-cli run --wait 1 --active 4 -- script.py` "
-                 "(the runner's default); one step cannot tell a one-off cost from a steady "
-                 "one. The ceilings are not quoted for this window."),
+                      "`stallscope-cli run --wait 5 -- {script}` (torch.profiler.schedule("
+                      "wait=5, warmup=1, active=4)); steady steps replay the graph. The cause "
+                      "cards and ceilings are withheld for this window."),
+    "queued_before": ("Start recording once the loop runs, not in the middle of queued work: "
+                      "`stallscope-cli run --wait 3 -- {script}` (torch.profiler.schedule("
+                      "wait=3, warmup=1, active=4)), or synchronize before the profiler "
+                      "starts. The cause cards and ceilings are withheld for this window."),
+    "one_step": ("Profile several steps: `stallscope-cli run --wait 1 --active 4 -- {script}` "
+                 "(the runner's default; torch.profiler.schedule(wait=1, warmup=1, active=4)); "
+                 "one step cannot tell a one-off cost from a steady one. The cause cards and "
+                 "ceilings are withheld for this window."),
+    "tail_cut": ("Stop the profiler after a whole step: let the schedule end the window "
+                 "(`stallscope-cli run --active 4 -- {script}`, torch.profiler.schedule("
+                 "wait=1, warmup=1, active=4)) rather than stopping it mid-step. The cause "
+                 "cards and ceilings are withheld for this window."),
 }
 
 
-def window_finding(trace: Trace, r: Roles) -> WindowFinding | None:
+def window_finding(trace: Trace, r: Roles, script: str = "") -> WindowFinding | None:
+    """The window's kind when it is not steady training, decided before any cause card."""
     width = r.hi - r.lo
     if width <= 0:
         return None
-    for detect in (_graph_capture, _startup, _one_step):
+    for detect in (_graph_capture, _queued_before, _startup, _tail_cut, _one_step):
         found = detect(trace, r, width)
         if found is not None:
+            found.fix = found.fix.format(script=script or "your_script.py")
             return found
     return None
 
@@ -175,11 +192,8 @@ def _compile(trace: Trace, r: Roles, width: float):
 
 def _one_step(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
     n = len(r.steps)
-    late = False
     if n == 1:
         what = trace.names[trace.name[r.steps[0]]]
-        m = STEP_NUMBER.search(what)
-        late = m is not None and int(m.group(1)) > LATE_STEP
     elif n == 0:
         opt = trace.mask_names(lambda s: s.startswith(OPTIMIZER_PREFIX + "step"))
         opt &= (trace.start >= r.lo) & (trace.start < r.hi)
@@ -191,7 +205,52 @@ def _one_step(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
     return WindowFinding("one_step", "This window is a single step",
                          f"The {duration(width)} window holds one step ({what}): a one-off "
                          "cost (start-up, compilation, a first allocation) cannot be told "
-                         "from a steady one.", FIXES["one_step"], first=not late)
+                         "from a steady one.", FIXES["one_step"])
+
+
+def _queued_before(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
+    """A blocking call that begins in the first 1% of the window and covers most of it: it
+    waits for work queued before the profiler started, so the window shows that wait."""
+    blocking = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8)) & trace.mask_names(
+        lambda n: BLOCKING_RE.search(n) is not None)
+    clipped = _clipped(trace, r)
+    hits = np.flatnonzero(blocking & (trace.start <= r.lo + QUEUED_START * width)
+                          & (clipped >= QUEUED_SHARE * width))
+    if len(hits) == 0:
+        return None
+    i = int(hits[np.argmax(clipped[hits])])
+    name = trace.names[trace.name[i]]
+    us = float(clipped[i])
+    inside = _outermost_op(trace, i)
+    where = f" (inside {inside})" if inside else ""
+    return WindowFinding(
+        "queued_before", "This window starts inside work queued before it",
+        f"A {duration(float(trace.dur[i]))} {name}{where} begins "
+        f"{duration(max(float(trace.start[i]) - r.lo, 0.0))} into the {duration(width)} window "
+        f"and covers {pct(us / width)} of it: it waits for work queued before the profiler "
+        "started, so the idle it shows belongs to steps that were not recorded.",
+        FIXES["queued_before"], [Culprit(name, "runtime", 1, us,
+                                         detail=inside and f"inside {inside}")])
+
+
+def _tail_cut(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
+    """The last step ends at the profiler's stop and is far shorter than the others."""
+    spans = np.flatnonzero(trace.cat == Cat.PROFILER)
+    if len(r.steps) < 3 or len(spans) == 0:
+        return None
+    last = r.steps[np.argmax(trace.end[r.steps])]
+    stop = float(trace.end[spans].max())
+    typical = float(np.median(trace.dur[r.steps[r.steps != last]]))
+    if stop - trace.end[last] > TAIL_EDGE * width or trace.dur[last] >= TAIL_RATIO * typical:
+        return None
+    name = trace.names[trace.name[last]]
+    us = float(trace.dur[last])
+    return WindowFinding(
+        "tail_cut", "This window's last step was cut by the profiler's stop",
+        f"{name} ends where the profiler stopped, after {duration(us)} while the other steps "
+        f"take {duration(typical)} (median): the step was cut short, so its share of the "
+        f"{duration(width)} window ({pct(us / width)}) is not a whole step.",
+        FIXES["tail_cut"], [Culprit(name, "annotation", 1, us)])
 
 
 def _blocked(trace: Trace, blocking: np.ndarray, i: int) -> float:
@@ -214,3 +273,15 @@ def _outermost_op(trace: Trace, i: int) -> str:
     if len(on) == 0:
         return ""
     return trace.names[trace.name[on[np.argmax(trace.dur[on])]]]
+
+
+def entry_script(trace: Trace) -> str:
+    """The script the trace's Python frames run as `<module>` ("train.py"), "" when none."""
+    frames = trace.cat == Cat.PYTHON_FUNCTION
+    if not frames.any():
+        return ""
+    ids = np.unique(trace.name[frames])
+    scripts = [m.group("file") for i in ids
+               if (m := FRAME_RE.match(trace.names[i])) and m.group("func") == "<module>"
+               and frame_tier(trace.names[i]) == 2 and m.group("file").endswith(".py")]
+    return min(scripts, key=len) if scripts else ""

@@ -13,8 +13,8 @@ from stallscope.core.render.facts import (
     facts_text,
     json_text,
     memory_facts,
-    window_kind_text,
     window_text,
+    withheld_reason,
 )
 from stallscope.core.report import Report
 from stallscope.core.units import count, duration, ms, pct
@@ -36,6 +36,7 @@ def report_to_markdown(report: Report, title: str | None = None) -> str:
     lines.append(f"- trace: `{trace.path}`" + (f" (rank {trace.rank})"
                                               if trace.rank is not None else ""))
     lines.append(f"- window: {window_text(report)}")
+    lines += [f"- lacks: {lack.text}" for lack in report.lacks]
     lines.append("")
     for h in report.headlines:
         lines += [f"> **{h.title}**: {h.evidence} {h.fix}".rstrip(), ""]
@@ -61,6 +62,11 @@ def report_to_markdown(report: Report, title: str | None = None) -> str:
                   + (f": {c.detail}" if c.detail else "")
                   + (f" (at `{c.frame}`)" if c.frame else "") for c in a.culprits]
         lines += [f"- fix: {a.fix}", ""]
+    if report.withheld:
+        why = withheld_reason(report) or "a cause the trace cannot know"
+        lines += [f"### Withheld for {why} (if this were steady)", ""]
+        lines += [f"- {a.title} (`{a.id}`, {duration(a.saving_us)}): {a.fix}"
+                  for a in report.withheld]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -72,14 +78,17 @@ def _gpu_section(report: Report) -> list[str]:
                 + ("step time" if report.steps else "time") + " by cause.", "",
                 "| " + " | ".join(causes.label(c) for c in host) + " |",
                 "|---" * len(host) + "|",
-                "| " + " | ".join(ms(report.host_by_cause.get(c, 0.0)) for c in host) + " |", ""]
+                "| " + " | ".join("unknown" if c in report.unknown_causes
+                                  else ms(report.host_by_cause.get(c, 0.0)) for c in host)
+                + " |", ""]
     lines = [f"## {report.trace.device_kind}", ""]
     lines.append("| device | utilization | busy | idle | gaps | "
                  + " | ".join(f"idle: {causes.label(c)}" for c in CAUSES)
                  + " | communication | exposed | overlap |")
     lines.append("|---" * (8 + len(CAUSES)) + "|")
     for dev, s in report.devices.items():
-        idle_cells = " | ".join(ms(s.idle_by_cause.get(c, 0.0)) for c in CAUSES)
+        idle_cells = " | ".join("unknown" if c in report.unknown_causes
+                                else ms(s.idle_by_cause.get(c, 0.0)) for c in CAUSES)
         lines.append(f"| {report.trace.device_label(dev)} | {pct(s.utilization)} | "
                      f"{ms(s.busy_us)} | {ms(s.idle_us)} | {count(s.idle_gaps)} | {idle_cells} | "
                      f"{ms(s.comm_us)} | {ms(s.exposed_comm_us)} | {pct(s.comm_overlap)} |")
@@ -95,11 +104,13 @@ def _gpu_section(report: Report) -> list[str]:
 
 
 def _ceiling_section(report: Report) -> list[str]:
-    shown = [c for c in report.ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
+    if not report.advisable:
+        if not any(c.speedup >= 1.01 for c in report.ceilings):
+            return []
+        return ["## Ceilings", "", f"Withheld for {withheld_reason(report)}.", ""]
+    shown = [c for c in report.quoted_ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
     if not shown:
         return []
-    if not report.steady:
-        return ["## Ceilings", "", f"Not quoted for a {window_kind_text(report)}.", ""]
     label = report.trace.device_label
     return ["## Ceilings", ""] + [
         f"- {label(c.device) + ': ' if c.device is not None else ''}{c.text}" for c in shown

@@ -21,13 +21,24 @@ Fact = tuple[str, str]  # (label, value text): ("peak allocated", "2,662.3 MiB")
 
 # A window that is not steady training, for people (Report.window_kind -> "a start-up window").
 WINDOW_NAMES = {"steady": "steady", "startup": "start-up", "graph_capture": "graph-capture",
-                "one_step": "one-step"}
+                "queued_before": "queued-work", "one_step": "one-step", "tail_cut": "cut-tail"}
 
 
 def window_kind_text(report: Report) -> str:
     """"start-up window", "one-step window", "graph-capture window", "steady window"."""
     kind = report.window_kind
     return f"{WINDOW_NAMES.get(kind, kind.replace('_', ' '))} window"
+
+
+def withheld_reason(report: Report) -> str:
+    """Why the cause cards and ceilings are withheld: "a start-up window", "too short to
+    judge" (a lack that withholds), "" when they stand."""
+    lack = next((lack for lack in report.lacks if lack.withholds), None)
+    if lack is not None:
+        return {"too_short": "a trace too short to judge",
+                "kernels_filtered": "a trace whose kernels were filtered out",
+                "range_profiler": "range-profiler timing"}.get(lack.id, lack.id)
+    return "" if report.steady else f"a {window_kind_text(report)}"
 
 
 def window_text(report: Report) -> str:

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from stallscope.core import causes, units
 from stallscope.core.causes import CAUSES
-from stallscope.core.render.facts import facts_text, memory_facts, window_kind_text
+from stallscope.core.render.facts import (
+    facts_text,
+    memory_facts,
+    window_kind_text,
+    withheld_reason,
+)
 from stallscope.core.report import Report
 from stallscope.core.units import duration, ms, pct
 
@@ -24,7 +29,11 @@ def render(report: Report) -> str:
     if t.dropped:
         lines.append("dropped " + ", ".join(f"{units.count(n)} {why}"
                                            for why, n in t.dropped.items()))
+    lines += [f"lacks   {lack.text}" for lack in report.lacks if not lack.withholds]
     lines.append("")
+    if not report.advisable and report.advice:  # window first, then causes
+        lead = report.advice[0]
+        lines += [f"!! {lead.title}", f"   {lead.evidence}", f"   {lead.fix}", ""]
     for h in report.headlines:
         lines += [f"!! {h.title}", f"   {h.evidence}"] + ([f"   {h.fix}"] if h.fix else []) + [""]
     if not report.devices:
@@ -39,10 +48,13 @@ def render(report: Report) -> str:
 
 
 def _table(by_cause: dict[str, float], total: float, window: float, total_name: str,
-           order=CAUSES) -> list[str]:
+           order=CAUSES, unknown=()) -> list[str]:
     out = [f"  {'cause':<14}{'time':>14}{total_name:>12}{'% of window':>13}"]
     for cause in order:
         us = by_cause.get(cause, 0.0)
+        if cause in unknown:
+            out.append(f"  {causes.label(cause):<14}{'unknown':>14}  (no CPU operators recorded)")
+            continue
         out.append(f"  {causes.label(cause):<14}{ms(us):>14}"
                    f"{pct(us / total if total else 0.0):>12}"
                    f"{pct(us / window if window else 0.0):>13}")
@@ -65,8 +77,10 @@ def _host(report: Report) -> list[str]:
     base = report.host_base_us
     lines = ["No GPU activity in this trace: the main thread's "
              + ("step time" if report.steps else "time") + f" ({ms(base)}) by cause"]
-    lines += _table(report.host_by_cause, base, report.window_us, "% of steps", CAUSES[1:])
-    lines += _annotations(report.host_python_by_annotation)
+    lines += _table(report.host_by_cause, base, report.window_us, "% of steps", CAUSES[1:],
+                    report.unknown_causes)
+    if "python" not in report.unknown_causes:
+        lines += _annotations(report.host_python_by_annotation)
     return lines + [""]
 
 
@@ -74,8 +88,10 @@ def _device(report: Report, dev: int, s) -> list[str]:
     t = report.trace
     lines = [f"{t.device_label(dev)}: utilization {pct(s.utilization):>6}   busy {ms(s.busy_us)}"
              f"   idle {ms(s.idle_us)} in {units.plural(s.idle_gaps, 'gap')}"]
-    lines += _table(s.idle_by_cause, s.idle_us, report.window_us, "% of idle")
-    lines += _annotations(s.python_by_annotation)
+    lines += _table(s.idle_by_cause, s.idle_us, report.window_us, "% of idle",
+                    unknown=report.unknown_causes)
+    if "python" not in report.unknown_causes:
+        lines += _annotations(s.python_by_annotation)
     helpers = [t.tracks[k] for k in s.launch_tracks if k != report.main_track]
     if helpers:
         lines.append("  launching threads besides the main thread: "
@@ -88,14 +104,13 @@ def _device(report: Report, dev: int, s) -> list[str]:
 
 
 def _ceilings(report: Report) -> list[str]:
-    shown = [c for c in report.ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
+    if not report.advisable:
+        if not any(c.speedup >= 1.01 for c in report.ceilings):
+            return []
+        return [f"ceilings: withheld for {withheld_reason(report)} (see the first card)", ""]
+    shown = [c for c in report.quoted_ceilings if c.speedup >= 1.01 and c.cause != "uncovered"]
     if not shown:
         return []
-    if not report.steady:
-        found = report.window_finding
-        why = "see the first message" if found is None or found.first else found.evidence
-        return [f"ceilings: not quoted for a {window_kind_text(report)} "
-                f"({why})", ""]
     lines = ["ceilings (how much faster steps could be if one cause vanished)"]
     label = report.trace.device_label
     lines += [f"  {label(c.device) + ': ' if c.device is not None else ''}{c.text} "
@@ -115,7 +130,8 @@ def _steps(report: Report) -> list[str]:
         row = (f"  {st.name:<20}{ms(st.dur_us):>13}{ms(st.data_loading_us):>13}"
                f"{ms(st.optimizer_us):>13}")
         for d in devs:
-            by = st.idle_by_cause.get(d, {})
+            by = {c: us for c, us in st.idle_by_cause.get(d, {}).items()
+                  if c not in report.unknown_causes}
             top = max(by, key=by.__getitem__) if by and max(by.values()) > 0 else None
             row += f"{ms(st.gpu_busy_us[d]):>14}{causes.label(top) if top else '-':>18}"
         lines.append(row)
@@ -129,12 +145,13 @@ def _memory(report: Report) -> list[str]:
 
 
 def _advice(report: Report) -> list[str]:
+    shown = report.advice[1:] if not report.advisable else report.advice
+    lines = []
     if not report.advice:
-        return ["advice: nothing stands out."]
+        lines.append("advice: nothing stands out.")
     base = "the window" if report.devices else "step time"
     of = report.window_us if report.devices else report.host_base_us
-    lines = []
-    for a in report.advice:
+    for a in shown:
         share = pct(a.saving_us / of) if of else "-"
         tag = "minor " if a.minor else ""
         lines += [f"[{a.id}] {tag}{a.title} (could save up to {duration(a.saving_us)}, "
@@ -142,4 +159,8 @@ def _advice(report: Report) -> list[str]:
                   f"  evidence: {a.evidence}"]
         lines += [f"  culprit: {c.text}" for c in a.culprits]
         lines += [f"  fix: {a.fix}", ""]
+    if report.withheld:
+        why = withheld_reason(report) or "a cause the trace cannot know"
+        lines.append(f"withheld for {why} (if this were steady):")
+        lines += [f"  [{a.id}] {a.title}" for a in report.withheld]
     return lines

@@ -80,6 +80,9 @@ def cause_trace(path: Path, cause: str, share: float, n: int = 10,
                 tid=tid)
         elif cause == "python":
             b.x("## forward ##", "user_annotation", t0, end - t0)
+            # the op around the launch: a trace with CPU operators (without any, Python time
+            # is unknown)
+            b.x("aten::mm", "cpu_op", end, LAUNCH_US)
         else:
             raise ValueError(cause)
         b.gpu(t0 + g, step_us - g, end, tid=tid)

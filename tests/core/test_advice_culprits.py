@@ -103,16 +103,24 @@ def _startup_trace(path):
 def test_a_startup_window_is_said_first_and_its_ceilings_withheld(tmp_path):
     report = _report(_startup_trace(tmp_path / "startup.json"))
     assert report.window_kind == "startup"
-    head = report.headlines[0]
-    assert head.id == "window" and head.title == "This window is start-up, not steady training"
+    # the window's one card comes first; the cause cards and the headline are withheld
+    assert [a.id for a in report.advice] == ["window"] and report.headlines == []
+    head = report.advice[0]
+    assert head.title == "This window is start-up, not steady training"
     assert head.evidence.startswith("One cudaDeviceGetStreamPriorityRange call takes 30.00 ms, "
                                     "37.5% of the 80.00 ms window, inside aten::to: first use")
+    assert head.evidence.endswith("One-off: cudaDeviceGetStreamPriorityRange 30.00 ms (37.5%).")
+    assert head.saving_us == 30_000.0
     assert "--wait 3" in head.fix
+    assert report.withheld and all(a.id != "window" for a in report.withheld)
     text = render(report)
-    assert text.index("!! This window is start-up") < text.index("!! GPU 0 is busy only")
+    assert text.index("!! This window is start-up") < text.index("GPU 0: utilization")
+    assert "!! GPU 0 is busy only" not in text
     assert "up to" not in text.split("ceilings")[1].split("\n")[0]
-    assert "ceilings: not quoted for a start-up window" in text
-    assert json.loads(report_to_json(report))["window_kind"] == "startup"
+    assert "ceilings: withheld for a start-up window" in text
+    data = json.loads(report_to_json(report))
+    assert data["window_kind"] == "startup" and data["ceilings"] == []
+    assert data["withheld_ceilings"] and data["withheld_advice"]
 
 
 def test_the_first_op_of_a_kind_far_longer_than_the_rest_is_warm_up(tmp_path):
@@ -153,7 +161,7 @@ def _capture_trace(path):
 def test_a_graph_capture_window_is_said_first_in_hip_names(tmp_path):
     report = _report(_capture_trace(tmp_path / "capture.json"))
     assert report.window_kind == "graph_capture" and report.runtime == "hip"
-    head = report.headlines[0]
+    head = report.advice[0]
     assert head.title == "This window records a graph capture, not steady training"
     assert head.evidence.startswith("2 graph captures (hipStreamBeginCapture ... "
                                     "hipGraphInstantiateWithFlags) span 40.00 ms, 50.0%")
@@ -161,18 +169,26 @@ def test_a_graph_capture_window_is_said_first_in_hip_names(tmp_path):
     assert "cuda" not in text.replace("torch.cuda.CUDAGraph", "").lower(), text
 
 
-def test_one_step_is_said_first_only_when_it_may_be_the_first(tmp_path):
+def test_one_step_is_said_first_on_every_trace(tmp_path):
+    """Issue 33: a lone step is announced the same way whatever its number (it used to be only
+    noted for a step numbered past the runner's warm-up)."""
     first = _report(cause_trace(tmp_path / "one.json", "cpu_ops", 0.3, n=1))
-    assert first.window_kind == "one_step" and first.headlines[0].id == "window"
+    assert first.window_kind == "one_step"
+    # 4 events are too few to judge: one card says so, and what the window is
+    assert [a.id for a in first.advice] == ["too_short"]
+    assert "This window is a single step: The 40.00 ms window holds one step" \
+        in first.advice[0].evidence
     b = Synth()
     b.step(551, 1_000_000.0, STEP)
-    b.x("aten::mm", "cpu_op", 1_000_010.0, 10_000.0)
+    for k in range(6):
+        b.x("aten::mm", "cpu_op", 1_000_010.0 + 1600.0 * k, 1_500.0)
     b.gpu(1_010_100.0, STEP - 10_100.0, 1_010_010.0)
     late = _report(b.save(tmp_path / "late.json"))
     assert late.window_kind == "one_step"
-    assert all(h.id != "window" for h in late.headlines)
-    assert "ceilings: not quoted for a one-step window (The 40.00 ms window holds one step " \
-        "(ProfilerStep#551)" in render(late)
+    assert [a.id for a in late.advice] == ["window"]
+    assert late.advice[0].evidence.startswith("The 40.00 ms window holds one step "
+                                              "(ProfilerStep#551)")
+    assert "ceilings: withheld for a one-step window (see the first card)" in render(late)
 
 
 # ----------------------------------------------------------------------------- collectives
@@ -296,8 +312,17 @@ def test_a_long_first_copy_that_waits_is_a_sync_not_start_up(tmp_path):
         b.x("aten::copy_", "cpu_op", t0 + 464_000 + 1000 * k, 9.0)
         b.gpu(t0 + 464_020 + 1000 * k, 500.0, t0 + 464_005 + 1000 * k)
     report = _report(b.save(tmp_path / "decode.json"))
-    assert report.window_kind == "steady" and report.runtime == "hip"
-    card = report.advice[0]
+    # issue 33: the window starts inside this copy, which waits for work queued before the
+    # profiler started: the window's card comes first, the sync card is withheld (it was the
+    # top card of a "steady" window)
+    assert report.window_kind == "queued_before" and report.runtime == "hip"
+    window = report.advice[0]
+    assert [a.id for a in report.advice] == ["window"]
+    assert window.title == "This window starts inside work queued before it"
+    assert window.evidence.startswith("A 463.00 ms hipMemcpyWithStream (inside aten::copy_) "
+                                      "begins 20.0 µs into the 470.00 ms window and covers "
+                                      "98.5% of it"), window.evidence
+    card = report.withheld[0]
     assert card.id == "sync_stalls"
     top = card.culprits[0]
     assert top.name == "hipMemcpyWithStream" and top.frame == "server.py(276): populate"

@@ -32,7 +32,7 @@ def _texts(report) -> str:
 def test_every_top_card_names_a_concrete_event(real_trace, prefix):
     report = analyze(load(real_trace(prefix)))
     top = report.top_advice
-    if top is None:
+    if top is None or top.id == "too_short":  # that card names what the trace lacks
         return
     assert top.culprits, (top.id, top.evidence)
     named = top.culprits[0]
@@ -60,21 +60,26 @@ def test_a_start_up_window_is_said_first(real_trace):
     9.37 ms window of two steps."""
     report = analyze(load(real_trace("hta_amd_trace")))
     assert report.window_kind == "startup"
-    first = report.headlines[0]
-    assert first.id == "window"
+    # issue 33: the window's one card; the cause cards are withheld, listed after it
+    assert [a.id for a in report.advice] == ["window"] and report.headlines == []
+    first = report.advice[0]
     assert first.evidence.startswith("One hipLaunchKernel call takes 6.54 ms, 69.8% of the "
                                      "9.37 ms window, inside autograd::engine::evaluate_function:"
                                      " torch::autograd::AccumulateGrad")
+    assert "One-off: hipLaunchKernel 6.54 ms (69.8%)." in first.evidence
+    assert [a.id for a in report.withheld][:1] == ["backward_bound"]
     text = render(report)
     assert text.index("!! This window is start-up") < text.index("[backward_bound]")
-    assert "up to 1." not in text and "ceilings: not quoted for a start-up window" in text
+    assert "up to 1." not in text and "ceilings: withheld for a start-up window" in text
 
 
 def test_a_single_compile_step_is_said_first(real_trace):
     report = analyze(load(real_trace("hta_triton")))
     assert report.window_kind == "one_step"
-    assert report.headlines[0].id == "window"
-    assert "ProfilerStep#1" in report.headlines[0].evidence
+    # 7 events: too few to judge; the one card says so and what the window is
+    assert [a.id for a in report.advice] == ["too_short"]
+    assert "holding 7 events" in report.advice[0].evidence
+    assert "ProfilerStep#1" in report.advice[0].evidence
 
 
 def test_a_gloo_bound_cpu_rank_is_communication_not_python(real_trace):
@@ -83,12 +88,15 @@ def test_a_gloo_bound_cpu_rank_is_communication_not_python(real_trace):
     assert wait.device is None and wait.threads == [("1074", "3553"), ("1074", "3554")]
     assert wait.us == pytest.approx(178_777.427, abs=0.01)
     assert wait.us / report.host_base_us == pytest.approx(0.851, abs=5e-4)
-    top = report.advice[0]
+    # a single step of 3 events in its window: too short, one-step; the collectives card is
+    # withheld (issue 33), and still says what it would
+    assert [a.id for a in report.advice] == ["too_short"]
+    top = report.withheld[0]
     assert top.id == "collective_wait"
     assert top.culprits[0].name == "gloo:all_reduce" and top.culprits[0].count == 2
     assert "gloo:all_reduce 178.78 ms (100.0%)" in top.evidence
     assert "gloo" in top.fix and "pin_memory" not in _texts(report)
-    python = next(a for a in report.advice if a.id == "python_overhead")
+    python = next(a for a in report.withheld if a.id == "python_overhead")
     assert python.saving_us == pytest.approx(report.host_base_us - wait.us)
 
 
