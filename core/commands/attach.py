@@ -8,7 +8,14 @@ import argparse
 from pathlib import Path
 
 from stallscope.core.capture import options as runner_options
-from stallscope.core.commands.run import _report, follow, say, terminal_output, where_of
+from stallscope.core.commands.run import (
+    Progress,
+    _report,
+    follow,
+    say,
+    terminal_output,
+    where_of,
+)
 from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import attach
 
@@ -52,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     session = (Path(args.session).expanduser().resolve() if args.session
                else runner_options.sessions_root() / name)
     say(f"following {where.host}:{remote} into {session}")
-    ending = follow(attach(where, remote, session, on_output=terminal_output(True)))
+    progress = Progress(str(where.host))
+    ending = follow(attach(where, remote, session, on_output=terminal_output(True, progress)),
+                    progress)
     if ending.lost:
         say(ending.reason)
     elif session.is_dir():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from stallscope.core.capture import options as runner_options
@@ -18,9 +19,11 @@ from stallscope.core.capture.overrides import OverrideError, parse_sets
 from stallscope.core.commands.terminal import escape
 from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, start
+from stallscope.core.session.events import StepEvent, TraceReady
 from stallscope.core.session.reader import open_session
 from stallscope.core.units import duration
 
+POLL_S = 0.1
 RUN_OPTIONS = ("profile_memory", "record_shapes", "with_stack", "stop_after_window",
                "nproc_per_node", "lineprof", "lineprof_depth", "sets",
                *runner_options.WINDOW_OPTIONS)
@@ -128,10 +131,11 @@ def run(args: argparse.Namespace) -> int:
     job = Job(script=script, args=script_args, session=session,
               options={k: getattr(args, k) for k in RUN_OPTIONS},
               schedule={k: getattr(args, k) for k in runner_options.DEFAULT_SCHEDULE})
-    handle = start(where, job, on_output=terminal_output(where.remote))
+    progress = Progress(where.label)
+    handle = start(where, job, on_output=terminal_output(where.remote, progress))
     if where.remote:
         say(f"running on {where.host}: {handle.remote_session}; local copy {session}")
-    ending = follow(handle)
+    ending = follow(handle, progress)
     if ending.lost:
         say(ending.reason)
     elif session.is_dir():
@@ -139,10 +143,12 @@ def run(args: argparse.Namespace) -> int:
     return ending.exit_status
 
 
-def terminal_output(remote: bool):
+def terminal_output(remote: bool, progress: Progress | None = None):
     """Where the script's output goes: stdout/stderr as written; a remote host's escaped
     (its bytes are untrusted: no control sequence reaches the terminal)."""
     def write(data: bytes, is_err: bool) -> None:
+        if progress is not None:
+            progress.clear()
         stream = sys.stderr if is_err else sys.stdout
         if remote:
             stream.write(escape(data.decode("utf-8", errors="replace")))
@@ -158,15 +164,61 @@ def terminal_output(remote: bool):
     return write
 
 
-def follow(handle: RunHandle) -> Ending:
-    """Wait for the run, passing a Ctrl-C on: the first asks the runner to end the script
-    (it writes its trace), the second stops it (the one stop rule)."""
+class Progress:
+    """The live progress line on a terminal's stderr (steps, the last step's time, traces
+    fetched), redrawn at most every EVERY_S; cleared before the script's output is written."""
+
+    EVERY_S = 0.5
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.on = sys.stderr.isatty()
+        self.steps = self.traces = 0
+        self.step_ms = float("nan")
+        self.shown = 0
+        self.at = 0.0
+        self.text = ""
+
+    def take(self, events: list) -> None:
+        for e in events:
+            if isinstance(e, StepEvent) and e.rank in (0, None):
+                self.steps, self.step_ms = e.n + 1, e.wall_ms
+            elif isinstance(e, TraceReady):
+                self.traces += 1
+        now = time.monotonic()
+        if not (self.on and self.steps) or now - self.at < self.EVERY_S:
+            return
+        text = (f"stallscope: {self.where}: step {self.steps} · {self.step_ms:.0f} ms · "
+                f"{self.traces} trace{'s' if self.traces != 1 else ''}")
+        if text != self.text:
+            self.at, self.text = now, text
+            self.clear()
+            sys.stderr.write("\r" + text)  # (terminal.py passes a carriage return first only)
+            sys.stderr.flush()
+            self.shown = len(text)
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * self.shown)
+            sys.stderr.write("\r")
+            sys.stderr.flush()
+            self.shown = 0
+
+
+def follow(handle: RunHandle, progress: Progress | None = None) -> Ending:
+    """Follow the run to its end, passing a Ctrl-C on: the first asks the runner to end the
+    script (it writes its trace), the second stops it (the one stop rule)."""
     interrupts = 0
     while True:
         try:
-            ending = handle.wait()
-            assert ending is not None  # no timeout
-            return ending
+            while handle.ending is None:
+                events = handle.poll()
+                if progress is not None:
+                    progress.take(events)
+                time.sleep(POLL_S)
+            if progress is not None:
+                progress.clear()
+            return handle.ending
         except KeyboardInterrupt:
             interrupts += 1
             interrupt = getattr(handle, "interrupt", None)

@@ -8,6 +8,7 @@ Every remote word goes through `word()`: the remote shell sees it as one literal
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import shlex
@@ -47,6 +48,7 @@ def capture_files() -> list[Path]:
     return sorted(p for p in CAPTURE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
+@functools.lru_cache(maxsize=1)
 def bundle() -> tuple[str, bytes]:
     """(folder name, tar of core/capture): runner-<version>-<hash>, reused while it matches."""
     digest = hashlib.sha256()

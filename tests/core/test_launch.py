@@ -4,6 +4,7 @@ small scripts through the runner; their events, output, Stop and Ending."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -118,3 +119,33 @@ def test_a_killed_run_gets_one_record_per_rank_that_lacks_it(tmp_path):
     ending = ending_of(tmp_path, -9, "killed by SIGKILL")
     assert ending.ranks[0].reason == "killed by SIGKILL" and ending.ranks[1].reason == "exception"
     assert ending.reason.startswith("ranks ended differently")
+
+
+def test_cli_run_on_a_terminal_draws_a_progress_line(tmp_path):
+    """stderr a terminal: a live line (steps, step time, traces) redrawn in place and cleared
+    before the summary; the script's own output still comes through."""
+    import pty
+    import sys
+
+    script = write_script(tmp_path, training(items=64, step_s=0.15, head="print('hello')"))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on a pseudo-terminal
+        os.execv(sys.executable, [sys.executable, "-m", "stallscope.core.cli", "run",
+                                  "--no-analyze", "--no-stop-after-window", "--session",
+                                  str(tmp_path / "s"), "--", str(script)])
+    out = b""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    _, status = os.waitpid(pid, 0)
+    text = out.decode()
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "hello" in text
+    assert re.search(r"\rstallscope: this computer: step [1-8] · \d+ ms · [01] traces?\r", text)
+    summary = text.index("stallscope: session ")
+    assert text[:summary].rstrip(" ").endswith("\r")  # the line was cleared before it
