@@ -55,10 +55,13 @@ def run_clock(rec: Record) -> RunClock:
     """The run's time on the record's clock: a row's time is its step's end, in seconds since
     the record was created (as the runner started)."""
     s, b = rec.steps, rec.blocks
-    if len(b):  # step 0 is folded: its block's end less the other steps' walls (their gaps
-        # are lost: a block's worth at most, 1024 steps' overhead in a run of over 32,768)
+    if len(b):  # step 0 is folded: its block's end less the other steps' time, their walls
+        # stretched by the gaps between steps at the next block's pace (elapsed per wall)
         step0 = b["wall_max"][0] if b["wall_max_n"][0] == 0 else b["wall_median"][0]
-        step0_end = float(b["t"][0]) - (float(b["wall_sum"][0]) - float(step0)) / 1e3
+        pace = 1.0
+        if len(b) > 1 and b["wall_sum"][1] > 0:
+            pace = max(1.0, float(b["t"][1] - b["t"][0]) / (float(b["wall_sum"][1]) / 1e3))
+        step0_end = float(b["t"][0]) - (float(b["wall_sum"][0]) - float(step0)) / 1e3 * pace
     elif len(s):
         step0_end = float(s["t"][0])
     else:
