@@ -93,6 +93,8 @@ def test_a_tight_loop_s_elapsed_and_step_time_match_its_own_clock(tmp_path, caps
     assert int(shown[2].replace(",", "")) == report.steady_steps
     rc, out = cli_out(capsys, "check", str(session), "--max-step-ms", "1000")
     assert rc == 0 and f"steady step {report.step_ms:,.2f} ms" in out
+    _, w = open_session(session).steady()  # what compare, the compare view and tune state
+    assert (w.step_ms, w.steps) == (pytest.approx(report.step_ms), report.steady_steps)
 
 
 def test_a_dataloader_bound_loop_s_data_wait_matches_its_own_clock(tmp_path):
