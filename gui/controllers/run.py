@@ -31,6 +31,7 @@ from stallscope.core.capture import layout
 from stallscope.core.capture.closing import close_run
 from stallscope.core.capture.layout import DATALOADER
 from stallscope.core.errors import StallscopeError
+from stallscope.core.launch.remote import lost_text
 from stallscope.core.session.events import (
     Event,
     Finished,
@@ -50,12 +51,14 @@ from stallscope.core.session.record import (
     with_events,
 )
 from stallscope.core.session.steady import queued_batches
+from stallscope.gui.controllers.run_remote import remote_of, start_into
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run import RunView
 
 POLL_MS = 200
 RECORD_EVERY = 15  # polls: the whole-run record is re-read every 3 s while the run goes on
 SHUTDOWN_WAIT_S = 2.0  # past the grace: the app quits, the launcher has killed the tree
+START_WAIT_S = 30.0    # a closing view waits this long for a remote start to answer
 
 # levels of sig_status / sig_console: the view gives each its colour
 PLAIN, NOTE, ERROR = "", "note", "error"
@@ -129,6 +132,7 @@ class RunController(QObject):
         session = request.new_session_dir()
         self._reset(session)
         self.request = request
+        self.sig_reconnectable.emit(False)
         where = request.where()
         self.sig_opened.emit(" ".join([Path(request.script).name, *request.args]), session)
         self.sig_status.emit(f"Connecting to {where.host} …" if where.remote
@@ -136,7 +140,7 @@ class RunController(QObject):
         job = request.job(session)
         if where.remote:  # ssh deploys and starts the runner: off the GUI thread
             box: dict = {}
-            thread = threading.Thread(target=_start_into, args=(box, where, job, self._output),
+            thread = threading.Thread(target=start_into, args=(box, where, job, self._output),
                                       daemon=True, name="stallscope-remote-start")
             self._starting = (thread, box)
             thread.start()
@@ -284,11 +288,20 @@ class RunController(QObject):
         return record is not None
 
     # ------------------------------------------------------------------ reconnect
-    def _lost(self, line: str) -> None:
-        """The connection to the host ended; the run goes on there."""
+    def _lost(self, reason: str) -> None:
+        """The connection to the host ended; the run goes on there. The launcher's reason
+        names the CLI's attach; ssh's own words, when it said something, stay below."""
         self._timer.stop()
         self.sig_stoppable.emit(False)
-        self.sig_status.emit(f"Connection lost: {line}", NOTE)
+        if self.remote is not None:
+            where, remote_session = self.remote
+            text = f"Connection to {where.host} lost: the run goes on there. Reconnect " \
+                   "follows it again, fetching what it wrote meanwhile."
+            if reason != lost_text(str(where.host), remote_session):
+                text += "\n" + reason
+        else:
+            text = f"Connection lost: {reason}"
+        self.sig_status.emit(text, NOTE)
         self.sig_reconnectable.emit(self.remote is not None)
 
     def _taken(self, e: Event) -> bool:
@@ -337,31 +350,28 @@ class RunController(QObject):
         self.sig_console.emit(s.stdout(), PLAIN)
         self._take(EventFollower(s.path).poll_typed())
         self.show_whole_run()
-        if self.end is None:
+        self.remote = remote_of(s.run) if self.end is None else None
+        if self.remote is not None:  # a mirror: the run may go on on its host
+            self.sig_status.emit(f"No finished record yet: the run may still be going on on "
+                                 f"{self.remote[0].host}; Reconnect follows it again", NOTE)
+        elif self.end is None:
             self.sig_status.emit("No finished record yet: the run may still be going on, or "
                                  "was killed", NOTE)
+        self.sig_reconnectable.emit(self.remote is not None)
         self.sig_replayed.emit()
 
     def shutdown(self) -> None:
         """Stop a live run and wait for it (its view is closing or the app is quitting), so
         the session still ends with `finished` and no worker is left behind."""
+        if self._starting is not None:  # a remote start: let ssh answer, then stop it
+            self._starting[0].join(START_WAIT_S)
+            self._started()
         handle = self.handle
         if handle is None or not handle.running:
             return
         self.stop()
         handle.wait(self.grace_s + SHUTDOWN_WAIT_S)
         self.poll()
-
-
-def _start_into(box: dict, where: launch.Where, job: launch.Job, on_output) -> None:
-    """launch.start in a thread: the handle, or the one-line error, into `box`."""
-    box["where"] = where
-    try:
-        box["handle"] = launch.start(where, job, on_output=on_output)
-    except StallscopeError as exc:
-        box["error"] = str(exc)
-    except Exception as exc:  # noqa: BLE001 - shown as one line, never a traceback
-        box["error"] = f"could not start on {where.host}: {type(exc).__name__}: {exc}"
 
 
 def read_whole_run(session: Path, events: list[dict]) -> Record | None:

@@ -10,12 +10,14 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import json
 import signal
 import sys
 from pathlib import Path
 
 import psutil
 import pytest
+from PySide6.QtCore import Qt
 from scripts import training
 from shots import save_shot
 from sshd import Sshd
@@ -107,7 +109,8 @@ def test_reconnect_after_a_dropped_connection_loses_nothing(qtbot, server, tmp_p
     with qtbot.waitSignal(run.sig_reconnectable, timeout=WAIT_MS) as lost:
         os.kill(run.handle.transport_pid, signal.SIGKILL)  # the laptop's ssh goes away
     assert lost.args == [True] and view.reconnect_button.isVisible()
-    assert view.status.text().startswith("Connection lost: the connection to ")
+    assert view.status.text() == (f"Connection to {server.alias} lost: the run goes on there. "
+                                  "Reconnect follows it again, fetching what it wrote meanwhile.")
     assert not view.stop_button.isEnabled() and run.exit_code is None and run.can_reconnect
     qtbot.waitUntil(lambda: (remote / ".runner.rc").exists(), timeout=WAIT_MS)  # it went on
     assert run.series.n < len(remote_steps(remote)) == 12
@@ -124,3 +127,40 @@ def test_reconnect_after_a_dropped_connection_loses_nothing(qtbot, server, tmp_p
     assert len(traces) == 1 and Path(traces[0]).read_bytes() == (
         remote / "traces" / Path(traces[0]).name).read_bytes()
     assert "Finished: completed" in view.status.text()
+
+
+def mirror(tmp_path, remote: dict, finished: bool = False) -> Path:
+    """A mirrored session as a dropped connection leaves it: run.json names the host."""
+    session = tmp_path / "mirror"
+    session.mkdir()
+    (session / "run.json").write_text(json.dumps({"script": "/r/train.py", "remote": remote}))
+    lines = [{"event": "step", "t": 1.0 + n, "n": n, "wall_ms": 10.0, "data_wait_ms": 1.0}
+             for n in range(3)]
+    if finished:
+        lines.append({"event": "finished", "t": 9.0, "rc": 0, "reason": "completed"})
+    (session / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return session
+
+
+def test_a_replayed_mirror_offers_reconnect_to_its_host(qtbot, tmp_path):
+    """An unfinished mirror opened later (File > Open session) offers Reconnect; its run.json
+    is untrusted: the host shows as plain text, and a host ssh would read as an option is
+    never offered."""
+    view, run = bound_view(qtbot)
+    run.replay(mirror(tmp_path, {"host": "<b>gpu</b>", "session": "/r/s", "python": "py3"}))
+    assert view.reconnect_button.isVisible() and run.can_reconnect
+    where, remote_session = run.remote
+    assert (where.host, where.python, remote_session) == ("<b>gpu</b>", "py3", "/r/s")
+    assert view.status.textFormat() == Qt.TextFormat.PlainText
+    assert "still be going on on <b>gpu</b>; Reconnect follows it" in view.status.text()
+    save_shot(view, "run_view_mirror_reconnect")
+
+    cases = (({"host": "-oProxyCommand=touch x", "session": "/r/s"}, False),
+             ({"host": "gpu", "session": ""}, False),
+             ({"host": "gpu", "session": "/r/s"}, True))  # it ended: nothing to follow
+    for n, (remote, finished) in enumerate(cases):
+        view, run = bound_view(qtbot)
+        (tmp_path / str(n)).mkdir()
+        run.replay(mirror(tmp_path / str(n), remote, finished))
+        assert not view.reconnect_button.isVisible() and run.remote is None, remote
+        assert not run.reconnect()
