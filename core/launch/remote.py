@@ -28,6 +28,7 @@ from stallscope.core.launch.job import STOP_GRACE_S, Ending, Job, Where
 # what a remote session may hold (anything else it sends is dropped)
 NAME = re.compile(r"^(?:(?:traces|lineprof)/)?[A-Za-z0-9_.@+=,-][A-Za-z0-9_.@+=, -]{0,200}$")
 MAX_HEADER = 4096
+MAX_FRAME = 4 << 20  # the agent sends at most 1 MiB a frame; a whole run.json or record.bin
 
 
 def lost_text(host: str, remote_session: str) -> str:
@@ -126,6 +127,8 @@ class RemoteRun(RunHandle):
                 if not isinstance(frame, dict):
                     break
                 n = int(frame.get("n") or 0)
+                if n > MAX_FRAME:
+                    break  # not what the agent sends: the stream is not to be trusted further
                 data = pipe.read(n) if n > 0 else b""
                 if len(data) < n:
                     break
@@ -159,11 +162,14 @@ class RemoteRun(RunHandle):
                         + "; " + self.lost
                 self._exit = (None, self.lost)
             else:
-                self._write(frame, data)
+                try:
+                    self._write(frame, data)
+                except (OSError, ValueError, TypeError):
+                    pass  # a frame the mirror cannot hold (a name that is a folder here)
 
     def _write(self, frame: dict, data: bytes) -> None:
         rel = str(frame.get("f", ""))
-        if not NAME.match(rel) or ".." in rel.split("/"):
+        if not NAME.match(rel) or any(part in (".", "..") for part in rel.split("/")):
             return  # not a name a session holds: dropped
         path = self.session / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -86,3 +86,24 @@ def test_an_interpreter_missing_on_the_host_closes_the_run(tmp_path):
     ending = ending_of(session, None, "")
     assert ending.reason.startswith("cannot start the interpreter /nonexistent/python3")
     assert "cannot start the interpreter" in (session / remote_agent.OUT_FILE).read_text()
+
+
+def test_the_mirror_writes_only_names_a_session_holds(tmp_path):
+    """Remote bytes are untrusted: a frame naming a path outside the session layout is
+    dropped, never written."""
+    from stallscope.core.launch import Where
+    from stallscope.core.launch.remote import RemoteRun
+
+    session = tmp_path / "mirror"
+    session.mkdir()
+    run = RemoteRun(Where(host="h"), session, "/remote/s", None)
+    for name in ("../escaped", "/tmp/abs", "traces/../../escaped", ".", "..", "a/b",
+                 "lineprof/../../x", "traces/", "bad\nname", "x" * 300):
+        run._write({"f": name, "o": 0, "n": 1}, b"x")
+        run._write({"f": name, "w": 1, "n": 1}, b"x")
+    run._write({"f": "traces/ok.pt.trace.json.gz", "o": 0, "n": 2}, b"ok")
+    run._write({"f": "events.jsonl", "o": 0, "n": 3}, b"ab\n")
+    run._write({"f": "events.jsonl", "o": 2, "n": 4}, b"\ncd\n")  # resumes at its offset
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["mirror/events.jsonl", "mirror/traces/ok.pt.trace.json.gz"]
+    assert (session / "events.jsonl").read_bytes() == b"ab\ncd\n"
