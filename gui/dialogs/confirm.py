@@ -10,6 +10,11 @@ script, arguments): choose_run shows those as facts and runs with the user's own
 (this app's, or one they pick) in a folder they choose; nothing from the session is used
 without being on screen. `answer(dialog)` is the one place the user's answer comes from (tests
 replace it, and see the dialog exactly as the user would).
+
+Every string from a file is shown as what it is (core/untrusted.visible): a right-to-left
+override, a zero-width space, an ESC or a newline in an argument or a path reads as \u202e,
+\u200b, \x1b, \n. The command box grows to hold the whole command (wrapped anywhere), so none
+of it is below a fold.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontDatabase, QTextLayout, QTextOption
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -32,6 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from stallscope.core.untrusted import visible
 from stallscope.gui.dialogs.fields import with_button
 from stallscope.gui.widgets import plain_label
 
@@ -39,6 +46,54 @@ from stallscope.gui.widgets import plain_label
 def answer(dialog: QDialog) -> bool:
     """The user's answer to a confirmation (modal)."""
     return dialog.exec() == QDialog.DialogCode.Accepted
+
+
+def shown_command(command: list[str]) -> str:
+    """A command line as the user must read it: shell-quoted, hidden characters escaped."""
+    return visible(shlex.join(command))
+
+
+class CommandBox(QPlainTextEdit):
+    """The exact command, read-only, wrapped anywhere and as tall as its text (up to
+    MAX_LINES): nothing of it hides below a fold."""
+
+    MAX_LINES = 40
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text)
+        self.setReadOnly(True)
+        self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAnywhere)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.textChanged.connect(self.fit)
+        self.fit()
+
+    def lines(self) -> int:
+        """Screen lines the text takes at the box's width, laid out as the box lays it out."""
+        width = self.viewport().width() - 2 * self.document().documentMargin()
+        option = QTextOption()
+        option.setWrapMode(QTextOption.WrapMode.WrapAnywhere)
+        total = 0
+        for paragraph in self.toPlainText().split("\n"):
+            layout = QTextLayout(paragraph, self.font())
+            layout.setTextOption(option)
+            layout.beginLayout()
+            n = 0
+            while (line := layout.createLine()).isValid():
+                line.setLineWidth(width)
+                n += 1
+            layout.endLayout()
+            total += max(1, n)
+        return total
+
+    def fit(self) -> None:
+        lines = min(self.lines(), self.MAX_LINES)
+        margin = 2 * self.document().documentMargin() + 2 * self.frameWidth()
+        self.setFixedHeight(int(lines * self.fontMetrics().lineSpacing() + margin + 2))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self.fit()
 
 
 class ConfirmDialog(QDialog):
@@ -58,10 +113,7 @@ class ConfirmDialog(QDialog):
         for name, value in facts or []:
             self.add_fact(name, value)
         lay.addLayout(self.facts)
-        self.command = QPlainTextEdit(command)  # plain text by construction
-        self.command.setReadOnly(True)
-        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.command.setMaximumHeight(self.command.fontMetrics().height() * 5 + 12)
+        self.command = CommandBox(command)  # plain text by construction
         self.command.setVisible(bool(command))
         lay.addWidget(self.command)
         self.buttons = QDialogButtonBox()
@@ -76,7 +128,7 @@ class ConfirmDialog(QDialog):
         lay.addWidget(self.buttons)
 
     def add_fact(self, name: str, value: str) -> None:
-        label = plain_label(value)
+        label = plain_label(visible(value))
         label.setWordWrap(True)
         self.facts.addRow(plain_label(name), label)
 
@@ -106,18 +158,19 @@ def confirm_command(parent: QWidget | None, title: str, text: str, command: list
                     cwd: str = "", button: str = "Run") -> bool:
     """Ask before running `command` (shown exactly, shell-quoted, as plain text)."""
     facts = [("In folder", cwd)] if cwd else []
-    return _ask(ConfirmDialog(title, text, shlex.join(command), facts, button, parent))
+    return _ask(ConfirmDialog(title, text, shown_command(command), facts, button, parent))
 
 
 def confirm_import(parent: QWidget | None, file: str, name: str) -> bool:
     """Ask before importing `file` (it runs the file's top-level code) to build `name`."""
-    text = (f"Converting to LMDB builds the Dataset with {name} from {file}. Importing the "
+    text = (f"Converting to LMDB builds the Dataset with {visible(name)} from {visible(file)}. "
+            "Importing the "
             "file runs its top-level code (a script without `if __name__ == \"__main__\":` "
             "runs its training): it is imported in a separate process first, stopped if it "
             "does not finish within a minute.")
     dialog = ConfirmDialog("Import the Dataset's file?", text,
                            facts=[("File", file), ("Dataset", name)],
-                           button=f"Import {Path(file).name}", parent=parent)
+                           button=f"Import {visible(Path(file).name)}", parent=parent)
     return _ask(dialog)
 
 
@@ -143,8 +196,8 @@ class RunPlanDialog(ConfirmDialog):
     def __init__(self, script: str, args: list[str], recorded_python: str = "",
                  recorded_cwd: str = "", button: str = "Continue",
                  parent: QWidget | None = None, recorded_script: str = "") -> None:
-        text = (f"This runs {Path(script).name} with your own Python interpreter, in a folder "
-                "you choose. Check the command below.")
+        text = (f"This runs {visible(Path(script).name)} with your own Python interpreter, in a "
+                "folder you choose. Check the command below.")
         facts = [("Script", script), ("Arguments", shlex.join(args) or "(none)")]
         if recorded_python or recorded_cwd:
             text += (" The session that recorded the trace names another machine's interpreter "
@@ -184,8 +237,8 @@ class RunPlanDialog(ConfirmDialog):
     def _show_command(self) -> None:
         ok = Path(self.plan.python).is_file() and Path(self.plan.cwd).is_dir()
         self.ok.setEnabled(ok)
-        self.command.setPlainText(f"cd {shlex.quote(self.plan.cwd)}\n"
-                                  + shlex.join(self.plan.command()))
+        self.command.setPlainText(visible(f"cd {shlex.quote(self.plan.cwd)}") + "\n"
+                                  + shown_command(self.plan.command()))
         self.command.setVisible(True)
 
     def shown_text(self) -> str:
