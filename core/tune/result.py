@@ -20,6 +20,7 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.session.steady import STATISTIC
 from stallscope.core.tune import noise
 from stallscope.core.tune.trial import Trial, settings_text
+from stallscope.core.untrusted import read_json
 
 
 @dataclass
@@ -233,9 +234,10 @@ def _ratio(slow: Trial, fast: Trial) -> float:
 def load_result(path: str | os.PathLike) -> TuneResult:
     p = Path(path)
     p = p / TUNE_JSON if p.is_dir() else p
+    data = read_json(p, "tune.json")  # a regular file, capped, depth-limited: one line else
     try:
-        return TuneResult.from_json(json.loads(p.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        return TuneResult.from_json(data)
+    except (ValueError, TypeError, AttributeError, KeyError, OverflowError) as exc:
         raise StallscopeError(f"{p}: not a readable tune.json ({exc})") from None
 
 

@@ -216,3 +216,18 @@ def test_fuzzed_session_fields_end_in_a_report_or_one_line(tmp_path, steps, epoc
             json.dumps(analyze_run(record).to_json(), default=str)
     except StallscopeError as exc:
         assert "\n" not in str(exc) and str(s) in str(exc)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"[" * (50 << 20), "tune.json: 50.0 MiB, larger than the 16.0 MiB read"),
+    (b"[" * 5000 + b"]" * 5000, "tune.json is nested too deep"),
+    (b'{"trials": "many"}', "not a readable tune.json"),
+    (b'{"trials": [{"n": 1' + b"0" * 400 + b"}]}", "not a readable tune.json"),
+])
+def test_a_hostile_tune_json_is_one_line(tmp_path, data, words):
+    from stallscope.core.tune.result import load_result
+
+    (tmp_path / "tune.json").write_bytes(data)
+    with pytest.raises(StallscopeError, match=words) as err:
+        load_result(tmp_path)
+    assert "\n" not in str(err.value)
