@@ -69,7 +69,8 @@ class RunRequest:
         """Where the launcher runs it: this computer in the working folder, or the host."""
         if self.is_remote:
             return Where(host=self.host, python=self.python or None, cwd=self.cwd or None,
-                         ssh_options=tuple(self.ssh_options), cache=self.remote_cache or None)
+                         ssh_options=ssh_env_options() + tuple(self.ssh_options),
+                         cache=self.remote_cache or None)
         return Where(python=self.python, cwd=str(self.workdir))
 
     def job(self, session: Path) -> Job:
@@ -90,6 +91,12 @@ class RunRequest:
         req.schedule = {**run_options.DEFAULT_SCHEDULE, **(req.schedule or {})}
         req.options = {**DEFAULT_OPTIONS, **(req.options or {})}
         return req
+
+
+def ssh_env_options() -> tuple[str, ...]:
+    """STALLSCOPE_SSH_CONFIG=FILE adds `-F FILE` to ssh, as it does for the CLI."""
+    config = os.environ.get("STALLSCOPE_SSH_CONFIG")
+    return ("-F", config) if config else ()
 
 
 def sessions_root() -> Path:

@@ -185,7 +185,8 @@ class RunController(QObject):
             except OSError as exc:
                 self.sig_console.emit(f"stallscope: could not write to {self.session}: {exc}\n",
                                       ERROR)
-        self._finished(Finished(kind="finished", t=0.0, rank=None, rc=None, reason=message))
+        self.end = Finished(kind="finished", t=0.0, rank=None, rc=None, reason=message)
+        self.sig_status.emit(f"Not started: {message}", ERROR)
         self._end(-1)
 
     def stop(self) -> None:

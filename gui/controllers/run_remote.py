@@ -6,6 +6,7 @@ from __future__ import annotations
 from stallscope.core import launch
 from stallscope.core.errors import StallscopeError
 from stallscope.gui.dialogs.run_where import check_host
+from stallscope.gui.run_request import ssh_env_options
 
 
 def remote_of(run: dict) -> tuple[launch.Where, str] | None:
@@ -22,7 +23,7 @@ def remote_of(run: dict) -> tuple[launch.Where, str] | None:
     except ValueError:
         return None
     return launch.Where(host=host, python=python if isinstance(python, str) and python
-                        else None), session
+                        else None, ssh_options=ssh_env_options()), session
 
 
 def start_into(box: dict, where: launch.Where, job: launch.Job, on_output) -> None:

@@ -129,6 +129,26 @@ def test_reconnect_after_a_dropped_connection_loses_nothing(qtbot, server, tmp_p
     assert "Finished: completed" in view.status.text()
 
 
+def test_an_unknown_host_key_is_one_line_with_what_to_do(qtbot, server, tmp_path, monkeypatch):
+    """ssh never asks (BatchMode): the app shows its failure in one line, no traceback.
+    STALLSCOPE_SSH_CONFIG gives ssh its config, as for the CLI."""
+    (tmp_path / "empty_known_hosts").write_text("")
+    monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.ssh_config(
+        "unknown", UserKnownHostsFile=str(tmp_path / "empty_known_hosts"))))
+    request = remote_request(server, tmp_path, "print(1)\n")
+    request.ssh_options = []
+    view, run = bound_view(qtbot)
+    with qtbot.waitSignal(run.sig_run_finished, timeout=WAIT_MS) as done:
+        run.start(request)
+    assert done.args == [-1] and not view.stop_button.isEnabled()
+    console = view.console.toPlainText().strip().splitlines()
+    assert len(console) == 1 and console[0].startswith("stallscope: "), console
+    assert f"run `ssh {server.alias}` once to accept it" in console[0] and "(ssh: " in console[0]
+    assert view.status.text() == "Not started: " + console[0].removeprefix("stallscope: ")
+    assert "Traceback" not in view.console.toPlainText()
+    save_shot(view, "run_view_ssh_refused")
+
+
 def mirror(tmp_path, remote: dict, finished: bool = False) -> Path:
     """A mirrored session as a dropped connection leaves it: run.json names the host."""
     session = tmp_path / "mirror"
