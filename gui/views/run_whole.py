@@ -38,7 +38,7 @@ EPOCH_COLOR = CAUSE_COLORS["data_loading"]  # an epoch start is a wait on the Da
 SAVE_COLOR = STEP_EDGE_COLOR
 RSS_COLOR = MUTED_TEXT
 MAX_POINTS = 4000  # never more points than this on a curve, whatever the run's length
-OUTLIER = 3.0      # a point over 3x the 95th percentile is drawn off scale, marked
+OUTLIER = 3.0      # a mean over 3x the 95th percentile is drawn off scale, marked
 
 
 def robust_top(values: np.ndarray) -> tuple[float | None, np.ndarray]:
@@ -168,7 +168,7 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
             curve.setVisible(shown)
             curve.setData(edges if shown else [], y if shown else [],
                           stepMode="center" if shown else None)
-        top = self._scale(self.step_plot, edges, v["wall_max"], v["x"])
+        top = self._scale(self.step_plot, edges, v["wall_mean"], v["x"], v["wall_max"])
         self._scale(self.wait_plot, edges, v["wait_mean"], v["x"])
         for marks, at, lift in ((self.epoch_marks, self.epochs, 0.0),
                                 (self.save_marks, self.saves, 0.06 * top)):
@@ -178,24 +178,32 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
             else:
                 marks.setData([], [])
 
-    def _scale(self, plot, edges: np.ndarray, y: np.ndarray, x: np.ndarray) -> float:
-        """The plot's y range, robust to outliers (robust_top): those are marked with an
-        arrow at the top and the highest is named. Returns the top."""
+    def _scale(self, plot, edges: np.ndarray, y: np.ndarray, x: np.ndarray,
+               band: np.ndarray | None = None) -> float:
+        """The plot's y range from its mean curve `y`, robust to outliers (robust_top): those
+        are marked with an arrow at the top; the highest point off scale (of `band`, the
+        slowest step of each point, when given) is named. Returns the top."""
         marks, text = self.off_scale[plot]
+        band = y if band is None else band
         top, out = robust_top(y)
         if top is None:
+            top = 1.15 * float(np.nanmax(y)) if len(y) and np.isfinite(y).any() else 0.0
+        over = np.isfinite(band) & (band > top)
+        if top <= 0 or not over.any():
             plot.enableAutoRange(axis="y")
             marks.setData([], [])
             text.setText("")
-            return float(np.nanmax(y)) if len(y) and np.isfinite(y).any() else 0.0
+            return float(np.nanmax(band)) if len(band) and np.isfinite(band).any() else 0.0
         plot.disableAutoRange(axis="y")
         plot.setYRange(0, top, padding=0)
         centres = (edges[:-1] + edges[1:]) / 2
         marks.setData(centres[out], np.full(int(out.sum()), 0.96 * top))
-        worst = int(np.nanargmax(np.where(out, y, np.nan)))
+        worst = int(np.nanargmax(np.where(over, band, np.nan)))
         where = "step" if edges[worst + 1] - edges[worst] <= 1 else "from step"
-        text.setText(f"{where} {int(x[worst]):,}: {duration(float(y[worst]) * 1e3)} "
-                     f"(off scale{f', and {int(out.sum()) - 1} more' if out.sum() > 1 else ''})")
+        more = int(over.sum()) - 1
+        text.setText(f"{where} {int(x[worst]):,}: {duration(float(band[worst]) * 1e3)} "
+                     f"(off scale{f', and {more:,} more' if more else ''})")
+        text.setAnchor((1, 0) if worst > len(centres) / 2 else (0, 0))  # inside the plot
         text.setPos(centres[worst], 0.93 * top)
         return top
 
