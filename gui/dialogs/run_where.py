@@ -61,7 +61,7 @@ def placeholders(remote: bool) -> tuple[str, str]:
     """The script's and the working folder's placeholder texts."""
     if remote:
         return ("~/proj/train.py: the script's path on the host",
-                "a folder on the host (default: the script's folder)")
+                "a folder on the host (default: your home there)")
     return "train.py: your unmodified training script", "the script's folder"
 
 
