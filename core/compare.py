@@ -3,10 +3,10 @@
 Pure functions over analysis Reports. Runs of different length compare fairly because
 times are per step (or per window when a trace has no steps) and utilization is a fraction.
 A trace inside a session folder (as every run and every tune trial is) takes its step time and
-data wait from the session's step events instead: the steady statistic of
-core/session/steady.py, the very figure tune claims (the slowest rank's under torchrun), so
-tune, `compare` and the compare view state one speed-up for the same two sessions. The
-profiled window's own mean stays beside it, for information.
+data wait from the session's recorded steps instead (record.bin, else its step events): the
+steady statistic of core/session/steady.py, the very figure tune claims (the slowest rank's
+under torchrun), so tune, `compare` and the compare view state one speed-up for the same two
+sessions. The profiled window's own mean stays beside it, for information.
 `mismatch_warnings` says when two reports should not be compared blindly (other GPU, other rank,
 GPU vs CPU-only, other step count); `Metric.change_text` hides deltas that are only noise.
 """
@@ -207,7 +207,7 @@ def statistic(metrics: list[Metric]) -> str:
     """Which statistic the step time is, in words."""
     step = next((m for m in metrics if m.key == "step_ms"), None)
     if step is not None and step.label == STEADY_LABEL:
-        return ("steady mean from the sessions' step events (elapsed over the steady steps / "
+        return ("steady mean of the sessions' recorded steps (elapsed over the steady steps / "
                 "their count; the slowest rank's under torchrun)")
     return "mean ProfilerStep duration in the traces' profiled windows"
 

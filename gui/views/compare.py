@@ -307,8 +307,8 @@ class CompareView(QWidget):
             change = "" if step.noise else f", {step.change_text()}"
             gain = speedup(self.metrics)
             times = "" if gain is None or step.noise else f"{gain:.2f}x"
-            how = (" <span style='font-weight:400'>(steady mean from the sessions' step "
-                   "events)</span>" if step.label == STEADY_LABEL else "")
+            how = (" <span style='font-weight:400'>(steady mean of the sessions' recorded "
+                   "steps)</span>" if step.label == STEADY_LABEL else "")
             times = f"{times}, " if times else ""
             parts.append(f'<span style="color:{color}; font-weight:600">Steps are {word}: '
                          f"{times}{step.value_text(step.before)} → "

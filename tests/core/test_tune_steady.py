@@ -109,7 +109,7 @@ def test_compare_of_two_sessions_states_the_steady_speed_up(capsys):
     assert by_key["step_ms"].before == pytest.approx(b.step_ms)
     assert by_key["data_wait_pct"].after == pytest.approx(100 * a.data_wait_share)
     assert speedup(metrics) == pytest.approx(want)
-    assert statistic(metrics).startswith("steady mean from the sessions' step events")
+    assert statistic(metrics).startswith("steady mean of the sessions' recorded steps")
     # the profiled window's own mean is beside it, informational (no verdict)
     assert by_key["window_step_ms"].verdict == "n/a"
     assert main(["compare", str(before), str(after), "--json"]) == 0

@@ -1,5 +1,5 @@
 """The compare view on two real tune sessions states the speed-up `stallscope-cli compare` and
-tune state: the steady statistic of the sessions' step events (issue 21)."""
+tune state: the steady statistic of the sessions' recorded steps (issue 21)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_compare_view_says_the_steady_speed_up_of_two_sessions(qtbot):
                      run_job(load_document_job(after)).reports[0], "as written", "16 workers")
     text = view.verdict_label.text()
     assert f"faster: {b.step_ms / a.step_ms:.2f}x, {b.step_ms:.2f} ms → {a.step_ms:.2f} ms" in text
-    assert "steady mean from the sessions' step events" in text
+    assert "steady mean of the sessions' recorded steps" in text
     rows = {view.table.item(r, 0).text(): view.table.item(r, 1).text()
             for r in range(view.table.rowCount())}
     assert rows["step time (steady mean)"] == f"{b.step_ms:.2f} ms"
