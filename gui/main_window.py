@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEventLoop, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QImage
 from PySide6.QtWidgets import (
     QFileDialog,
     QMainWindow,
@@ -53,6 +53,7 @@ from stallscope.gui.controllers.ranks_tabs import RanksTabs
 from stallscope.gui.controllers.run_tabs import RunTabs
 from stallscope.gui.dialogs.about import AboutDialog
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
+from stallscope.gui.model import Comparison, DocumentModel
 from stallscope.gui.views.analysis import AnalysisView
 from stallscope.gui.views.compare import CompareView
 from stallscope.gui.views.load_status import LoadStatus
@@ -77,7 +78,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("stallscope")
         self.resize(1400, 900)
         self.setAcceptDrops(True)
-        self.document: Document | None = None
+        self.model = DocumentModel(self)  # what is open and shown; views and controllers observe
         self._recent_store = recent_store
         self.actions_by_name: dict[str, QAction] = {}  # the menus', once built (below)
         self.status_bar = self.statusBar()
@@ -92,10 +93,10 @@ class MainWindow(QMainWindow):
         self.controller.sig_session.connect(self.replay_session)  # a session opens with its run
 
         self.messages = MessagePanel()
-        self.analysis = AnalysisView()
+        self.analysis = AnalysisView(model=self.model)
         self.analysis.sig_status.connect(lambda text: self.status_bar.showMessage(text, 8000))
-        self.analysis.rank_combo.currentIndexChanged.connect(self.show_loaded)
-        self.analysis.rank_table.sig_rank_selected.connect(self.show_loaded)
+        self.model.sig_report_changed.connect(self.show_loaded)
+        self.model.sig_comparison_changed.connect(self._show_comparison)
         self.compare = CompareView()
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -224,14 +225,16 @@ class MainWindow(QMainWindow):
         what = "comparison trace" if role == "compare" else "trace"
         self.status_bar.showMessage(f"Loading {what} {Path(path).name}…")
 
+    @property
+    def document(self) -> Document | None:
+        return self.model.document
+
     def _on_loaded(self, role: str, document: Document) -> None:
         if role == "compare":
             self.compares.show(document)
             return
-        self.document = document
-        self.compares.showing = False  # a compare tab still up shows the previous pair
         self.messages.hide()
-        self.analysis.set_document(document)
+        self.model.set_document(document)  # a compare tab still up shows the previous pair
         self.stack.setCurrentWidget(self.tabs)
         self.tabs.setCurrentWidget(self.analysis)
         self.setWindowTitle(f"stallscope — {document.title}")
@@ -251,10 +254,18 @@ class MainWindow(QMainWindow):
 
     def show_loaded(self, *_args) -> None:
         """The permanent status-bar label: file, window length, GPU utilization or no GPU."""
-        self.load_status.show_report(self.analysis.report, self.compares.vs_title())
+        self.load_status.show_report(self.model.report, self.compares.vs_title())
+
+    def _show_comparison(self, comparison: Comparison | None) -> None:
+        if comparison is not None:
+            self.compare.set_reports(comparison.before, comparison.after,
+                                     comparison.before_title, comparison.after_title)
+            self.show_page(self.compare, "Compare")
+            self.messages.hide()
+        self.show_loaded()
 
     def _remember(self, document: Document) -> None:
-        report = self.analysis.report
+        report = self.model.report
         if not self.persist or report is None:
             return
         try:
@@ -289,12 +300,47 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentIndex(index)
         return index
 
+    def show_page(self, widget: QWidget, title: str, tooltip: str = "",
+                  focus: bool = True) -> None:
+        index = self.tabs.indexOf(widget)
+        if index < 0:
+            index = self.tabs.addTab(widget, title)
+        self.tabs.setTabText(index, title)
+        self.tabs.setTabToolTip(index, tooltip or title)
+        if focus:
+            self.stack.setCurrentWidget(self.tabs)
+            self.tabs.setCurrentIndex(index)
+
+    def pages(self) -> list[QWidget]:
+        return [self.tabs.widget(i) for i in range(self.tabs.count())]
+
+    def current_page(self) -> QWidget | None:
+        return self.tabs.currentWidget() if self.stack.currentWidget() is self.tabs else None
+
+    def close_page(self, widget: QWidget) -> None:
+        index = self.tabs.indexOf(widget)
+        if index >= 0:
+            self.close_tab(index)
+
+    def page_image(self) -> QImage:
+        page = self.current_page()
+        if page is None:
+            return (self.centralWidget() or self).grab().toImage()
+        return page.plots_image() if page is self.analysis else page.grab().toImage()
+
+    def show_status(self, text: str, msecs: int = 0) -> None:
+        self.status_bar.showMessage(text, msecs)
+
+    def hide_message(self) -> None:
+        self.messages.hide()
+
     def close_tab(self, index: int) -> None:
         widget = self.tabs.widget(index)
         if widget is None or widget is self.analysis:
             return
         self.tabs.removeTab(index)
-        self.compares.closed(widget)
+        if widget is self.compare:
+            self.model.set_comparison(None)  # the pair is no longer shown
         self.heatmaps.closed(widget)
         self.ranks.closed(widget)
         if widget not in (self.compare, self.ranks.view):  # those two are reused

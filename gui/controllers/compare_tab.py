@@ -2,19 +2,19 @@
 loaded in the "compare" role.
 
     compares = CompareTab(window)      # window: a WindowPort
-    compares.show(after_document)      # the pair in the Compare tab (sig_compare_shown)
+    compares.show(after_document)      # the pair in the model: the window shows its tab
     compares.vs_title()                # what the status bar names beside the open document
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QWidget
 
 from stallscope.core.document import Document
 from stallscope.core.report import Report
 from stallscope.core.session.reader import is_session
 from stallscope.gui.controllers import WindowPort
+from stallscope.gui.model import Comparison
 
 
 def report_title(doc: Document, report: Report) -> str:
@@ -29,37 +29,25 @@ def report_title(doc: Document, report: Report) -> str:
 
 
 class CompareTab(QObject):
+    """Puts the pair in the model (gui/model.Comparison); the window shows what the model
+    holds."""
+
     def __init__(self, window: WindowPort) -> None:
         super().__init__(window.as_widget())
         self.window = window
-        self.after: Document | None = None
-        self.showing = False  # the tab shows window.document against self.after
 
     def show(self, after_doc: Document) -> None:
-        self.after = after_doc
-        window = self.window
-        before = window.analysis.report
-        if before is None or window.document is None:
+        window, model = self.window, self.window.model
+        before, document = model.report, model.document
+        if before is None or document is None:
             return  # only reached once both documents are loaded
         after = after_doc.reports[0]
-        window.compare.set_reports(before, after, report_title(window.document, before),
-                              report_title(after_doc, after))
-        if window.tabs.indexOf(window.compare) < 0:
-            window.tabs.addTab(window.compare, "Compare")
-        self.showing = True
-        window.stack.setCurrentWidget(window.tabs)
-        window.tabs.setCurrentWidget(window.compare)
-        window.messages.hide()
-        window.status_bar.showMessage(f"Comparing with {after_doc.title}", 8000)
-        window.show_loaded()
-        window.heatmaps.show_session_line_stats(window.document, after_doc)
+        model.set_comparison(Comparison(before, after, report_title(document, before),
+                                        report_title(after_doc, after), after_doc))
+        window.show_status(f"Comparing with {after_doc.title}", 8000)
+        window.heatmaps.show_session_line_stats(document, after_doc)
         window.sig_compare_shown.emit((before, after))
 
     def vs_title(self) -> str:
-        return self.after.title if self.showing and self.after is not None else ""
-
-    def closed(self, widget: QWidget) -> None:
-        """The window closed a tab: the pair is no longer shown if it was ours."""
-        if widget is self.window.compare:
-            self.showing = False
-            self.window.show_loaded()
+        comparison = self.window.model.comparison
+        return comparison.after_document.title if comparison is not None else ""

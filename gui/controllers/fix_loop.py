@@ -55,7 +55,7 @@ class FixLoop(QObject):
     # ------------------------------------------------------------------ the script
 
     def trace_path(self) -> str | None:
-        report = self.window.analysis.report
+        report = self.window.model.report
         if report is not None:
             return str(report.trace.path)
         doc = self.window.document
@@ -91,7 +91,7 @@ class FixLoop(QObject):
         start = str(Path(info.script).parent) if info is not None else ""
         if info is None and trace:
             start = str(Path(trace).parent)
-        self.window.status_bar.showMessage(
+        self.window.show_status(
             f"Which script recorded this trace?{where}", 8000)
         path, _ = QFileDialog.getOpenFileName(self.window.as_widget(),
                                               "The training script to tune",
@@ -141,7 +141,7 @@ class FixLoop(QObject):
     def compare_sessions(self, before: str, after: str) -> None:
         """Open `before` (the baseline trial) as the document, then compare `after` with it."""
         self._after = str(after)
-        self.window.status_bar.showMessage(
+        self.window.show_status(
             f"Comparing {Path(before).name} (as written) with {Path(after).name} (best)…", 8000)
         self.window.open_path(str(before))
 
@@ -169,13 +169,13 @@ class FixLoop(QObject):
         info = self.script_info(ask=False)
         source = dataset_factory(info.script, info.datasets, info.files) if info else ""
         if not source:
-            self.window.status_bar.showMessage(
+            self.window.show_status(
                 "No Dataset found for this trace's script: choose a folder or a factory", 8000)
             return self._open_wizard("")
         file, _, name = source.rpartition(":")
         if not confirm_import(self.window.as_widget(), file, name):
             return self._open_wizard("")
-        self.window.status_bar.showMessage(f"Importing {file} in a separate process…")
+        self.window.show_status(f"Importing {file} in a separate process…")
         worker = JobWorker(lambda _cancel: probe(source))
         worker.signals.sig_result.connect(self._probed)
         self.runner.start(worker, "probe")
@@ -183,7 +183,7 @@ class FixLoop(QObject):
 
     def _probed(self, facts: Facts) -> None:
         self.sig_probe_finished.emit(facts)
-        self.window.status_bar.showMessage(facts.message, 12000)
+        self.window.show_status(facts.message, 12000)
         self._open_wizard(facts.spec if facts.ok else "")
 
     def _open_wizard(self, source: str):

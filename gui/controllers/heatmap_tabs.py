@@ -46,14 +46,10 @@ class HeatmapTabs(QObject):
 
     def tab(self, focus: bool = True) -> HeatmapView:
         """The one "Line heatmap" tab, made on first use."""
-        tabs = self.window.tabs
-        if self.view is None or tabs.indexOf(self.view) < 0:
+        if self.view is None or self.view not in self.window.pages():
             self.view = HeatmapView()
             self.view.sig_install_requested.connect(self.install)
-            tabs.addTab(self.view, "Line heatmap")
-        if focus:
-            self.window.stack.setCurrentWidget(tabs)
-            tabs.setCurrentWidget(self.view)
+        self.window.show_page(self.view, "Line heatmap", focus=focus)
         return self.view
 
     def show(self, profiles, title: str = "Line heatmap", compare=None,
@@ -61,9 +57,7 @@ class HeatmapTabs(QObject):
         """One Profile or a list of them in the tab; `compare`: the "before" profiles."""
         view = self.tab(focus)
         view.set_profiles(profiles if isinstance(profiles, list) else [profiles], compare)
-        index = self.window.tabs.indexOf(view)
-        self.window.tabs.setTabText(index, title)
-        self.window.tabs.setTabToolTip(index, title)
+        self.window.show_page(view, title, focus=focus)
         return view
 
     def closed(self, widget) -> None:
@@ -74,7 +68,7 @@ class HeatmapTabs(QObject):
 
     def _drop_stale(self) -> None:
         if self.auto and self.view is not None:
-            self.window.close_tab(self.window.tabs.indexOf(self.view))
+            self.window.close_page(self.view)
         self.auto = False
 
     # ------------------------------------------------------------------ what fills it
@@ -112,7 +106,7 @@ class HeatmapTabs(QObject):
                                "line_profiler. Install it, then run again.")
         view.show_missing_line_profiler(python or "python")
         self.auto = False
-        self.window.status_bar.showMessage(
+        self.window.show_status(
             f"line_profiler is not installed in {python}: no line heatmap (see the Line "
             "heatmap tab)", 8000)
 

@@ -36,7 +36,7 @@ class RanksTabs(QObject):
             view.bind(ctl, open_ranks=False)
             view.sig_rank_open_requested.connect(self.open_rank)
             ctl.sig_job_failed.connect(
-                lambda message: self.window.status_bar.showMessage("Ranks: open failed", 8000))
+                lambda message: self.window.show_status("Ranks: open failed", 8000))
             ctl.sig_job_finished.connect(self._on_job_finished)
             self.view, self.controller = view, ctl
         return self.view, self.controller
@@ -44,22 +44,15 @@ class RanksTabs(QObject):
     def open_folder(self, path: str, plan=None) -> RanksView:
         view, ctl = self._make()
         title = f"Ranks: {Path(path).name or path}"
-        index = self.window.tabs.indexOf(view)
-        if index < 0:
-            self.window.add_page(view, title)
-        else:
-            self.window.tabs.setTabText(index, title)
-            self.window.tabs.setTabToolTip(index, str(path))
-            self.window.stack.setCurrentWidget(self.window.tabs)
-            self.window.tabs.setCurrentIndex(index)
-        self.window.messages.hide()
-        self.window.status_bar.showMessage(f"Analysing the ranks of {path}…", 8000)
+        self.window.show_page(view, title, str(path))
+        self.window.hide_message()
+        self.window.show_status(f"Analysing the ranks of {path}…", 8000)
         ctl.open_folder(str(path), plan=plan)
         return view
 
     def _on_job_finished(self, job) -> None:
         slow = job.stragglers.slowest if job.stragglers is not None else None
-        self.window.status_bar.showMessage(
+        self.window.show_status(
             f"Ranks: {units.plural(len(job.summaries), 'rank')} analysed"
             + (f"; the slowest is {slow.key}" if slow is not None else ""), 15000)
 

@@ -68,14 +68,12 @@ class RunTabs(QObject):
         return view
 
     def views(self) -> list[RunView]:
-        tabs = self.window.tabs
-        return [w for w in (tabs.widget(i) for i in range(tabs.count()))
-                if isinstance(w, RunView)]
+        return [w for w in self.window.pages() if isinstance(w, RunView)]
 
     def running_view(self) -> RunView | None:
         """The run Run > Stop ends: the current tab's when it runs, else the newest live one."""
         live = [v for v in self.views() if v.controller.stoppable]  # not one being stopped
-        current = self.window.tabs.currentWidget()
+        current = self.window.current_page()
         return next((v for v in live if v is current), live[-1] if live else None)
 
     def update_actions(self, *_args) -> None:
@@ -86,8 +84,8 @@ class RunTabs(QObject):
     def stop_run(self) -> None:
         view = self.running_view()
         if view is None:
-            self.window.status_bar.showMessage("No run is going on", 4000)
+            self.window.show_status("No run is going on", 4000)
             return
         view.controller.stop()  # SIGTERM to the runner, then its process tree after a grace
-        self.window.status_bar.showMessage("Stopping the run…", 8000)
+        self.window.show_status("Stopping the run…", 8000)
         self.update_actions()

@@ -1,11 +1,14 @@
 """The analysis page: rank and step selectors, timeline + memory, summary panel, rank table.
 
-Holds layout; the logic (which report, where to zoom) is small and lives here as slots.
+Holds layout and observes the window's DocumentModel (gui/model.py): a new document fills the
+rank widgets, the selected rank's report fills the timeline and the summary; the rank widgets
+select through the model. Where to zoom is small and lives here as slots.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QImage, QPainter, QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -22,6 +25,7 @@ from stallscope.core import intervals as iv
 from stallscope.core.document import Document
 from stallscope.core.report import Report
 from stallscope.gui.colors import follow_theme, plot_theme
+from stallscope.gui.model import DocumentModel
 from stallscope.gui.views.ranks import RankTable
 from stallscope.gui.views.summary import SummaryPanel
 from stallscope.gui.views.timeline import TimelineView
@@ -33,10 +37,9 @@ ALL_STEPS = "All steps"
 class AnalysisView(QWidget):
     sig_status = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, model: DocumentModel | None = None) -> None:
         super().__init__(parent)
-        self.document: Document | None = None
-        self.rank_index = 0
+        self.model = model if model is not None else DocumentModel(self)
 
         self.rank_label = QLabel("Rank:")
         self.rank_combo = QComboBox()
@@ -104,6 +107,8 @@ class AnalysisView(QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.splitter, 1)
         self._show_rank_widgets(False)
+        self.model.sig_document_changed.connect(self._show_document)
+        self.model.sig_report_changed.connect(self._show_report)
 
     def _style_hint(self, _theme_name: str = "") -> None:
         self.hint.setStyleSheet(f"color: {plot_theme()['dim']};")
@@ -111,14 +116,25 @@ class AnalysisView(QWidget):
     # ------------------------------------------------------------------ document
 
     @property
+    def document(self) -> Document | None:
+        return self.model.document
+
+    @property
+    def rank_index(self) -> int:
+        return self.model.rank_index
+
+    @property
     def report(self) -> Report | None:
-        if self.document is None:
-            return None
-        return self.document.reports[self.rank_index]
+        return self.model.report
 
     def set_document(self, document: Document) -> None:
-        self.document = document
-        self.rank_index = -1
+        """Show `document` (through the model: whatever else observes it follows)."""
+        self.model.set_document(document)
+
+    def set_rank(self, index: int) -> None:
+        self.model.select_rank(index)
+
+    def _show_document(self, document: Document) -> None:
         multi = document.multi_rank
         self._show_rank_widgets(multi)
         self.rank_combo.blockSignals(True)
@@ -128,26 +144,22 @@ class AnalysisView(QWidget):
         if multi:
             self.rank_table.set_reports(document.reports, document.labels)
         start = self.rank_table.slowest_index if multi else 0
-        self.set_rank(start or 0)
+        self.model.select_rank(start or 0)
 
     def _show_rank_widgets(self, visible: bool) -> None:
         for w in (self.rank_label, self.rank_combo, self.rank_table, self.ranks_heading):
             w.setVisible(visible)
 
-    def set_rank(self, index: int) -> None:
-        if self.document is None or not (0 <= index < len(self.document.reports)):
-            return
-        if index == self.rank_index:
-            return
-        self.rank_index = index
-        report = self.document.reports[index]
-        label = self.document.labels[index]
+    def _show_report(self, report: Report) -> None:
+        document, index = self.model.document, self.model.rank_index
+        assert document is not None  # a report is only selected in a document
+        label = document.labels[index]
         self.rank_combo.blockSignals(True)
         self.rank_combo.setCurrentIndex(index)
         self.rank_combo.blockSignals(False)
         self.rank_table.select_rank(index)
         self.timeline.set_report(report)
-        title = report.trace.path.name + (f" ({label})" if self.document.multi_rank else "")
+        title = report.trace.path.name + (f" ({label})" if document.multi_rank else "")
         self.summary.set_report(report, title)
         self.step_combo.blockSignals(True)
         self.step_combo.clear()
@@ -157,6 +169,15 @@ class AnalysisView(QWidget):
         has_steps = bool(report.steps)
         for w in (self.step_combo, self.prev_button, self.next_button):
             w.setEnabled(has_steps)
+
+    def plots_image(self) -> QImage:
+        """The plots as one picture: the timeline (legend, lanes, memory) beside the whole
+        summary panel (also the part scrolled out of view), for File > Export."""
+        timeline = self.timeline
+        parts = [_stacked([timeline.legend, timeline.graphics])]
+        content = self.summary.widget()  # a scroll area: its whole content, not the viewport
+        parts.append((content if content is not None else self.summary).grab().toImage())
+        return _side_by_side(parts, self.palette().color(QPalette.ColorRole.Window))
 
     # ------------------------------------------------------------------ navigation
 
@@ -220,3 +241,33 @@ class AnalysisView(QWidget):
 def longest_host_span(report: Report, cause: str) -> tuple[float, float] | None:
     """The longest piece of the main thread's time charged to `cause` (absolute µs)."""
     return iv.longest(report.host_spans[report.host_codes == causes.index(cause)])
+
+
+GAP_PX = 8  # between the parts of an exported picture
+
+
+def _stacked(widgets: list[QWidget]) -> QImage:
+    shots = [w.grab().toImage() for w in widgets if w.isVisible()]
+    image = QImage(max(s.width() for s in shots), sum(s.height() for s in shots) + GAP_PX
+                   * (len(shots) - 1), QImage.Format.Format_RGB32)
+    image.fill(widgets[0].palette().color(QPalette.ColorRole.Window))
+    painter = QPainter(image)
+    y = 0
+    for shot in shots:
+        painter.drawImage(QPoint(0, y), shot)
+        y += shot.height() + GAP_PX
+    painter.end()
+    return image
+
+
+def _side_by_side(images: list[QImage], background) -> QImage:
+    out = QImage(sum(i.width() for i in images) + GAP_PX * (len(images) - 1),
+                 max(i.height() for i in images), QImage.Format.Format_RGB32)
+    out.fill(background)
+    painter = QPainter(out)
+    x = 0
+    for image in images:
+        painter.drawImage(QPoint(x, 0), image)
+        x += image.width() + GAP_PX
+    painter.end()
+    return out

@@ -58,10 +58,11 @@ def test_the_compare_pair_is_named_until_its_tab_closes(qtbot, window, open_and_
     open_and_wait(fixture_path("kineto_nw0"))
     with qtbot.waitSignal(window.sig_compare_shown, timeout=60_000):
         window.open_compare(str(fixture_path("kineto_nw4")))
-    after = window.compares.after
-    assert after is not None and window.compares.showing
+    comparison = window.model.comparison  # the pair shown is the model's
+    assert comparison is not None
+    after = comparison.after_document
     assert window.loaded_label.full_text().endswith(f" · vs {after.title}")
     assert window.loaded_label.full_text().startswith("kineto_nw0")
     window.close_tab(window.tabs.indexOf(window.compare))
-    assert not window.compares.showing
+    assert window.model.comparison is None
     assert " · vs " not in window.loaded_label.full_text()
