@@ -38,7 +38,10 @@ def lacks(trace: Trace, r: Roles, report: Report) -> tuple[list[Lack], list[str]
 
 def _too_short(trace: Trace, r: Roles, report: Report) -> Lack | None:
     width = r.hi - r.lo
-    inside = (trace.cat != Cat.PROFILER) & (trace.end > r.lo) & (trace.start < r.hi)
+    # events stallscope reads (not the profiler's span, not other categories: a Perfetto
+    # export's own tracks)
+    read = ~np.isin(trace.cat, np.array((Cat.PROFILER, Cat.OTHER), dtype=np.int8))
+    inside = read & (trace.end > r.lo) & (trace.start < r.hi)
     n = int(inside.sum()) if width > 0 else 0
     if width >= MIN_WINDOW_US and n >= MIN_EVENTS:
         return None

@@ -32,8 +32,8 @@ from stallscope.core.render.facts import (
     facts_text,
     memory_facts,
     no_memory_text,
-    window_kind_text,
     window_text,
+    withheld_reason,
 )
 from stallscope.core.report import Report
 from stallscope.gui import lanes as lane_model
@@ -47,6 +47,7 @@ from stallscope.gui.colors import (
     plot_theme,
     warning_colors,
 )
+from stallscope.gui.views.summary_fold import WithheldFold
 from stallscope.gui.views.summary_parts import (
     AdviceCard,
     CauseBar,
@@ -65,10 +66,11 @@ CPU_NOTE = ("No GPU activity in this trace: the figures are the main thread's st
 def ceiling_text(report: Report, dev: int | None) -> str:
     """"Ceiling: up to 1.51x faster if the GPU never waited for data" (the largest of `dev`);
     a cause that is the whole step has no finite ceiling and is said as such; nothing below
-    0.5%; none quoted for a window that is not steady training (start-up, one step)."""
-    if not report.steady:
-        return f"Ceilings not quoted: this is a {window_kind_text(report)}."
-    ceilings = [c for c in report.ceilings if c.device == dev]
+    0.5%; none quoted for a window that is not steady training (start-up, one step) or a trace
+    that recorded too little."""
+    if not report.advisable:
+        return f"Ceilings withheld for {withheld_reason(report)}."
+    ceilings = [c for c in report.quoted_ceilings if c.device == dev]
     best = max(ceilings, key=lambda c: c.speedup, default=None)
     if best is None or best.speedup <= 1.005:
         return ""
@@ -124,6 +126,8 @@ class SummaryPanel(QScrollArea):
         self.title.setStyleSheet("font-size: 15px; font-weight: 700;")
         self.subtitle = self._wrapping()
         self.note = self._wrapping()  # headlines, or the one note of a trace without a GPU
+        self.lacks_label = self._wrapping()  # what the trace lacks, before any card
+        self.window_box = QVBoxLayout()  # a window that is not advisable: its one card, first
         self.util_heading = Heading("GPU utilization")
         self.util_grid = QGridLayout()
         self.util_grid.setHorizontalSpacing(8)
@@ -145,15 +149,17 @@ class SummaryPanel(QScrollArea):
         self.step_legend = self._wrapping()
         self.more_advice_box = QVBoxLayout()
         self.more_advice_box.setSpacing(6)
+        self.withheld_fold = WithheldFold()
         self.memory_heading = Heading("Memory")
         self.memory_label = self._wrapping()
         self.advice_cards: list[AdviceCard] = []
 
-        for item in (self.title, self.subtitle, self.note, self.util_heading, self.util_grid,
+        for item in (self.title, self.subtitle, self.note, self.lacks_label, self.window_box,
+                     self.util_heading, self.util_grid,
                      self.cause_heading, self.bars_box, self.cause_table, self.ceiling,
                      self.threads_label, self.advice_heading, self.top_advice_box,
                      self.step_heading, self.step_plot, self.step_legend, self.more_advice_box,
-                     self.memory_heading, self.memory_label):
+                     self.withheld_fold, self.memory_heading, self.memory_label):
             if isinstance(item, QWidget):
                 self.box.addWidget(item)
             else:
@@ -170,7 +176,7 @@ class SummaryPanel(QScrollArea):
 
     def _style(self) -> None:
         self.colors = c = plot_theme()
-        for label in (self.subtitle, self.ceiling, self.threads_label):
+        for label in (self.subtitle, self.ceiling, self.threads_label, self.lacks_label):
             label.setStyleSheet(f"color: {c['dim']};")
         self.note.setStyleSheet(f"color: {warning_colors()['fg']}; font-weight: 600;")
         self.step_plot.style(c)
@@ -204,6 +210,9 @@ class SummaryPanel(QScrollArea):
         tips = [f"{h.title}: {h.evidence} {h.fix}".strip() for h in report.headlines]
         set_rich_tooltip(self.note, "<p>{}</p>" * len(tips), *tips)
         self.note.setVisible(bool(heads) or not gpu)
+        shown = [lack.text for lack in report.lacks if not lack.withholds]
+        self.lacks_label.setText("\n".join(shown))
+        self.lacks_label.setVisible(bool(shown))
         self._fill_utilization(report)
         self._fill_causes(report)
         self._fill_threads(report)
@@ -256,7 +265,8 @@ class SummaryPanel(QScrollArea):
         self.cause_bars = {}
         dev = primary_device(report)
         if dev is None:  # the main thread's step time (or the window) by cause
-            values = dict(report.host_by_cause)
+            values = {c: us for c, us in report.host_by_cause.items()
+                      if c not in report.unknown_causes}
             self.cause_heading.set_heading("Step time of the main thread, by what it was in"
                                            if report.steps else
                                            "Time of the main thread, by what it was in")
@@ -265,8 +275,9 @@ class SummaryPanel(QScrollArea):
             bar.sig_cause_clicked.connect(self.sig_cause_activated)
             self.bars_box.addWidget(bar)
             self.cause_bars[None] = bar
-            self.cause_table.set_values(values, self.colors["dim"], "step time",
-                                        never=NOT_CPU_STATES[:1])
+            self.cause_table.set_values(report.host_by_cause, self.colors["dim"], "step time",
+                                        never=NOT_CPU_STATES[:1],
+                                        unknown=tuple(report.unknown_causes))
             self._show_ceiling(report, None)
             return
         several = len(report.devices) > 1
@@ -274,7 +285,8 @@ class SummaryPanel(QScrollArea):
         self.cause_heading.set_heading(f"{kind} idle time by cause")
         for d in sorted(report.devices):
             bar = CauseBar()
-            bar.set_values(report.devices[d].idle_by_cause)
+            bar.set_values({c: us for c, us in report.devices[d].idle_by_cause.items()
+                            if c not in report.unknown_causes})
             bar.sig_cause_clicked.connect(self.sig_cause_activated)
             bar.setToolTip(f"{report.trace.device_label(d)}: idle time by cause")
             if several:
@@ -290,7 +302,8 @@ class SummaryPanel(QScrollArea):
             top = sorted(by_annotation.items(), key=lambda kv: -kv[1])[:3]
             tips["python"] = "Python between ops, mostly in " + ", ".join(
                 f"{name or 'no annotation'} ({units.duration(us)})" for name, us in top)
-        self.cause_table.set_values(stats.idle_by_cause, self.colors["dim"], "idle", tips)
+        self.cause_table.set_values(stats.idle_by_cause, self.colors["dim"], "idle", tips,
+                                    unknown=tuple(report.unknown_causes))
         self._show_ceiling(report, dev)
 
     def _show_ceiling(self, report: Report, dev: int | None) -> None:
@@ -350,13 +363,17 @@ class SummaryPanel(QScrollArea):
                               links=CARD_LINKS.get(advice.id) if acts else None)
             card.sig_clicked.connect(lambda i=i: self.sig_advice_activated.emit(i))
             card.sig_action.connect(lambda key, i=i: self.sig_advice_action.emit(key, i))
-            (self.top_advice_box if i == 0 else self.more_advice_box).addWidget(card)
+            first = self.window_box if not report.advisable else self.top_advice_box
+            (first if i == 0 else self.more_advice_box).addWidget(card)
             self.advice_cards.append(card)
         if not report.advice:
             card = AdviceCard("Nothing stands out", "No advice rule fired on this trace.", "",
                               self.colors, clickable=False)
             self.top_advice_box.addWidget(card)
             self.advice_cards.append(card)
+        self.advice_heading.setVisible(report.advisable or len(report.advice) > 1)
+        self.withheld_fold.set_cards(report.withheld, self.colors,
+                                     withheld_reason(report) or "a cause the trace cannot know")
 
     @property
     def advice_count(self) -> int:

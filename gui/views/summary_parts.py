@@ -184,8 +184,10 @@ class CauseTable(QWidget):
         self.none_label.setWordWrap(True)
 
     def set_values(self, values: dict[str, float], dim: str, what: str = "idle",
-                   tips: dict[str, str] | None = None, never: tuple[str, ...] = ()) -> None:
-        """`never`: causes that cannot hold time here (queued GPU work without a GPU)."""
+                   tips: dict[str, str] | None = None, never: tuple[str, ...] = (),
+                   unknown: tuple[str, ...] = ()) -> None:
+        """`never`: causes that cannot hold time here (queued GPU work without a GPU);
+        `unknown`: causes the trace cannot tell (Python without CPU operators)."""
         while self.box.count():
             item = self.box.takeAt(0)
             w = item.widget() if item is not None else None
@@ -196,8 +198,8 @@ class CauseTable(QWidget):
         empty = []
         for cause in CAUSES:
             us = values.get(cause, 0.0)
-            if us <= 0:
-                if cause not in never:
+            if us <= 0 or cause in unknown:
+                if cause not in never and cause not in unknown:
                     empty.append(causes.label(cause))
                 continue
             tip = (tips or {}).get(cause) or BY_CODE[cause].description
@@ -206,9 +208,11 @@ class CauseTable(QWidget):
             row.sig_clicked.connect(self.sig_cause_clicked)
             self.box.addWidget(row)
             self.rows.append(row)
-        self.none_label.setText(f"no {what} charged to: {', '.join(empty)}" if empty else "")
+        lines = [f"no {what} charged to: {', '.join(empty)}"] if empty else []
+        lines += [f"{causes.label(c)}: unknown (no CPU operators recorded)" for c in unknown]
+        self.none_label.setText("\n".join(lines))
         self.none_label.setStyleSheet(f"color: {dim};")
-        self.none_label.setVisible(bool(empty))
+        self.none_label.setVisible(bool(lines))
         self.box.addWidget(self.none_label)
 
     def row(self, cause: str) -> CauseRow | None:
