@@ -206,7 +206,9 @@ def end_leftovers(wait_s: float = 1.0) -> list[dict]:
     for pid in alive:
         _signal(pid, signal.SIGKILL)
     _reap()
-    return [{"pid": pid, "command": cmd} for pid, cmd in left]
+    # a process already on its way out (its command line reads empty: a rank the script
+    # launched, past its `finished`) that ended within the wait is not one it left running
+    return [{"pid": pid, "command": cmd} for pid, cmd in left if cmd or pid in alive]
 
 
 def _signal(pid: int, signum: int) -> None:

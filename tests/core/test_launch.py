@@ -149,3 +149,22 @@ def test_cli_run_on_a_terminal_draws_a_progress_line(tmp_path):
     assert re.search(r"\rstallscope: this computer: step [1-8] · \d+ ms · [01] traces?\r", text)
     summary = text.index("stallscope: session ")
     assert text[:summary].rstrip(" ").endswith("\r")  # the line was cleared before it
+
+
+@pytest.mark.slow
+def test_a_lightning_ddp_run_ends_completed_for_both_ranks(tmp_path):
+    """Lightning devices=2 launches its own rank 1; the runner becomes rank 0, so the session
+    holds only rank files. The launcher reports both ranks' records and writes none; the
+    runner does not report rank 1, already on its way out, as a process left running."""
+    pytest.importorskip("lightning")
+    script = Path(__file__).resolve().parents[1] / "frameworks" / "lightning_fit.py"
+    out: list[bytes] = []
+    run = start(Where(), Job(script=str(script), args=["--devices", "2"],
+                             session=tmp_path / "s", options={"stop_after_window": False}),
+                on_output=lambda data, _: out.append(data))
+    ending = run.wait(400)
+    assert ending is not None and ending.rc == 0 and ending.reason == "completed"
+    assert sorted(ending.ranks) == [0, 1] and ending.written == ()
+    assert all(f.reason == "completed" and f.steps == 6 for f in ending.ranks.values())
+    text = b"".join(out).decode()
+    assert "without a finished record" not in text and "left running" not in text, text
