@@ -1,4 +1,5 @@
-"""What an analysis hands to every consumer: the Report and its parts (DESIGN.md's JSON names).
+"""What an analysis hands to every consumer: the Report and its parts (docs/definitions.md,
+"The JSON").
 
 core.analysis fills it, core.advice reads it to write cards and headlines, and the renderers
 (core/render: text, markdown, facts, tagline; the GUI) draw it. This module computes nothing, so

@@ -1,6 +1,6 @@
 """Why the GPU waits: busy/idle per device, every idle microsecond charged to one of the eight
-causes (DESIGN.md "Analysis definitions" v2), per-step figures, communication, ceilings; then
-the advice and headlines read the finished Report.
+causes (docs/definitions.md "Busy, idle and the eight causes"), per-step figures,
+communication, ceilings; then the advice and headlines read the finished Report.
 
     report = analyze(trace)                        # pure: reads only the Trace
     report = analyze(trace, line_stats=profiles)   # + the line heatmap's numbers for the advice

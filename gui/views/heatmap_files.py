@@ -1,5 +1,5 @@
 """Opening line stats for the heatmap: a session folder, a .json, or a kernprof .lprof (a pickle,
-read only once the user says yes: DESIGN.md "Untrusted inputs").
+read only once the user says yes: docs/definitions.md "Someone else's inputs").
 
     trust = ask_trust(path, parent)       # False: no pickle; True: the user agreed; None: declined
     profiles = open_profiles(path)        # read right here (the standalone view), or None

@@ -1,6 +1,6 @@
 """Advice v2: every rule fires on a small synthetic trace just above its threshold and stays
 quiet just below it; cards carry their numbers, saving_us and a focus; ordering, minor cards,
-forced cards and headlines follow DESIGN.md's "Advice rules"."""
+forced cards and headlines follow docs/definitions.md's "Advice"."""
 
 from __future__ import annotations
 
