@@ -2,8 +2,15 @@
 PYTHONPATH): a child that re-runs the user's script as one rank of a job the script launched
 itself (Lightning's DDP launcher starts `python script.py args` with LOCAL_RANK and WORLD_SIZE
 set) becomes that rank under the runner, by os.execv of the runner with the run's options
-(STALLSCOPE_RELAUNCH). Every other child (DataLoader workers, helpers) goes on unchanged, and the
-interpreter's own sitecustomize, if any, still runs. Standard library only, any Python 3.
+(STALLSCOPE_RELAUNCH).
+
+A rank is a DIRECT child of the profiled script's process that runs the same script, with
+WORLD_SIZE > 1, its rank, and the address of a distributed job (MASTER_ADDR and MASTER_PORT, as
+torchrun and Lightning set them): a script that re-runs itself with rank variables but no job is
+not one. Every other child (a tool in another venv, a shell script's python, DataLoader workers)
+has this folder and STALLSCOPE_RELAUNCH taken out of its environment at once, so it and all it
+starts see the user's environment; the interpreter's own sitecustomize, if any, still runs.
+Standard library only, any Python 3.
 """
 
 import json
@@ -28,6 +35,10 @@ def rank_from_env(env):
     return None
 
 
+JOB = ("MASTER_ADDR", "MASTER_PORT")  # a distributed job's rendezvous (torchrun, Lightning)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def _relaunch():
     if os.name != "posix":
         return  # os.execv starts a new process there: the launcher would see this one end
@@ -39,6 +50,8 @@ def _relaunch():
     argv = list(sys.argv)
     if not argv or not argv[0] or os.path.realpath(argv[0]) != script:
         return
+    if os.getppid() != spec.get("parent") or not all(os.environ.get(k) for k in JOB):
+        return  # not launched by the profiled script as a rank of a distributed job
     rank = rank_from_env(os.environ)
     if rank is None:
         return
@@ -49,6 +62,17 @@ def _relaunch():
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, *flags, runner, *options, "--", *argv])
+
+
+def _forget():
+    """Not a rank: this process and what it starts get the user's environment back."""
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p and os.path.abspath(p) != HERE]
+    if parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+    else:
+        os.environ.pop("PYTHONPATH", None)
+    os.environ.pop(ENV, None)
 
 
 def _chain():
@@ -66,5 +90,6 @@ def _chain():
             sys.modules["sitecustomize"] = me  # the import system looks this name up after us
 
 
-_relaunch()
+_relaunch()  # returns only when this process is not a rank (a rank becomes the runner)
+_forget()
 _chain()
