@@ -264,8 +264,10 @@ class RankRow:
     slowest: bool = False
 
 
-def rank_rows(reports: list[Report], labels: list[str]) -> list[RankRow]:
-    """One row per rank; the rank with the longest mean step is marked slowest."""
+def rank_rows(reports: list[Report], labels: list[str],
+              slowest: str | None = None) -> list[RankRow]:
+    """One row per rank; marked slowest: the rank labelled `slowest` (the straggler the others
+    waited for), else the one with the longest mean step."""
     rows = []
     for report, label in zip(reports, labels, strict=True):
         dev = primary_device(report)
@@ -274,7 +276,8 @@ def rank_rows(reports: list[Report], labels: list[str]) -> list[RankRow]:
         idle = {c: (stats.idle_by_cause.get(c, 0.0) / per if stats else 0.0) for c in CAUSES}
         rows.append(RankRow(label, step_ms(report), stats.utilization if stats else None, idle))
     if len(rows) > 1:
-        worst = int(np.argmax([r.step_ms for r in rows]))
+        worst = (labels.index(slowest) if slowest in labels
+                 else int(np.argmax([r.step_ms for r in rows])))
         r = rows[worst]
         rows[worst] = RankRow(r.label, r.step_ms, r.utilization, r.idle_ms_by_cause, True)
     return rows

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from stallscope.core import causes, units
 from stallscope.core.ranks.job import RankJob
-from stallscope.core.ranks.tasks import RankSummary
+from stallscope.core.ranks.stragglers import Stragglers, stragglers
+from stallscope.core.ranks.tasks import RankSummary, summarize
+from stallscope.core.report import Report
 
 HEADERS = ("rank", "step", "GPU util.", "exposed comm", "held others up/step", "waited/step",
            "last", "largest idle cause")
@@ -52,6 +54,18 @@ def top_cause(s: RankSummary) -> str:
     return f"{causes.label(cause)} {units.duration(us)}"
 
 
+def straggler_sentence(table: Stragglers) -> str:
+    """Who the others waited for, how long and why: the CLI's line and the app's."""
+    return "Straggler: " + (table.slowest.text if table.slowest else
+                            "none (no rank made the others wait)")
+
+
+def rank_stragglers(reports: list[Report], labels: list[str]) -> Stragglers:
+    """The straggler table of ranks loaded in full (the app's small jobs), as the rank
+    tasks compute it."""
+    return stragglers([summarize(r, label) for r, label in zip(reports, labels, strict=True)])
+
+
 def render_job(job: RankJob) -> str:
     lines = list(job.plan.lines()) if job.plan is not None else []
     for f in job.failures:
@@ -71,8 +85,7 @@ def render_job(job: RankJob) -> str:
         lines.append("  " + "  ".join(cells) + "  " + r[-1])
     if st is not None:
         lines.append("")
-        lines.append("Straggler: " + (st.slowest.text if st.slowest else
-                                      "none (no rank made the others wait)"))
+        lines.append(straggler_sentence(st))
         lines += [f"  note: {n}" for n in st.notes]
     lines.append("")
     lines.append("One rank in full: stallscope-cli analyze FILE (files are listed with --json "

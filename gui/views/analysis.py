@@ -23,13 +23,14 @@ from PySide6.QtWidgets import (
 from stallscope.core import causes, units
 from stallscope.core import intervals as iv
 from stallscope.core.document import Document
+from stallscope.core.ranks.text import rank_stragglers, straggler_sentence
 from stallscope.core.report import Report
 from stallscope.gui.colors import follow_theme, plot_theme
 from stallscope.gui.model import DocumentModel
 from stallscope.gui.views.ranks import RankTable
 from stallscope.gui.views.summary import SummaryPanel
 from stallscope.gui.views.timeline import TimelineView
-from stallscope.gui.widgets import ElidedLabel, rich_label
+from stallscope.gui.widgets import ElidedLabel, plain_label, rich_label
 
 ALL_STEPS = "All steps"
 
@@ -91,8 +92,12 @@ class AnalysisView(QWidget):
         self.ranks_heading.setWordWrap(True)
         self.ranks_heading.setSizePolicy(QSizePolicy.Policy.Ignored,
                                          QSizePolicy.Policy.Preferred)
+        self.straggler = plain_label("")  # the CLI's straggler sentence (ranks' names: text)
+        self.straggler.setWordWrap(True)
+        self.straggler.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         left_box.addWidget(self.ranks_heading)
         left_box.addWidget(self.rank_table)
+        left_box.addWidget(self.straggler)
         left_box.addWidget(self.timeline, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("analysisSplitter")  # layout_state remembers its sizes
@@ -142,12 +147,16 @@ class AnalysisView(QWidget):
         self.rank_combo.addItems(document.labels)
         self.rank_combo.blockSignals(False)
         if multi:
-            self.rank_table.set_reports(document.reports, document.labels)
+            table = rank_stragglers(document.reports, document.labels)
+            slowest = table.slowest.key if table.slowest is not None else None
+            self.rank_table.set_reports(document.reports, document.labels, slowest)
+            self.straggler.setText(straggler_sentence(table))
         start = self.rank_table.slowest_index if multi else 0
         self.model.select_rank(start or 0)
 
     def _show_rank_widgets(self, visible: bool) -> None:
-        for w in (self.rank_label, self.rank_combo, self.rank_table, self.ranks_heading):
+        for w in (self.rank_label, self.rank_combo, self.rank_table, self.ranks_heading,
+                  self.straggler):
             w.setVisible(visible)
 
     def _show_report(self, report: Report) -> None:

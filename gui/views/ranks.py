@@ -67,7 +67,7 @@ class RankTable(QTableWidget):
         self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self._natural: list[int] = []
         self.rows: list[RankRow] = []
-        self._shown: tuple | None = None  # (reports, labels), to repaint on a theme switch
+        self._shown: tuple | None = None  # set_reports arguments, to repaint on a theme switch
         self.itemSelectionChanged.connect(self._on_selection)
         self._style()
         follow_theme(self.apply_theme)
@@ -86,9 +86,10 @@ class RankTable(QTableWidget):
             self.select_rank(current)
             self.blockSignals(False)
 
-    def set_reports(self, reports, labels) -> None:
-        self._shown = (reports, labels)
-        self.rows = rank_rows(reports, labels)
+    def set_reports(self, reports, labels, slowest: str | None = None) -> None:
+        """One row per rank; `slowest`: the straggler's label (else the longest step)."""
+        self._shown = (reports, labels, slowest)
+        self.rows = rank_rows(reports, labels, slowest)
         slowest_bg = row_colors()[0]
         self.blockSignals(True)
         self.setRowCount(len(self.rows))

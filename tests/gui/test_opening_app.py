@@ -5,8 +5,12 @@ full. The job of many ranks routes to the Ranks tab (tests/gui/test_ranks_route.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from opening_paths import paths
+from shots import save_shot
 
 from stallscope.core.document import RANKS, SESSION, TRACE
 from stallscope.gui.views.run import RunView
@@ -40,3 +44,18 @@ def test_open_session_replays_once(qtbot, tmp_path, open_and_wait, window):
     with qtbot.waitSignal(window.controller.sig_session, timeout=60_000):
         window.open_session(str(path))
     assert _run_tabs(window) == ["Run: session"]
+
+
+@pytest.mark.runner  # the CLI runs in a child, as a user runs it
+def test_a_small_job_in_full_states_the_clis_straggler_sentence(tmp_path, open_and_wait, window):
+    path = paths(tmp_path)["job"]
+    open_and_wait(path)
+    cli = subprocess.run([sys.executable, "-m", "stallscope.core.cli", "analyze", str(path)],
+                         capture_output=True, text=True, timeout=600)
+    [line] = [s for s in cli.stdout.splitlines() if s.startswith("Straggler: ")]
+    shown = window.analysis.straggler
+    assert shown.isVisible() and shown.text() == line
+    straggler = line.removeprefix("Straggler: ").split(",")[0]  # "rank 2"
+    [marked] = [row.label for row in window.analysis.rank_table.rows if row.slowest]
+    assert marked == straggler  # the table marks the rank the sentence names
+    save_shot(window, "analysis_small_job_straggler")
