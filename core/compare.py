@@ -203,6 +203,45 @@ def speedup(metrics: list[Metric]) -> float | None:
     return step.before / step.after
 
 
+VERDICT_WORDS = {"better": "faster", "worse": "slower", "same": "about as fast"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The comparison in one line, for the CLI and the compare view alike."""
+
+    word: str               # "faster" | "slower" | "about as fast" | "n/a"
+    text: str               # leads with "not like for like" when machines or ranks differ
+    step: Metric | None     # the step time's metric
+    cause: Metric | None    # the idle cause that moved most in the verdict's direction
+    unlike: tuple[str, ...] = ()
+
+
+def verdict(metrics: list[Metric], unlike_lines: list[str] | tuple[str, ...] = ()) -> Verdict:
+    """The step time's verdict, and as its reason only an idle cause that moved the same way
+    (more idle when slower, less when faster; the largest mover when about as fast)."""
+    lead = ("not like for like (" + "; ".join(unlike_lines) + "): "
+            if unlike_lines else "")
+    by_key = {m.key: m for m in metrics}
+    step = by_key.get("step_ms")
+    if step is None or step.delta is None:
+        return Verdict("n/a", lead + "no verdict: one side has no step time", step, None,
+                       tuple(unlike_lines))
+    word = VERDICT_WORDS.get(step.verdict, "n/a")
+    gain = speedup(metrics)
+    times = f"{gain:.2f}x, " if gain is not None and not step.noise else ""
+    change = "within noise" if step.noise else step.change_text()
+    text = (f"{lead}after is {word}: {times}{step.value_text(step.before)} → "
+            f"{step.value_text(step.after)} per step, {change}")
+    same_way = [m for m in metrics if m.cause is not None and m.delta is not None
+                and not m.noise and (step.verdict == "same" or m.verdict == step.verdict)]
+    top = max(same_way, key=lambda m: abs(m.delta or 0.0), default=None)
+    if top is not None and top.cause is not None:
+        text += (f"; idle on {causes.label(top.cause)} {top.value_text(top.before)} → "
+                 f"{top.value_text(top.after)} per step")
+    return Verdict(word, text, step, top, tuple(unlike_lines))
+
+
 def statistic(metrics: list[Metric]) -> str:
     """Which statistic the step time is, in words."""
     step = next((m for m in metrics if m.key == "step_ms"), None)
@@ -222,9 +261,10 @@ def device_name(report: Report, device: int | None) -> str | None:
     return None
 
 
-def mismatch_warnings(before: Report, after: Report, device_before: int | None = None,
-                      device_after: int | None = None) -> list[str]:
-    """One line per reason why before and after are not like for like (empty when they are)."""
+def unlike(before: Report, after: Report, device_before: int | None = None,
+           device_after: int | None = None) -> list[str]:
+    """Why the two sides ran on different machines or ranks (empty when they did not): such a
+    comparison says nothing about a change to the code, whatever its step times."""
     dev_b = device_before if device_before is not None else primary_device(before)
     dev_a = device_after if device_after is not None else primary_device(after)
     out = []
@@ -238,6 +278,14 @@ def mismatch_warnings(before: Report, after: Report, device_before: int | None =
     rank_b, rank_a = before.trace.rank, after.trace.rank
     if rank_b is not None and rank_a is not None and rank_b != rank_a:
         out.append(f"different ranks: rank {rank_b} vs rank {rank_a}")
+    return out
+
+
+def mismatch_warnings(before: Report, after: Report, device_before: int | None = None,
+                      device_after: int | None = None) -> list[str]:
+    """One line per reason why before and after are not like for like (empty when they are):
+    different machines or ranks (unlike), then different windows."""
+    out = unlike(before, after, device_before, device_after)
     if len(before.steps) != len(after.steps):
         out.append(f"different step counts: {units.plural(len(before.steps), 'step')} vs "
                    f"{units.plural(len(after.steps), 'step')} (per-step figures are means)")

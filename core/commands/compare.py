@@ -14,14 +14,14 @@ import json
 import sys
 from pathlib import Path
 
-from stallscope.core import causes
 from stallscope.core.capture.layout import TUNE_JSON
 from stallscope.core.compare import (
-    Metric,
     compare_reports,
     mismatch_warnings,
     speedup,
     statistic,
+    unlike,
+    verdict,
 )
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
@@ -66,30 +66,6 @@ def tune_pair(folder: Path) -> tuple[Path, Path]:
     return Path(before), Path(after)
 
 
-VERDICT_WORDS = {"better": "faster", "worse": "slower", "same": "about as fast"}
-
-
-def verdict(metrics: list[Metric]) -> tuple[str, str]:
-    """("faster" | "slower" | "about as fast" | "n/a", the verdict line's text): the step time's
-    verdict (the view's first line) and the idle cause whose per-step time moved most."""
-    by_key = {m.key: m for m in metrics}
-    step = by_key.get("step_ms")
-    if step is None or step.delta is None:
-        return "n/a", "no verdict: one side has no step time"
-    word = VERDICT_WORDS.get(step.verdict, "n/a")
-    gain = speedup(metrics)
-    times = f"{gain:.2f}x, " if gain is not None and not step.noise else ""
-    change = "within noise" if step.noise else step.change_text()
-    text = (f"after is {word}: {times}{step.value_text(step.before)} → "
-            f"{step.value_text(step.after)} per step, {change}")
-    top = max((m for m in metrics if m.cause is not None and m.delta is not None
-               and not m.noise), key=lambda m: abs(m.delta or 0.0), default=None)
-    if top is not None and top.cause is not None:
-        text += (f"; idle on {causes.label(top.cause)} {top.value_text(top.before)} → "
-                 f"{top.value_text(top.after)} per step")
-    return word, text
-
-
 def load_report(path: Path, rank: int | None):
     from stallscope.core.document import load_document_job
 
@@ -116,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     metrics = compare_reports(report_b, report_a)
     warnings = mismatch_warnings(report_b, report_a)
     gain, how = speedup(metrics), statistic(metrics)
-    word, verdict_text = verdict(metrics)
+    found = verdict(metrics, unlike(report_b, report_a))
+    word, verdict_text = found.word, found.text
     if args.json:
         print(json.dumps({
             "before": str(before), "after": str(after), "warnings": warnings,

@@ -6,6 +6,8 @@ Standalone: `python -m stallscope.gui.views.compare BEFORE AFTER [--screenshot O
 
 from __future__ import annotations
 
+import html
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
@@ -29,6 +31,8 @@ from stallscope.core.compare import (
     mismatch_warnings,
     n_steps,
     speedup,
+    unlike,
+    verdict,
 )
 from stallscope.core.report import Report
 from stallscope.gui.colors import (
@@ -240,6 +244,7 @@ class CompareView(QWidget):
         layout.addWidget(self.splitter, 1)
         self.metrics: list[Metric] = []
         self.mismatches: list[str] = []
+        self.unlike: list[str] = []
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)
@@ -269,6 +274,7 @@ class CompareView(QWidget):
     def set_reports(self, before, after, before_title: str = "", after_title: str = "") -> None:
         self.metrics = compare_reports(before, after)
         self.mismatches = mismatch_warnings(before, after)
+        self.unlike = unlike(before, after)
         b_name = before_title or before.trace.path.name
         a_name = after_title or after.trace.path.name
         self.heading.setText(f"{b_name}  →  {a_name}")
@@ -298,11 +304,16 @@ class CompareView(QWidget):
         self.chart.setVisible(bool(self.chart.values))
 
     def _verdict_text(self) -> str:
-        by_key = {m.key: m for m in self.metrics}
-        step = by_key.get("step_ms")
+        """core/compare.verdict's line, coloured: "not like for like" first when the machines
+        or ranks differ, then the step time, the utilization, and only an idle cause that
+        moved the way the step time did."""
+        found = verdict(self.metrics, self.unlike)
         parts = []
+        if found.unlike:
+            parts.append(f'<span style="color:{WORSE_COLOR}; font-weight:600">Not like for '
+                         f"like</span> ({html.escape('; '.join(found.unlike))})")
+        step = found.step
         if step is not None and step.delta is not None:
-            word = {"better": "faster", "worse": "slower", "same": "about as fast"}[step.verdict]
             color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(step.verdict, MUTED_TEXT)
             change = "" if step.noise else f", {step.change_text()}"
             gain = speedup(self.metrics)
@@ -310,16 +321,14 @@ class CompareView(QWidget):
             how = (" <span style='font-weight:400'>(steady mean of the sessions' recorded "
                    "steps)</span>" if step.label == STEADY_LABEL else "")
             times = f"{times}, " if times else ""
-            parts.append(f'<span style="color:{color}; font-weight:600">Steps are {word}: '
+            parts.append(f'<span style="color:{color}; font-weight:600">Steps are {found.word}: '
                          f"{times}{step.value_text(step.before)} → "
                          f"{step.value_text(step.after)}{change}{how}</span>")
-        util = by_key.get("utilization")
+        util = next((m for m in self.metrics if m.key == "utilization"), None)
         if util is not None and util.delta is not None:
             parts.append(f"GPU utilization {util.value_text(util.before)} → "
                          f"{util.value_text(util.after)}")
-        # delta and cause are not None, as filtered: the `or`/`is not None` only tell mypy
-        top = max((m for m in self.metrics if m.cause is not None and m.delta is not None
-                   and not m.noise), key=lambda m: abs(m.delta or 0.0), default=None)
+        top = found.cause
         if top is not None and top.cause is not None:
             parts.append(f"idle on {causes.label(top.cause)} {top.value_text(top.before)} → "
                          f"{top.value_text(top.after)} per step")
