@@ -188,3 +188,18 @@ BLOCKING_RE = re.compile(r"Synchronize|Memcpy|Wait|Query")
 # Kernel launches (cudaLaunchKernel, cuLaunchKernelEx, hipExtLaunchKernel, hipModuleLaunchKernel,
 # cudaLaunchCooperativeKernel): each should have its kernel in the trace.
 LAUNCH_RE = re.compile(r"Launch\w*Kernel")
+# Code that already runs compiled: torch.compile's regions (forward `CompiledFunction`, its
+# backward `CompiledFunctionBackward`, `Torch-Compiled Region: 0/0`) and graph replays
+# (cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch).
+COMPILED_PREFIXES = ("CompiledFunction", "Torch-Compiled Region")
+GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch")
+# Collective kinds by a substring of the lower-cased GPU kernel name (first match wins). NCCL
+# runs all-to-all as grouped send/recv: a `sendrecv` kernel is all-to-all when the CPU side
+# names one (nccl:all_to_all, c10d::alltoall_base_), pipeline send/recv when it names those.
+COLLECTIVE_KINDS = (("all_reduce", ("allreduce", "all_reduce")),
+                    ("all_gather", ("allgather", "all_gather")),
+                    ("reduce_scatter", ("reducescatter", "reduce_scatter")),
+                    ("all_to_all", ("alltoall", "all_to_all", "::internode::", "::intranode::")),
+                    ("send_recv", ("sendrecv", "send", "recv")))
+ALL_TO_ALL_CPU = ("all_to_all", "alltoall")
+SEND_RECV_CPU = ("nccl:send", "nccl:recv", "c10d::send", "c10d::recv")

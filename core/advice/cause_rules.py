@@ -1,4 +1,4 @@
-"""One rule per idle cause (DESIGN.md "Advice rules" v2): it fires when its cause holds >= 5% of
+"""One rule per idle cause (docs/definitions.md "Advice"): it fires when its cause holds >= 5% of
 the window on a device (without a GPU: of step time), or is the largest cause of a GPU idle
 >= 10% of the window. Each card quotes its numbers and can win back `saving_us`."""
 
@@ -105,7 +105,7 @@ def dataloader_bound(ctx: Context) -> Advice | None:
                 "decoded images once with the LMDB wizard (stallscope-cli convert).")
     else:
         tail = (" Find the slow line of Dataset.__getitem__ with the line heatmap "
-                "(stallscope-cli run --lineprof auto -- script.py), and convert decoded images "
+                f"(stallscope-cli run --lineprof auto -- {ctx.script}), and convert decoded images "
                 "once with the LMDB wizard (stallscope-cli convert).")
     return _card(ctx, "data_loading", lambda _c: loader_fix + tail, extra)
 
@@ -189,7 +189,10 @@ def _gpu_wait_card(ctx: Context, rule_id: str, title: str, small: bool) -> Advic
         mid = float(tiny[np.argmax(tiny[:, 1] - tiny[:, 0])].mean())
         lo, hi = ctx.report.window
         focus = (max(lo, mid - 100.0), min(hi, mid + 100.0))
-    return Advice(rule_id, ctx.titled(title), evidence, FIXES[rule_id].format(graph=ctx.graph),
+    fix = FIXES[rule_id].format(graph=ctx.graph)
+    if rule_id == "small_kernels" and fixes.compiled_fix(ctx, "The host"):
+        fix = "Many tiny kernels run back to back. " + fixes.compiled_fix(ctx, "The host")
+    return Advice(rule_id, ctx.titled(title), evidence, fix,
                   cause="gpu_wait", focus=focus, saving_us=us, device=dev,
                   culprits=ctx.culprits("gpu_wait"))
 

@@ -11,6 +11,12 @@ import re
 
 from stallscope.core.advice.registry import Context
 from stallscope.core.capture.overrides import change_line
+from stallscope.core.kineto import (
+    ALL_TO_ALL_CPU,
+    COLLECTIVE_KINDS,
+    SEND_RECV_CPU,
+    is_collective_name,
+)
 from stallscope.core.report import Culprit
 from stallscope.core.session.steady import busiest_loader
 from stallscope.core.units import duration
@@ -97,11 +103,11 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
     if loader.get("site"):  # a session's run: the user's own line, and --set aimed at it
         fix += (f" The line to change: {change_line(loader, {'num_workers': n})}. Try it "
                 f"without editing the script: stallscope-cli run --set "
-                f"{loader['site']}:num_workers={n} -- script.py, or let stallscope-cli tune "
-                f"-- script.py find the best settings.")
+                f"{loader['site']}:num_workers={n} -- {ctx.script}, or let stallscope-cli tune "
+                f"-- {ctx.script} find the best settings.")
     else:
         fix += (f" Try it without editing the script: stallscope-cli run --set num_workers={n}"
-                f" -- script.py, or let stallscope-cli tune -- script.py find the best "
+                f" -- {ctx.script}, or let stallscope-cli tune -- {ctx.script} find the best "
                 f"settings.")
     return said, fix
 
@@ -189,8 +195,9 @@ def optimizer_fix(ctx: Context, culprits: list[Culprit]) -> str:
 
 def launch_fix(ctx: Context, culprits: list[Culprit], who: str) -> str:
     """host_bound / backward_bound: what the heaviest op does, then the general fix."""
-    general = (f"{who} cannot launch work fast enough: bigger batches, fewer small ops, "
-               f"torch.compile or {ctx.graphs} to launch fewer, larger kernels.")
+    general = compiled_fix(ctx, who) or (
+        f"{who} cannot launch work fast enough: bigger batches, fewer small ops, "
+        f"torch.compile or {ctx.graphs} to launch fewer, larger kernels.")
     top = culprits[0] if culprits else None
     if top is None:
         return general
@@ -203,12 +210,36 @@ def launch_fix(ctx: Context, culprits: list[Culprit], who: str) -> str:
         return (f"{top.name} spends the CPU in {copy}: {why}; use pinned memory "
                 "(DataLoader(pin_memory=True)) and .to(device, non_blocking=True). " + general)
     m = re.search(r"launches ([\d,]+) tiny GPU ops?, median ([^;]+)", top.detail)
+    if m and compiled_fix(ctx, who):
+        return (f"{top.name} launches {m.group(1)} tiny kernels (median {m.group(2)}): each "
+                "costs more to launch than to run. " + general)
     if m:
         return (f"{top.name} launches {m.group(1)} tiny kernels (median {m.group(2)}): each "
                 f"costs more to launch than to run; fuse them with torch.compile, or replay "
                 f"the step as one {ctx.graph}, and give each launch more work (bigger "
                 "batches).")
     return general
+
+
+def compiled_fix(ctx: Context, who: str) -> str:
+    """The launch fix for code that already runs compiled ("" when it does not): never "use
+    torch.compile" to a compiled step."""
+    regions, replays = ctx.compiled
+    if replays:
+        launch = ctx.rt("cudaGraphLaunch")
+        return (f"{who} cannot launch work fast enough, and the step already replays "
+                f"{ctx.graphs} ({replays:,} {launch} calls): the launches left run outside the "
+                "graphs; capture more of the step in them (the optimizer step, the loss, the "
+                "input copies), and give each replay more work (bigger batches).")
+    if regions:
+        return (f"{who} cannot launch work fast enough, and the step already runs compiled "
+                f"code ({regions:,} CompiledFunction / Torch-Compiled Region events): compile "
+                f"with mode=\"reduce-overhead\" to replay each region as a {ctx.graph}, compile "
+                "the backward too (compiled autograd: torch._dynamo.config.compiled_autograd = "
+                "True), and look for graph breaks and recompilations "
+                "(TORCH_LOGS=\"graph_breaks,recompiles\"), each of which adds regions and "
+                "launches.")
+    return ""
 
 
 def python_fix(ctx: Context, culprits: list[Culprit], has_frames: bool) -> str:
@@ -221,3 +252,64 @@ def python_fix(ctx: Context, culprits: list[Culprit], has_frames: bool) -> str:
     tail = "" if has_frames else "; rerun with --with-stack to see the Python frames"
     return ("Move logging, metrics and Python bookkeeping out of the step (or run them every "
             f"N steps){tail}.")
+
+
+# ----------------------------------------------------------------------------- communication
+
+# collective kind (core/kineto.py COLLECTIVE_KINDS) -> who issues it and its fix
+COMM_FIXES = {
+    "all_reduce":
+        "Gradient all-reduce (DDP) runs bare: raise DistributedDataParallel(bucket_cap_mb=...) "
+        "and set gradient_as_bucket_view=True so buckets reduce while backward still runs; "
+        "static_graph=True when the graph never changes; no_sync() on gradient-accumulation "
+        "micro-batches.",
+    "all_gather":
+        "Parameter all-gather (FSDP) runs bare: prefetch the next unit's parameters "
+        "(forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE; FSDP2: "
+        "set_modules_to_forward_prefetch), and keep them gathered for backward "
+        "(reshard_after_forward=False / SHARD_GRAD_OP) where memory allows.",
+    "reduce_scatter":
+        "Gradient reduce-scatter (FSDP) runs bare: backward_prefetch=BackwardPrefetch."
+        "BACKWARD_PRE and larger FSDP units (auto_wrap_policy) give it compute to hide behind.",
+    "all_to_all":
+        "All-to-all (sharded embeddings, MoE dispatch/combine) runs bare: pipeline it with the "
+        "previous batch's compute (torchrec's TrainPipelineSparseDist), or overlap dispatch and "
+        "combine with expert compute.",
+    "send_recv":
+        "Pipeline send/recv runs bare: a schedule with more micro-batches (1F1B, interleaved "
+        "1F1B) keeps each stage computing while activations move.",
+}
+COMM_GENERAL = ("Overlap communication with compute: with DDP tune bucket_cap_mb and set "
+                "gradient_as_bucket_view=True; with FSDP enable forward/backward prefetch; "
+                "issue fewer, larger collectives.")
+
+
+def comm_fix(ctx: Context, culprits: list[Culprit]) -> str:
+    """The exposed communication's fix by the collective kind that covers most of it."""
+    by_kind: dict[str, float] = {}
+    for c in culprits:
+        kind = collective_kind(ctx, c.name)
+        if kind:
+            by_kind[kind] = by_kind.get(kind, 0.0) + c.covered_us
+    if not by_kind:
+        return COMM_GENERAL
+    top = max(by_kind, key=by_kind.__getitem__)
+    return COMM_FIXES[top] + " Fewer, larger collectives cost less than many small ones."
+
+
+def collective_kind(ctx: Context, kernel: str) -> str:
+    """all_reduce, all_gather, reduce_scatter, all_to_all, send_recv or "" (unknown)."""
+    low = kernel.lower()
+    kind = next((k for k, keys in COLLECTIVE_KINDS if any(key in low for key in keys)), "")
+    names = ctx.report.trace.names
+    if not kind:  # a generic kernel (ncclDevKernel_Generic): the one kind the CPU side names
+        cpu = {k for n in names if is_collective_name(n) for k, keys in COLLECTIVE_KINDS[:4]
+               if any(key in n.lower() for key in keys)}
+        return cpu.pop() if len(cpu) == 1 else ""
+    if kind != "send_recv":
+        return kind
+    if any(n.startswith(SEND_RECV_CPU) for n in names):
+        return "send_recv"
+    if any(m in n.lower() for n in names for m in ALL_TO_ALL_CPU):
+        return "all_to_all"
+    return ""  # grouped send/recv of an unknown collective: the general fix

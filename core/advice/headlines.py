@@ -4,6 +4,7 @@ has none: its one card (window_card.py) comes first."""
 
 from __future__ import annotations
 
+from stallscope.core.advice.registry import compiled_counts, graph_words
 from stallscope.core.causes import BY_CODE, CAUSES
 from stallscope.core.report import Headline, Report
 from stallscope.core.units import duration, pct, plural
@@ -32,6 +33,9 @@ FIRST_FIX = {
     "collectives": "Communication takes the step (the collectives card): overlap it, issue "
                    "fewer, larger collectives.",
 }
+COMPILED_FIRST = ("The step already runs compiled code: make its launches cheaper (mode="
+                  "\"reduce-overhead\", {graphs} for the compiled regions, fewer graph breaks; "
+                  "the cards below say how), and " + MORE_WORK + ".")
 
 
 def headlines(report: Report) -> list[Headline]:
@@ -64,11 +68,13 @@ def headlines(report: Report) -> list[Headline]:
 
 
 def first_fix(report: Report, dev: int, cause: str) -> str:
-    """The headline's fix for the device's largest idle cause."""
-    hip = report.runtime == "hip"
-    names = {"graphs": "HIP graphs" if hip else "CUDA graphs",
-             "graph": "HIP graph" if hip else "CUDA graph"}
+    """The headline's fix for the device's largest idle cause; launch causes of a step that
+    already runs compiled code say so instead of "torch.compile"."""
+    graph, graphs = graph_words(report)
+    names = {"graphs": graphs, "graph": graph}
     key = cause
+    if cause in ("cpu_ops", "backward", "gpu_wait") and any(compiled_counts(report)):
+        return COMPILED_FIRST.format(**names)
     if cause == "gpu_wait":
         spans = report.devices[dev].spans_of("gpu_wait")
         lengths = spans[:, 1] - spans[:, 0]

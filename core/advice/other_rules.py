@@ -6,6 +6,7 @@ import numpy as np
 
 from stallscope.core import intervals as iv
 from stallscope.core import units
+from stallscope.core.advice import fixes
 from stallscope.core.advice.registry import CAUSE_SHARE, Context, rule
 from stallscope.core.intervals import longest
 from stallscope.core.kineto import PAGEABLE_H2D, Cat
@@ -18,15 +19,11 @@ FIXES = {
     "pageable_h2d": (
         "Copy from pinned memory: DataLoader(pin_memory=True) and "
         "batch.to(device, non_blocking=True). Try it without editing the script: "
-        "stallscope-cli run --set pin_memory=true -- script.py."),
+        "stallscope-cli run --set pin_memory=true -- {script}."),
     "allocator_churn": (
         "Stop the caching allocator from giving memory back: set "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, keep shapes fixed (pad or bucket "
         "variable-length inputs)."),
-    "exposed_comm": (
-        "Overlap communication with compute: with DDP tune bucket_cap_mb and set "
-        "gradient_as_bucket_view=True; with FSDP enable forward/backward prefetch; issue fewer, "
-        "larger collectives."),
 }
 
 
@@ -50,7 +47,8 @@ def pageable_h2d(ctx: Context) -> Advice | None:
         f"{units.plural(len(spans), 'host-to-device copy', 'host-to-device copies')} from "
         f"pageable memory took {duration(us)} on {ctx.label(dev)}, {pct(ctx.share(us))} of the "
         f"{duration(ctx.base_us)} window; pageable copies cannot overlap with compute.",
-        FIXES["pageable_h2d"], focus=longest(spans), saving_us=us, device=dev,
+        FIXES["pageable_h2d"].format(script=ctx.script), focus=longest(spans), saving_us=us,
+        device=dev,
         culprits=ctx.culprits("pageable_h2d"))
 
 
@@ -106,5 +104,6 @@ def exposed_comm(ctx: Context) -> Advice | None:
         f"{ctx.label(dev)} runs communication kernels for {duration(stats.comm_us)}, of which "
         f"{duration(us)} ({pct(ctx.share(us))} of the {duration(ctx.base_us)} window) with no "
         f"compute beside them: overlap {pct(stats.comm_overlap)}{per_step}.",
-        FIXES["exposed_comm"], focus=longest(stats.exposed_comm), saving_us=us, device=dev,
+        fixes.comm_fix(ctx, ctx.culprits("exposed_comm")), focus=longest(stats.exposed_comm),
+        saving_us=us, device=dev,
         culprits=ctx.culprits("exposed_comm"))

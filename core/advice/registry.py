@@ -1,7 +1,7 @@
 """The rule registry and what every rule reads: a Context over the finished Report.
 
 A rule is a function `(ctx) -> Advice | None` registered with `@rule("rule_id")`; adding one is
-a change to the module that holds it (and its test). Thresholds are DESIGN.md's "Advice rules".
+a change to the module that holds it (and its test). Thresholds are docs/definitions.md's "Advice".
 """
 
 from __future__ import annotations
@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from stallscope.core import causes
 from stallscope.core.causes import CAUSES
 from stallscope.core.intervals import longest
+from stallscope.core.kineto import COMPILED_PREFIXES, GRAPH_LAUNCH_RE, RUNTIME_CATS
 from stallscope.core.lineprof import Profile
 from stallscope.core.report import Advice, Culprit, DeviceStats, Report
+from stallscope.core.session.steady import busiest_loader
 
 CAUSE_SHARE = 0.05      # a cause rule fires at 5% of the window (or of step time without a GPU)
 CARD_IDLE_SHARE = 0.10  # a GPU idle this much of the window always gets its largest cause carded
@@ -42,6 +46,7 @@ class Context:
     line_stats: list[Profile] | None = None
     forced: dict[str, int] = field(default_factory=dict)  # cause -> device whose largest it is
     loaders: list[dict] = field(default_factory=list)  # run.json `dataloaders`: site, passed...
+    _compiled: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         width = self.report.window_us
@@ -113,11 +118,29 @@ class Context:
 
     @property
     def graph(self) -> str:
-        return "HIP graph" if self.rocm else "CUDA graph"
+        return graph_words(self.report)[0]
 
     @property
     def graphs(self) -> str:
-        return "HIP graphs (torch.cuda.CUDAGraph on ROCm)" if self.rocm else "CUDA graphs"
+        return graph_words(self.report)[1]
+
+    @property
+    def script(self) -> str:
+        """The script for a command to paste: the one the trace's frames run, else the file
+        of the session's busiest DataLoader line (a bare name), else a placeholder."""
+        if self.report.script:
+            return self.report.script
+        site = str(busiest_loader(self.loaders).get("site") or "")
+        name = site.rsplit(":", 1)[0] if ":" in site else ""
+        return name if name.endswith(".py") and "/" not in name else "your_script.py"
+
+    @property
+    def compiled(self) -> tuple[int, int]:
+        """(compiled-region events, graph replays) in the window: code torch.compile or
+        CUDA/HIP graphs already run."""
+        if self._compiled is None:
+            self._compiled = compiled_counts(self.report)
+        return self._compiled
 
     def label(self, dev: int) -> str:
         """The device for people: "GPU 0", "MTIA 17"."""
@@ -156,6 +179,26 @@ class Context:
         return longest(r.host_spans[r.host_codes == causes.index(cause)])
 
 
+
+
+def graph_words(report: Report) -> tuple[str, str]:
+    """(a graph, graphs) in the trace's own words: CUDA, HIP on ROCm, the accelerator's."""
+    if report.trace.device_kind != "GPU":
+        kind = report.trace.device_kind
+        return f"{kind} graph", f"graph capture, where the {kind} runtime offers it"
+    if report.runtime == "hip":
+        return "HIP graph", "HIP graphs (torch.cuda.CUDAGraph on ROCm)"
+    return "CUDA graph", "CUDA graphs"
+
+
+def compiled_counts(report: Report) -> tuple[int, int]:
+    t = report.trace
+    lo, hi = report.window
+    inside = (t.start < hi) & (t.end > lo)
+    regions = t.mask_names(lambda n: n.startswith(COMPILED_PREFIXES)) & inside
+    runtime = np.isin(t.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    replays = runtime & t.mask_names(lambda n: GRAPH_LAUNCH_RE.search(n) is not None) & inside
+    return int(regions.sum()), int(replays.sum())
 
 
 def _ordinal(k: int) -> str:

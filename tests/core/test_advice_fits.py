@@ -1,0 +1,88 @@
+"""Fixes fitted to the code that ran (issue 33), on the shared real traces and their twins:
+compiled code is never told to use torch.compile, exposed communication gets the fix of its
+collective kind, the accelerator's own words, commands that name the real script."""
+
+from __future__ import annotations
+
+import pytest
+from fixture_twins import analyzed, complete, document
+
+from stallscope.core.advice.registry import graph_words
+from stallscope.core.analysis import analyze
+from stallscope.core.render.text import render
+from stallscope.core.trace import load
+
+
+def _card(report, card_id):
+    return next(a for a in report.advice + report.withheld if a.id == card_id)
+
+
+def test_compiled_regions_get_compiled_code_fixes(real_trace):
+    """HTA's df_index_resolver runs 5 CompiledFunction + 5 CompiledFunctionBackward regions."""
+    report = analyze(load(real_trace("hta_df_index_resolver")))
+    for card_id in ("host_bound", "backward_bound"):
+        fix = _card(report, card_id).fix
+        assert "already runs compiled code (10 CompiledFunction / Torch-Compiled Region " \
+               "events)" in fix, fix
+        assert 'mode="reduce-overhead"' in fix and "compiled_autograd" in fix
+        assert "torch.compile or" not in fix and "fuse them with torch.compile" not in fix
+
+
+def test_graph_replays_are_told_to_capture_more(real_trace):
+    """HTA's negative_queue trace replays 70 cudaGraphLaunch calls."""
+    report = analyze(load(real_trace("hta_negative_queue")))
+    fix = _card(report, "host_bound").fix
+    assert "already replays CUDA graphs (70 cudaGraphLaunch calls)" in fix, fix
+    assert "torch.compile or" not in fix
+    low = next(h for h in report.headlines if h.id == "low_utilization")
+    assert low.fix.startswith("The step already runs compiled code")
+
+
+def test_plain_eager_code_is_still_told_to_compile(real_trace):
+    report = analyze(load(real_trace("hta_nccl_parser")))
+    assert "torch.compile or CUDA graphs" in _card(report, "host_bound").fix
+
+
+@pytest.mark.parametrize(("prefix", "opening"), [
+    ("hta_df_index_resolver", "Gradient all-reduce (DDP) runs bare"),     # ncclKernel_AllReduce
+    ("tracelens_resnet", "Gradient all-reduce (DDP) runs bare"),  # Generic kernel, nccl:all_reduce
+    ("hta_sampled_rank-0", "All-to-all (sharded embeddings"),  # SendRecv kernel, nccl:all_to_all
+])
+def test_exposed_communication_gets_the_fix_of_its_collective(real_trace, prefix, opening):
+    report = analyze(load(real_trace(prefix)))
+    assert _card(report, "exposed_comm").fix.startswith(opening)
+
+
+def test_send_recv_without_all_to_all_is_a_pipeline(tmp_path):
+    """The sampled rank with its CPU-side all-to-all renamed to point-to-point sends."""
+    doc = document("hta_sampled_rank-0")
+    for e in complete(doc):
+        if "all_to_all" in e["name"] or "alltoall" in e["name"]:
+            e["name"] = "nccl:send"
+    report = analyzed(doc, tmp_path / "p2p.json")
+    assert _card(report, "exposed_comm").fix.startswith("Pipeline send/recv runs bare")
+
+
+def test_an_mtia_trace_gets_no_cuda_words(real_trace):
+    report = analyze(load(real_trace("hta_mtia")))
+    assert graph_words(report) == ("MTIA graph", "graph capture, where the MTIA runtime offers it")
+    assert "CUDA" not in render(report)
+
+
+def test_commands_name_the_script_the_frames_run(tmp_path):
+    """kineto's ResNet-50 (data-loading bound) with its script's `<module>` frame: the commands
+    to paste name train_slow.py, never a placeholder."""
+    doc = document("kineto_nw0")
+    xs = complete(doc)
+    lo = min(e["ts"] for e in xs)
+    hi = max(e["ts"] + e.get("dur", 0) for e in xs)
+    main = next(e for e in xs if e["name"].startswith("ProfilerStep#"))
+    doc["traceEvents"].append({"ph": "X", "cat": "python_function", "pid": main["pid"],
+                               "tid": main["tid"], "name": "train_slow.py(19): <module>",
+                               "ts": lo, "dur": hi - lo, "args": {}})
+    report = analyzed(doc, tmp_path / "framed.json")
+    assert report.script == "train_slow.py"
+    fix = _card(report, "dataloader_bound").fix
+    assert "stallscope-cli run --set num_workers=2 -- train_slow.py" in fix, fix
+    assert "stallscope-cli tune -- train_slow.py" in fix
+    assert "-- script.py" not in render(report) and "your_script.py" not in render(report)
