@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QHBoxLayout, QLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLayout, QPushButton, QWidget
 
 
 def row_widget(inner: QLayout) -> QWidget:
@@ -31,3 +31,12 @@ def with_button(field: QWidget, text: str, slot: Callable[[], object]) -> QWidge
     widget = row_widget(row)
     widget.button = button  # type: ignore[attr-defined]
     return widget
+
+
+def refill(combo: QComboBox, items: list[tuple[str, str]]) -> None:
+    """`combo`'s items replaced by (label, data) pairs, without a signal for each change."""
+    combo.blockSignals(True)
+    combo.clear()
+    for label, data in items:
+        combo.addItem(label, data)
+    combo.blockSignals(False)

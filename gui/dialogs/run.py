@@ -37,16 +37,13 @@ from PySide6.QtWidgets import (
 
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
-from stallscope.gui.colors import MUTED_TEXT
-from stallscope.gui.dialogs.fields import row_widget, with_button
+from stallscope.gui.dialogs.fields import refill, row_widget, with_button
 from stallscope.gui.dialogs.run_probe import TorchProbe
 from stallscope.gui.dialogs.run_where import (
-    HOST_HINT,
     REMOTE_PYTHON,
     HostMemory,
     WhereChoice,
-    host_combo,
-    offered_hosts,
+    host_rows,
     placeholders,
     where_fields,
 )
@@ -77,6 +74,7 @@ class RunDialog(QDialog):
         self.settings = settings or run_settings()
         self.memory = HostMemory(self.settings)
         self._local_script = ""
+        self._shown_host = ""  # the host whose remembered fields are shown
         self.probe = TorchProbe(self)
         self.probe.sig_result.connect(self._set_python_status)
         self._request: RunRequest | None = None
@@ -101,15 +99,9 @@ class RunDialog(QDialog):
         self.where = WhereChoice()
         self.where.sig_changed.connect(self._where_changed)
         form.addRow("Where", self.where)
-        self.host_combo = host_combo(offered_hosts(self.memory))
-        self.host_combo.lineEdit().editingFinished.connect(self._host_chosen)
-        self.host_combo.textActivated.connect(lambda _text: self._host_chosen())
-        form.addRow("Host", self.host_combo)
-        self.host_hint = QLabel(HOST_HINT)
-        self.host_hint.setObjectName("hint")
-        self.host_hint.setStyleSheet(f"color: {MUTED_TEXT};")
-        self.host_hint.setWordWrap(True)
-        form.addRow("", self.host_hint)
+        self.host_combo, self.host_hint = host_rows(form, self.memory)
+        self.host_combo.lineEdit().editingFinished.connect(lambda: self._host_chosen(False))
+        self.host_combo.textActivated.connect(lambda _text: self._host_chosen(False))
 
         self.script_edit = QLineEdit()
         self.script_edit.editingFinished.connect(self._load_remembered)
@@ -252,7 +244,7 @@ class RunDialog(QDialog):
             self._local_script = self.script_edit.text()  # back when "This computer" is
             if not self._host():
                 self.host_combo.setCurrentText(next(iter(self.memory.hosts()), ""))
-            self._host_chosen()
+            self._host_chosen(True)
             return
         self.script_edit.setText(self._local_script
                                  or str(self.settings.value("runs/last_script", "") or ""))
@@ -268,9 +260,13 @@ class RunDialog(QDialog):
     def _host(self) -> str:
         return self.host_combo.currentText().strip() if self.where.is_remote else ""
 
-    def _host_chosen(self) -> None:
-        """A host picked: its last script, folder and interpreters come back."""
+    def _host_chosen(self, again: bool) -> None:
+        """Another host picked (or Where switched to it `again`): its last script, folder and
+        interpreters come back; leaving the same host's field keeps what was typed."""
         host = self._host()
+        if host == self._shown_host and not again:
+            return
+        self._shown_host = host
         self.script_edit.setText(self.memory.last_script(host) if host else "")
         self.cwd_edit.setText(self.memory.folder(host) if host else "")
         if self.script_edit.text():
@@ -309,20 +305,13 @@ class RunDialog(QDialog):
     def _fill_interpreters(self, script: str, chosen: str = "") -> None:
         if self.where.is_remote:  # the ones used on this host, the newest first
             pythons = self.memory.pythons(self._host())
-            self.python_combo.blockSignals(True)
-            self.python_combo.clear()
-            self.python_combo.addItems(pythons)
-            self.python_combo.blockSignals(False)
+            refill(self.python_combo, [(p, p) for p in pythons])
             self.python_combo.setCurrentText(chosen or pythons[0])
             self._probe_python()
             return
         current = chosen or self.python_combo.currentText() or default_python()
-        self.python_combo.blockSignals(True)
-        self.python_combo.clear()
-        for path in detect_interpreters(script):
-            label = path + ("   (this app)" if path == sys.executable else "")
-            self.python_combo.addItem(label, path)
-        self.python_combo.blockSignals(False)
+        refill(self.python_combo, [(path + ("   (this app)" if path == sys.executable else ""),
+                                    path) for path in detect_interpreters(script)])
         self.python_combo.setCurrentText(current)
         self._probe_python(current)
 

@@ -20,8 +20,17 @@ import shutil
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import QButtonGroup, QComboBox, QHBoxLayout, QRadioButton, QWidget
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QRadioButton,
+    QWidget,
+)
 
+from stallscope.gui.colors import MUTED_TEXT
 from stallscope.gui.dialogs.fields import row_widget
 
 REMOTE_PYTHON = "python3"  # the remote interpreter when the user names none
@@ -177,6 +186,18 @@ class WhereChoice(QWidget):
 
     def set_remote(self, remote: bool) -> None:
         (self.remote if remote else self.local).setChecked(True)
+
+
+def host_rows(form: QFormLayout, memory: HostMemory) -> tuple[QComboBox, QLabel]:
+    """The Host row (the hosts offered) and its hint below, added to `form`."""
+    combo = host_combo(offered_hosts(memory))
+    form.addRow("Host", combo)
+    hint = QLabel(HOST_HINT)
+    hint.setObjectName("hint")
+    hint.setStyleSheet(f"color: {MUTED_TEXT};")
+    hint.setWordWrap(True)
+    form.addRow("", hint)
+    return combo, hint
 
 
 def host_combo(hosts: list[str]) -> QComboBox:

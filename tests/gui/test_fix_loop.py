@@ -294,6 +294,7 @@ def received(tmp_path, project):
                                       "line": 5, "dataset": "Flowers"}])
 
 
+@pytest.mark.runner  # once confirmed, the Dataset's file is imported in a child (factory_probe)
 def test_a_received_session_runs_nothing_of_its_own_without_confirmation(
         qtbot, window, received, project, monkeypatch):
     asked: list[str] = []

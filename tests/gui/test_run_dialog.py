@@ -145,6 +145,9 @@ def test_remote_where_is_remembered_per_host(qtbot, tmp_path, settings, monkeypa
     again.host_combo.lineEdit().editingFinished.emit()
     assert again.script_edit.text() == "" and again.cwd_edit.text() == ""
     assert again.python_combo.currentText() == "python3"
+    again.script_edit.setText("~/other.py")
+    again.host_combo.lineEdit().editingFinished.emit()  # the same host: what was typed stays
+    assert again.script_edit.text() == "~/other.py"
     again.host_combo.setCurrentText("gpu-box")
     again.host_combo.lineEdit().editingFinished.emit()
     assert again.script_edit.text() == "~/proj/train.py"
