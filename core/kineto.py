@@ -153,6 +153,15 @@ INSTALLED_RE = re.compile(r"(site-packages|dist-packages)/|/lib/python\d+(\.\d+)
 
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
+# Libraries a training script runs under, by top-level module: Kineto shortens their paths to
+# "triton/knobs.py", which reads like the user's package otherwise.
+LIBRARY_MODULES = frozenset({
+    "torch", "triton", "torchvision", "torchaudio", "torchtext", "torchrec", "fbgemm_gpu",
+    "torchdata", "functorch", "transformers", "accelerate", "datasets", "tokenizers",
+    "huggingface_hub", "safetensors", "peft", "trl", "diffusers", "timm", "lightning",
+    "pytorch_lightning", "lightning_fabric", "deepspeed", "megatron", "apex", "xformers",
+    "flash_attn", "bitsandbytes", "vllm", "sglang", "numpy", "scipy", "pandas", "sklearn",
+    "PIL", "cv2", "einops", "hydra", "omegaconf", "wandb", "tqdm", "tensorboard", "jax"})
 
 
 def is_frame_name(name: str) -> bool:
@@ -169,7 +178,8 @@ def frame_tier(name: str) -> int:
     if m is None or INSTALLED_RE.search(m.group("file")):
         return 0
     path = m.group("file")
-    if path.split("/")[0].removesuffix(".py") in STDLIB:  # Kineto shortens the stdlib's too
+    top = path.split("/")[0].removesuffix(".py")
+    if top in STDLIB or top in LIBRARY_MODULES:  # Kineto shortens these paths too
         return 0
     return 2 if "/" not in path or path.startswith("/") else 1
 

@@ -202,6 +202,15 @@ def launch_fix(ctx: Context, culprits: list[Culprit], who: str) -> str:
     if top is None:
         return general
     copy = ctx.rt("cudaMemcpyAsync")
+    if copy in top.detail and top.name in COPY_OPS and ctx.gpu and "DtoH" in top.detail:
+        return (f"{top.name} spends the CPU in {copy} copying device memory to the host: copy "
+                "into a pinned destination (torch.empty(..., pin_memory=True), "
+                ".copy_(x, non_blocking=True)) and read it after an event or a step later, "
+                "instead of a blocking .cpu() into pageable memory. " + general)
+    if copy in top.detail and top.name in COPY_OPS and ctx.gpu and "(Pinned" in top.detail:
+        return (f"{top.name} spends the CPU in {copy} although it copies from pinned memory: "
+                "pass .to(device, non_blocking=True) so the host does not wait for each copy, "
+                "and copy the next batch ahead of the step (a side stream). " + general)
     if copy in top.detail and top.name in COPY_OPS and ctx.gpu:
         pageable = any(c.name.startswith("Memcpy HtoD (Pageable") for c in
                        ctx.culprits("pageable_h2d"))
@@ -242,10 +251,39 @@ def compiled_fix(ctx: Context, who: str) -> str:
     return ""
 
 
+# What a Python frame does, by its file and function name (the first pattern that matches).
+PYTHON_KINDS = (
+    ("preprocessing", re.compile(r"transform|image_process|normaliz|rescale|resize|crop|"
+                                 r"tokeniz|collate|augment|PIL/|cv2|decode", re.IGNORECASE)),
+    ("logging", re.compile(r"logging|logger|\blog_|print|wandb|tensorboard|metric|tqdm",
+                           re.IGNORECASE)),
+    ("model", re.compile(r"nn\.Module: |\bforward\b|modeling_|torch/nn/modules/")),
+)
+
+
+def python_kind(frame: str) -> str:
+    """preprocessing, logging, model or "" for a frame "file(line): func"."""
+    return next((kind for kind, pattern in PYTHON_KINDS if pattern.search(frame)), "")
+
+
 def python_fix(ctx: Context, culprits: list[Culprit], has_frames: bool) -> str:
     frames = [c.name for c in culprits if c.kind == "frame"][:2]
     if frames:
         where = " and ".join(frames)
+        kind = python_kind(frames[0])
+        if kind == "preprocessing":
+            return (f"The time is CPU preprocessing in {where}: move it into the Dataset so "
+                    "DataLoader worker processes run it ahead of the step (num_workers > 0), "
+                    "or run it on the GPU (a GPU image processor, torchvision.transforms.v2 on "
+                    "device tensors).")
+        if kind == "model":
+            compiled = any(ctx.compiled)
+            return (f"The time is the model's own Python in {where}: "
+                    + ("it already runs compiled, so look for graph breaks and recompilations "
+                       "(TORCH_LOGS=\"graph_breaks,recompiles\") that leave it in Python."
+                       if compiled else
+                       "compile it (torch.compile(model)) so that Python runs once per graph, "
+                       "not between every op."))
         return (f"The time is Python in {where}: move logging, metrics and bookkeeping there "
                 "out of the step (or run them every N steps), and keep tensors on the device "
                 "in between.")

@@ -186,6 +186,10 @@ class Culprits:
                                         -1), (b - a)[mask])
             if deepest and deepest != culprit.name:
                 parts.append(f"mostly in {deepest}")
+            if "Memcpy" in deepest:  # name the copies by what they moved (direction, memory)
+                copies = self._gpu_ops_of(np.unique(outer[mask]))
+                if copies:
+                    parts.append(f"copies {copies}")
             launched = self._kernels_in(np.unique(outer[mask]))
             if len(launched):
                 median = float(np.median(launched))
@@ -306,7 +310,8 @@ class Culprits:
 
     def _gpu_ops_of(self, calls: np.ndarray) -> str:
         """The copies the calls' ops launched (a .cpu() launches its copy, then syncs), by
-        name, the most frequent; the calls' own when they are outside any op."""
+        name (direction and memory kind), the one taking the most time: a 493 ms HtoD copy
+        names them, not 40 tiny DtoD ones; the calls' own when they are outside any op."""
         t = self.trace
         ops = self._enclosing(calls)
         around = np.concatenate([ops[ops >= 0], calls[ops < 0]])
@@ -314,7 +319,7 @@ class Culprits:
         if len(gpu) == 0 or len(around) == 0:
             return ""
         hit = gpu[self._launched_inside(gpu, around)]
-        return _best(t, t.name[hit], np.ones(len(hit))) if len(hit) else ""
+        return _best(t, t.name[hit], t.dur[hit]) if len(hit) else ""
 
     def _kernels_in(self, ops: np.ndarray) -> np.ndarray:
         """Durations of the GPU ops launched from inside the events `ops` (one thread's)."""

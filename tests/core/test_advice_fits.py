@@ -86,3 +86,38 @@ def test_commands_name_the_script_the_frames_run(tmp_path):
     assert "stallscope-cli run --set num_workers=2 -- train_slow.py" in fix, fix
     assert "stallscope-cli tune -- train_slow.py" in fix
     assert "-- script.py" not in render(report) and "your_script.py" not in render(report)
+
+
+def test_a_copy_from_pinned_memory_is_not_told_to_pin(real_trace):
+    """HTA's negative_queue trace: aten::to copies HtoD (Pinned -> Device) and still spends the
+    CPU in cudaMemcpyAsync; the card names the copies and asks for non_blocking, not pin_memory."""
+    report = analyze(load(real_trace("hta_negative_queue")))
+    card = _card(report, "host_bound")
+    assert "copies Memcpy HtoD (Pinned -> Device)" in card.culprits[0].detail
+    assert card.fix.startswith("aten::to spends the CPU in cudaMemcpyAsync although it copies "
+                               "from pinned memory: pass .to(device, non_blocking=True)")
+    assert "pin_memory=True" not in card.fix
+
+
+@pytest.mark.parametrize(("frame", "kind"), [
+    ("transformers/image_transforms.py(377): normalize", "preprocessing"),
+    ("image_processing_vit.py(141): rescale", "preprocessing"),
+    ("train.py(80): log_metrics", "logging"),
+    ("nn.Module: ResNet_0", "model"),
+    ("model.py(52): forward", "model"),
+    ("train.py(12): step", ""),
+])
+def test_the_python_cards_fix_follows_what_the_frame_does(frame, kind):
+    from stallscope.core.advice.fixes import python_kind
+    assert python_kind(frame) == kind
+
+
+@pytest.mark.parametrize(("frame", "tier"), [
+    ("triton/knobs.py(29): get", 0),          # a library Kineto shortened: not "your line"
+    ("transformers/trainer.py(2240): train", 0),
+    ("mypkg/model.py(3): forward", 1),        # a package of the user's
+    ("train.py(45): step", 2),
+])
+def test_your_line_skips_libraries_by_module_name(frame, tier):
+    from stallscope.core.kineto import frame_tier
+    assert frame_tier(frame) == tier
