@@ -8,7 +8,8 @@ import numpy as np
 
 from stallscope.core import causes
 from stallscope.core import intervals as iv
-from stallscope.core.analysis.threads import Roles, launch_tracks, union_of
+from stallscope.core.analysis.by_device import index_for
+from stallscope.core.analysis.threads import Roles, union_of
 from stallscope.core.kineto import is_comm_name
 from stallscope.core.report import DeviceStats
 from stallscope.core.trace import Trace
@@ -17,20 +18,21 @@ from stallscope.core.trace import Trace
 def device_stats(trace: Trace, r: Roles, dev: int, phases: dict[str, np.ndarray],
                  comm: np.ndarray) -> DeviceStats:
     lo, hi = r.lo, r.hi
-    on_dev = r.gpu & (trace.device == dev)
+    ix = index_for(trace, r)  # per-device lookups: each device costs its own events only
+    on_dev = ix.ops(dev)      # event indexes (ascending), where a mask would scan the trace
     busy = union_of(trace, on_dev, lo, hi)
     busy_us = iv.length(busy)
     width = hi - lo
     idle_us = width - busy_us
     gaps = iv.gaps(busy, lo, hi)
-    tracks = launch_tracks(trace, r, on_dev)
-    helpers = np.isin(trace.track, tracks[tracks != (-1 if r.main is None else r.main)])
-    helper_busy = union_of(trace, helpers & r.cpu_op, lo, hi)
+    tracks = ix.launch_tracks(on_dev)
+    helpers = tracks[tracks != (-1 if r.main is None else r.main)]
+    helper_busy = union_of(trace, ix.on_tracks(ix.cpu_ops, helpers), lo, hi)
     layers = {
         "gpu_wait": gaps[gpu_wait_gaps(trace, r, on_dev, gaps)],
         "data_loading": phases["data_loading"],
         "sync": iv.union(np.concatenate([
-            phases["sync"], union_of(trace, np.isin(trace.track, tracks) & r.sync, lo, hi)])),
+            phases["sync"], union_of(trace, ix.on_tracks(ix.syncs, tracks), lo, hi)])),
         "optimizer": phases["optimizer"],
         "cpu_ops": phases["cpu_ops"],
         "backward": iv.union(np.concatenate([helper_busy, phases["backward"]])),
@@ -40,10 +42,10 @@ def device_stats(trace: Trace, r: Roles, dev: int, phases: dict[str, np.ndarray]
     by_cause = cause_totals(spans, codes)
     # The remainder keeps the eight adding up to idle_us exactly.
     by_cause[causes.REST] = max(idle_us - (sum(by_cause.values()) - by_cause[causes.REST]), 0.0)
-    comm_union = union_of(trace, on_dev & comm, lo, hi)
+    comm_union = union_of(trace, on_dev[comm[on_dev]], lo, hi)
     exposed = iv.EMPTY
     if len(comm_union):
-        pieces, bare = iv.paint(comm_union, [union_of(trace, on_dev & ~comm, lo, hi)])
+        pieces, bare = iv.paint(comm_union, [union_of(trace, on_dev[~comm[on_dev]], lo, hi)])
         exposed = pieces[bare == 1]
     return DeviceStats(
         busy_us=busy_us, idle_us=idle_us, utilization=busy_us / width if width > 0 else 0.0,
@@ -84,7 +86,7 @@ def gpu_wait_gaps(trace: Trace, r: Roles, on_dev: np.ndarray, gaps: np.ndarray) 
     """Per gap: whether its next GPU op (the first op on the device starting at or after the
     gap's end; of several starting then, the one launched first) was launched before the gap
     began: its launch event ended at or before the gap's start."""
-    ops = np.flatnonzero(on_dev)
+    ops = np.flatnonzero(on_dev) if on_dev.dtype == bool else on_dev  # a mask, or indexes
     if len(gaps) == 0 or len(ops) == 0:
         return np.zeros(len(gaps), dtype=bool)
     launch = r.launch[ops]
@@ -99,18 +101,30 @@ def gpu_wait_gaps(trace: Trace, r: Roles, on_dev: np.ndarray, gaps: np.ndarray) 
     return has_next & matched[nxt] & (launch_end[nxt] <= gaps[:, 0])
 
 
+def _main_annotations(trace: Trace, r: Roles) -> tuple[np.ndarray, np.ndarray]:
+    """The main thread's annotations by start, outer first, and their nesting depths; kept
+    on the Roles (the same for every device)."""
+    cached = getattr(r, "_main_annotations", None)
+    if cached is not None and cached[0] is trace:
+        return cached[1], cached[2]
+    ann = np.flatnonzero(r.annotation & (trace.track == r.main) & (trace.dur > 0))
+    ann = ann[np.lexsort((-trace.end[ann], trace.start[ann]))]  # by start, outer first
+    # Nesting depth: annotations begun before this one minus those already ended.
+    depth = np.arange(len(ann)) - np.searchsorted(np.sort(trace.end[ann]), trace.start[ann],
+                                                  side="right")
+    r._main_annotations = (trace, ann, depth)  # type: ignore[attr-defined]  # a cache
+    return ann, depth
+
+
 def python_by_annotation(trace: Trace, r: Roles, spans: np.ndarray) -> dict[str, float]:
     """Split the `python` pieces by the innermost user annotation open on the main thread
     (steps aside); "" where none is. Largest first."""
     if len(spans) == 0:
         return {}
-    ann = np.flatnonzero(r.annotation & (trace.track == r.main) & (trace.dur > 0))
+    ann, depth = _main_annotations(trace, r)
     if len(ann) == 0:
         return {"": iv.length(spans)}
-    ann = ann[np.lexsort((-trace.end[ann], trace.start[ann]))]  # by start, outer first
     starts, ends = trace.start[ann], trace.end[ann]
-    # Nesting depth: annotations begun before this one minus those already ended.
-    depth = np.arange(len(ann)) - np.searchsorted(np.sort(ends), starts, side="right")
     lo, hi = spans[0, 0], spans[-1, 1]
     pts = np.unique(np.concatenate([spans.ravel(), np.clip(starts, lo, hi),
                                     np.clip(ends, lo, hi)]))
