@@ -167,7 +167,7 @@ class Follower:
     def __init__(self, session: str, offsets: dict, out) -> None:
         self.session = session
         self.sent = {k: int(v) for k, v in offsets.items()}
-        self.seen = {}  # rel -> (inode, size, mtime) of a whole file as last sent
+        self.seen: dict = {}  # rel -> (inode, size, mtime) of a whole file as last sent
         self.out = out
 
     def frame(self, header: dict, data: bytes = b"") -> None:
@@ -253,7 +253,7 @@ def follow(opts) -> int:
 
 # ---------------------------------------------------------------- stop
 def _children_map() -> dict:
-    kids = {}
+    kids: dict = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
             continue

@@ -41,6 +41,7 @@ class RemoteRun(RunHandle):
                  on_output: Output | None) -> None:
         super().__init__(session, on_output)
         self.where = where
+        self.remote = remote_session
         self.remote_session = remote_session
         self.lost = ""
         self._frames: queue.Queue = queue.Queue()
@@ -98,7 +99,7 @@ class RemoteRun(RunHandle):
         python = self.where.python or "python3"
         name, _ = ssh.bundle()
         _, agent = ssh.deploy_line(self.where, name)
-        line = (f"exec {ssh.word(python)} {agent} follow --session {ssh.word(self.remote_session)}"
+        line = (f"exec {ssh.word(python)} {agent} follow --session {ssh.word(self.remote)}"
                 f" --offsets {ssh.word(json.dumps(offsets or {}))}")
         try:
             self._stream = subprocess.Popen(ssh.command(self.where, line),
@@ -156,7 +157,7 @@ class RemoteRun(RunHandle):
                 self.lost = f"on {self.where.host}: {frame['error']}"
                 self._exit = (None, self.lost)
             elif "gone" in frame:
-                self.lost = lost_text(str(self.where.host), str(self.remote_session))
+                self.lost = lost_text(str(self.where.host), self.remote)
                 if frame["gone"] == 255 and frame.get("stderr"):
                     self.lost = ssh.explain(str(self.where.host), frame["stderr"], 255) \
                         + "; " + self.lost
@@ -197,7 +198,7 @@ class RemoteRun(RunHandle):
         except (OSError, ValueError):
             return
         if isinstance(info, dict):
-            info["remote"] = {"host": self.where.host, "session": self.remote_session,
+            info["remote"] = {"host": self.where.host, "session": self.remote,
                               "python": self.where.python or "python3"}
             tmp = path.with_name(f".{path.name}.part")
             tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
@@ -209,7 +210,7 @@ class RemoteRun(RunHandle):
         name, _ = ssh.bundle()
         _, agent = ssh.deploy_line(self.where, name)
         grace = STOP_GRACE_S if grace is None else grace
-        line = (f"exec {ssh.word(python)} {agent} stop --session {ssh.word(self.remote_session)}"
+        line = (f"exec {ssh.word(python)} {agent} stop --session {ssh.word(self.remote)}"
                 f" --reason {ssh.word(self.stop_reason)} --grace {grace:g}")
         self._stopper = subprocess.Popen(ssh.command(self.where, line), stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
