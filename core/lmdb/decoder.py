@@ -3,6 +3,9 @@ one Decoder per worker process, built from source_desc (which pickles; a source 
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,30 @@ from stallscope.core.lmdb.structure import describe
 
 def source_desc(source: Source) -> dict:
     return {"kind": source.kind, "spec": source.spec}
+
+
+class _OsExit(SystemExit):
+    """os._exit called by a __getitem__ that runs in stallscope's own process."""
+
+
+@contextlib.contextmanager
+def _exit_raises():
+    """In the converter's own process (the probe's first samples, workers=0), os._exit raises
+    instead of ending it without a word; a decoding worker still just ends (the pool names
+    the sample)."""
+    if multiprocessing.parent_process() is not None:
+        yield
+        return
+    real = os._exit
+
+    def raise_exit(code: int = 0):
+        raise _OsExit(code)
+
+    os._exit = raise_exit
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 class Decoder:
@@ -46,9 +73,11 @@ class Decoder:
             return index, self.structure, leaves
         index = entry
         try:
-            item = self.dataset[index]
+            with _exit_raises():
+                item = self.dataset[index]
         except SystemExit as exc:
-            raise SampleExit(f"sample {index} ({self.name}[{index}]) called sys.exit({exc.code!r})"
+            how = "os._exit" if isinstance(exc, _OsExit) else "sys.exit"
+            raise SampleExit(f"sample {index} ({self.name}[{index}]) called {how}({exc.code!r})"
                              " in __getitem__; the samples before it are kept") from exc
         except Exception as exc:  # noqa: BLE001 - the user's __getitem__ failed for this one
             raise SampleError(one_line(exc)) from exc

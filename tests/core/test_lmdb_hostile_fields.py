@@ -8,7 +8,7 @@ import textwrap
 
 import lmdb
 import pytest
-from test_lmdb_hostile import cli, rewrite, small_lmdb
+from test_lmdb_hostile import DYING, cli, one_line_error, rewrite, small_lmdb
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
@@ -69,3 +69,17 @@ def test_verify_on_a_missing_chunk_counts_its_samples(tmp_path):
     assert done.returncode == 1, (out, done.stderr)
     assert "30 damaged record(s) of 30" in out and "5 of 5 checked samples differ" in out
     assert " of 0" not in out
+
+
+@pytest.mark.parametrize("dies_at, workers", [(37, 0), (0, 0), (0, 2)])
+def test_os_exit_in_the_converters_own_process_is_one_line(tmp_path, dies_at, workers):
+    """workers=0 and the first samples (read in this process to settle the structure) call
+    __getitem__ here: its os._exit(3) is named, not the converter's silent end (rc 3)."""
+    (tmp_path / "dying.py").write_text(DYING.replace("if i == 37:", f"if i == {dies_at}:"))
+    (tmp_path / "dying.how").write_text("exit")
+    dst = tmp_path / "d.lmdb"
+    done = cli("convert", f"{tmp_path / 'dying.py'}:make", dst, "--workers", workers,
+               "--commit-every", "4", timeout=60)
+    err = one_line_error(done)
+    assert f"sample {dies_at} (dying.py:make[{dies_at}]) called os._exit(3) in __getitem__" \
+        in err, err
