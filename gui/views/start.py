@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import cast
 
-from PySide6.QtCore import QPoint, QSize, Qt, Signal
+from PySide6.QtCore import QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPixmap
 from PySide6.QtWidgets import (
     QApplication,
@@ -58,6 +58,7 @@ ACTIONS = (
 )
 PRIMARY = "open_trace"
 PATH_ROLE = Qt.ItemDataRole.UserRole
+AGE_REFRESH_MS = 30_000  # "N min ago" is right to the minute, twice a minute
 
 
 class StartScreen(QWidget):
@@ -76,8 +77,13 @@ class StartScreen(QWidget):
         self.setAcceptDrops(True)
         self.store = store if store is not None else RecentStore()
         self.buttons: dict[str, ActionCard] = {}
+        self.clock = time.time  # what "now" is for the ages shown
         self._build()
         self.refresh()
+        # "N min ago" moves on while the screen is up (started when shown, stopped when hidden)
+        self.age_timer = QTimer(self)
+        self.age_timer.setInterval(AGE_REFRESH_MS)
+        self.age_timer.timeout.connect(self.refresh_ages)
         theme.controller().sig_theme_changed.connect(self._on_theme_changed)
 
     # ---- layout ----
@@ -188,7 +194,7 @@ class StartScreen(QWidget):
     def refresh(self) -> None:
         """Re-read the recent list from its store."""
         self.recent_list.clear()
-        now = time.time()
+        now = self.clock()
         items = self.store.items()
         for item in items:
             row = RecentRow(item, now)
@@ -199,6 +205,23 @@ class StartScreen(QWidget):
             self.recent_list.setItemWidget(entry, row)
         self.recent_stack.setCurrentWidget(self.recent_list if items else self.empty_state)
         self.clear_button.setVisible(bool(items))
+
+    def refresh_ages(self) -> None:
+        """Each recent row's "N min ago" as of now (the list itself is not re-read)."""
+        now = self.clock()
+        for i in range(self.recent_list.count()):
+            row = self.recent_list.itemWidget(self.recent_list.item(i))
+            if isinstance(row, RecentRow):
+                row.when_label.setText(ago(row.item.opened, now))
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().showEvent(event)
+        self.refresh_ages()
+        self.age_timer.start()
+
+    def hideEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().hideEvent(event)
+        self.age_timer.stop()
 
     def recent_paths(self) -> list[str]:
         return [self.recent_list.item(i).data(PATH_ROLE) for i in range(self.recent_list.count())]
