@@ -21,6 +21,7 @@ SMALL_GAP_US = 20.0  # gpu_wait gaps shorter than this are back-to-back kernels
 # main thread) costs about as much as it saves; 0.17 ms/step of in-memory indexing (issue 14)
 # is no loader problem even at 10% of a short step.
 DATALOADER_MIN_US_PER_STEP = 1000.0
+CPU_COMPUTE_SHARE = 0.5  # without a GPU, CPU operators this share of step time: compute-bound
 
 FIXES = {
     "small_kernels": (
@@ -44,8 +45,10 @@ CAUSE_RULES = {
                   "The optimizer step takes a large share of each step",
                   "the main thread runs Optimizer.step / zero_grad",
                   "Optimizer.step / zero_grad"),
-    "cpu_ops": ("host_bound", "The GPU waits for the CPU to launch work", "",
-                "the main thread runs CPU ops and runtime calls", ""),
+    "cpu_ops": ("host_bound", "The GPU waits for the CPU to launch work",
+                "CPU operators take most of each step",
+                "the main thread runs CPU ops and runtime calls",
+                "CPU operators (the model's own compute)"),
     "backward": ("backward_bound", "The GPU waits for the backward launches", "",
                  "the autograd engine's threads launch backward (the main thread waits in "
                  "backward())", ""),
@@ -122,6 +125,11 @@ def optimizer_bound(ctx: Context) -> Advice | None:
 
 @rule("host_bound")
 def host_bound(ctx: Context) -> Advice | None:
+    if not ctx.gpu:  # the ops are the work itself: a card only when they are most of it
+        found = ctx.fires("cpu_ops")
+        if found is None or ctx.share(found[1]) < CPU_COMPUTE_SHARE:
+            return None
+        return _card(ctx, "cpu_ops", lambda c: fixes.cpu_compute_fix(ctx, c))
     return _card(ctx, "cpu_ops", lambda c: fixes.launch_fix(ctx, c, "The CPU"))
 
 

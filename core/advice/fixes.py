@@ -25,11 +25,16 @@ from stallscope.core.units import duration
 FOREACH = frozenset({"Adadelta", "Adafactor", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD",
                      "NAdam", "RAdam", "RMSprop", "Rprop", "SGD"})
 FUSED = frozenset({"Adagrad", "Adam", "AdamW", "SGD"})
+FUSED_OP_PREFIX = "aten::_fused_"  # aten::_fused_adamw_, aten::_fused_sgd_: a fused step ran
+HF_TRAINER_FILE = "transformers/trainer.py"  # a frame of the Hugging Face Trainer's loop
 STEP_RE = re.compile(r"^Optimizer\.step#(?P<cls>[\w.]+)\.step$")
 ZERO_GRAD_RE = re.compile(r"^Optimizer\.zero_grad#")
 READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
                 "aten::equal", "aten::any", "aten::all")
 COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::numpy_T")
+
+
+UNCAPPED = 1 << 10  # a bare trace's workers: tune's ladder without this machine's cap
 
 
 def usable_cores() -> int:
@@ -69,12 +74,16 @@ def loader_numbers(ctx: Context) -> tuple[float, float] | None:
 def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
     """(evidence sentence, fix) for the DataLoader card."""
     numbers = loader_numbers(ctx)
-    cores = usable_cores()
+    # A session ran here (the runner records on this machine): its cores cap the workers. A
+    # bare trace came from a machine whose cores it does not record: no number, no cap.
+    session = bool(ctx.loaders)
+    cores = usable_cores() if session else UNCAPPED
+    machine = f"this machine's {cores} cores" if session else "the training machine's cores"
     single = not any("_MultiProcessing" in c.name for c in culprits)
     pin = ", pin_memory=True" if ctx.gpu else ""
     if numbers is None:
         return "", (f"Load batches in worker processes: DataLoader(num_workers=N with N up to "
-                    f"this machine's {cores} cores, persistent_workers=True{pin}).")
+                    f"{machine}, persistent_workers=True{pin}).")
     per_batch, compute = numbers
     said = (f" Each batch costs the main thread {duration(per_batch)} while a step computes "
             f"for {duration(compute)} besides it.")
@@ -82,18 +91,18 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
         need = math.ceil(per_batch / compute) + 1 if compute > 0 else cores
         n = rung(need, cores)
         why = (f"{n} worker{'s' if n != 1 else ''} prepare batches while the step computes "
-               f"({duration(per_batch)} of loading per {duration(compute)} of compute; this "
-               f"machine has {cores} cores)")
+               f"({duration(per_batch)} of loading per {duration(compute)} of compute; "
+               f"at most one per core of the training machine)")
     else:
         n = rung(2 * max(1, math.ceil(per_batch / compute)) if compute > 0 else cores, cores)
         why = (f"the loader already has worker processes and still keeps each step waiting "
-               f"{duration(per_batch)}: try more of them (up to this machine's {cores} cores)")
+               f"{duration(per_batch)}: try more of them (up to {machine})")
     loader = busiest_loader(ctx.loaders)
     current = int((loader.get("effective") or {}).get("num_workers") or 0)
     n = rung(current + 1, cores) if n <= current else n  # never the value already set
     if n <= current:  # as many workers as cores already: more cannot help
-        return said, (f"The loader already runs {current} workers on this machine's "
-                      f"{cores} cores, and each step still waits {duration(per_batch)} for its "
+        return said, (f"The loader already runs {current} workers on {machine}, "
+                      "and each step still waits {duration(per_batch)} for its "
                       f"batch: more workers cannot help, each batch must get cheaper"
                       + ("." if loader.get("effective", {}).get("persistent_workers")
                          else " (and persistent_workers=True keeps the workers across "
@@ -164,12 +173,18 @@ def optimizer_fix(ctx: Context, culprits: list[Culprit]) -> str:
         parts.append("optimizer.zero_grad(set_to_none=True) (the default from torch 2.0): "
                      "zeroing every gradient (aten::zero_ / fill_ per parameter) is host "
                      "time the GPU waits for")
+    fused_ops = any(o.startswith(FUSED_OP_PREFIX) for o in ops)
+    trainer = any(HF_TRAINER_FILE in n for n in ctx.report.trace.names)
     for cls in dict.fromkeys(classes):
         short = cls.rsplit(".", 1)[-1]
-        if "fused" in short.lower():
+        if "fused" in short.lower() or fused_ops:
             parts.append(f"{short} is already fused: its time is the host side of the step; "
                          "fewer, larger parameter groups or stepping less often (gradient "
                          "accumulation) leave less of it")
+        elif short in FOREACH and trainer:
+            parts.append(f"the Hugging Face Trainer builds this {short}: choose its step with "
+                         "TrainingArguments(optim=\"adamw_torch_fused\") (or another fused / "
+                         "foreach optim name) rather than constructing the optimizer yourself")
         elif short in FOREACH:
             fused = (" or fused=True (one kernel per parameter group)"
                      if short in FUSED else "")
@@ -264,6 +279,22 @@ PYTHON_KINDS = (
 def python_kind(frame: str) -> str:
     """preprocessing, logging, model or "" for a frame "file(line): func"."""
     return next((kind for kind, pattern in PYTHON_KINDS if pattern.search(frame)), "")
+
+
+def cpu_compute_fix(ctx: Context, culprits: list[Culprit]) -> str:
+    """A CPU-only step made mostly of operators: the model's compute runs on the CPU."""
+    compiled = any(ctx.compiled)
+    top = culprits[0] if culprits else None
+    heaviest = f" The heaviest: {top.name} ({top.detail or duration(top.covered_us)})." \
+        if top else ""
+    return ("The steps are CPU compute: "
+            + ("the model already runs compiled (look for graph breaks: TORCH_LOGS="
+               "\"graph_breaks\"); " if compiled else
+               "compile the model (torch.compile: fused C++/OpenMP kernels); ")
+            + "run the math in bfloat16 where the CPU supports it (torch.autocast(\"cpu\", "
+            "dtype=torch.bfloat16)); give each op more work (a larger batch); keep torch's "
+            "threads at one per physical core of the training machine (torch.set_num_threads), "
+            "with DataLoader workers not competing for them; or train on a GPU." + heaviest)
 
 
 def python_fix(ctx: Context, culprits: list[Culprit], has_frames: bool) -> str:

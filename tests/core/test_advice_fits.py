@@ -121,3 +121,35 @@ def test_the_python_cards_fix_follows_what_the_frame_does(frame, kind):
 def test_your_line_skips_libraries_by_module_name(frame, tier):
     from stallscope.core.kineto import frame_tier
     assert frame_tier(frame) == tier
+
+
+def test_a_compute_bound_cpu_script_gets_a_cpu_compute_card(tmp_path):
+    """No GPU: 10 steps of 10 ms, each 9 ms of aten::addmm and a 0.5 ms optimizer step (the
+    Lightning / HF CPU scripts of issue 33 read CPU ops 87-91%)."""
+    from synthetic_traces import Synth, steps
+    b = Synth()
+    for t0 in steps(b, 10, 10_000.0):
+        b.x("aten::addmm", "cpu_op", t0 + 100.0, 9_000.0)
+        b.x("Optimizer.step#AdamW.step", "user_annotation", t0 + 9_200.0, 500.0)
+    report = analyzed({"traceEvents": b.events}, tmp_path / "cpu.json")
+    assert not report.devices and report.advisable
+    card = report.advice[0]
+    assert card.id == "host_bound" and card.title == "CPU operators take most of each step"
+    assert card.culprits[0].name == "aten::addmm"
+    assert card.fix.startswith("The steps are CPU compute: compile the model (torch.compile")
+    assert "one per physical core of the training machine" in card.fix
+    assert "The heaviest: aten::addmm" in card.fix
+
+
+def test_a_fused_optimizer_is_not_told_to_fuse(tmp_path):
+    """The same CPU script whose AdamW step runs aten::_fused_adamw_ (HF Trainer's
+    adamw_torch_fused): the card says it is fused already."""
+    from synthetic_traces import Synth, steps
+    b = Synth()
+    for t0 in steps(b, 10, 10_000.0):
+        b.x("aten::addmm", "cpu_op", t0 + 100.0, 4_000.0)
+        b.x("Optimizer.step#AdamW.step", "user_annotation", t0 + 4_200.0, 5_000.0)
+        b.x("aten::_fused_adamw_", "cpu_op", t0 + 4_300.0, 4_800.0)
+    report = analyzed({"traceEvents": b.events}, tmp_path / "fused.json")
+    fix = _card(report, "optimizer_bound").fix
+    assert "AdamW is already fused" in fix and "fused=True" not in fix
