@@ -148,3 +148,19 @@ def test_ssh_failures_are_one_line_exit_2(server, host, tmp_path, capfd, monkeyp
     err = capfd.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("stallscope: error: "), err
     assert expect in err[0] and "(ssh: " in err[0]
+
+
+def test_torchrun_and_line_stats_on_a_host(host, tmp_path, capfd):
+    """--nproc-per-node 2 runs torchrun there; every rank's files, traces and line stats come
+    back, each rank ending with its record."""
+    script = write_script(tmp_path, training(items=64, item_s=0.002), "train.py")
+    rc = cli.main(["run", *host, "--nproc-per-node", "2", "--lineprof", "auto", "--no-analyze",
+                   "--session", str(tmp_path / "m"), "--", str(script)])
+    assert rc == 0, capfd.readouterr().err
+    s = open_session(tmp_path / "m")
+    assert sorted(p.name.split(".")[0] for p in s.traces()) == ["train_rank0", "train_rank1"]
+    assert sorted(p.name for p in (s.path / "lineprof").iterdir()) == [
+        "Slow.__getitem__.rank0.json", "Slow.__getitem__.rank1.json"]
+    for rank in (0, 1):
+        done = [e for e in s.events if e.get("event") == "finished" and e.get("rank") == rank]
+        assert len(done) == 1 and done[0]["rc"] == 0
