@@ -5,8 +5,13 @@ PY     := $(VENV)/bin/python
 # The CPU wheel keeps dev/CI light; the package itself asks for torch>=2.2.
 TORCH_SPEC ?= torch==2.13.0
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
+# pytest-xdist workers (one per core by default; JOBS=0 runs in one process). A file's tests
+# stay on one worker (loadfile): module-scoped fixtures are computed once.
+JOBS   ?= auto
+PYTEST := $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 -n $(JOBS) --dist loadfile
 
-.PHONY: setup run test quick lint typecheck bench gpu-check screenshots package clean
+.PHONY: setup setup-system run test quick package-test lint typecheck bench gpu-check screenshots \
+	package clean
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,15 +28,33 @@ setup: $(VENV)/.stamp
 run: setup
 	$(VENV)/bin/stallscope --demo
 
-## Set up, check the import contracts (pyproject [tool.importlinter]), run every test.
+## Set up, check the import contracts (pyproject [tool.importlinter]), run every test but the
+## PyInstaller build (`make package-test`); the 25 slowest are listed at the end.
 test: setup
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -rs -p no:cacheprovider
+	$(PYTEST) -m "not packaging"
 
-## The fast loop while developing: no child processes (runner, CLI children, pools), no
-## PyInstaller build (tests/conftest.py marks them `runner`; test_packaging is `packaging`).
+## The fast loop while developing: no child processes (tests marked `runner` in their files;
+## tests/conftest.py fails a test that starts one unmarked), no PyInstaller build.
 quick: setup
-	$(PY) -m pytest -q -rs -p no:cacheprovider -m "not runner and not packaging"
+	$(PYTEST) -m "not runner and not packaging"
+
+## The PyInstaller build of the desktop app, started offscreen on a real trace (tests marked
+## `packaging`; .ci/run runs it after `make test`).
+package-test: setup
+	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=5 -m packaging tests/gui/test_packaging.py
+
+## What the remote (SSH) tests need from the system: OpenSSH's sshd and ssh. Installs them with
+## apt-get as root when /usr/sbin/sshd is absent; otherwise says in one line that they skip.
+setup-system:
+	@if [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null; then \
+		echo "setup-system: sshd and ssh present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client; \
+	else \
+		echo "setup-system: no sshd and no root/apt-get to install it: the SSH tests skip"; \
+	fi
 
 ## ruff over the sources and tests, then the type check.
 lint: setup

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 import signal
 from pathlib import Path
 
 import pytest
 from fixture_traces import fixture_path, header
 from fixture_traces import fixtures_dir as _fixtures_dir
+from spawn_watch import Watch
+
+WATCH = pytest.StashKey[Watch]()
 
 
 def pytest_report_header(config) -> str:
@@ -23,34 +25,24 @@ def pytest_configure(config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-CHILD_PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "concurrent",
-                                   "runner_helpers", "hostile_files"})
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    item.stash[WATCH] = Watch()
 
 
-def starts_processes(module) -> bool:
-    """A test module that starts child processes (the runner, CLI children, pools, QProcess):
-    it imports such a module, or a name from one."""
-    for value in vars(module).values():
-        home = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", "")
-        if str(home).split(".")[0] in CHILD_PROCESS_MODULES:
-            return True
-        if getattr(value, "__name__", "") == "QProcess":
-            return True
-    return False
-
-
-def pytest_collection_modifyitems(config, items):
-    """`runner` marks every test of a module that starts child processes, so that
-    `pytest -m "not runner"` is the fast loop (`make quick`)."""
-    marked: dict[object, bool] = {}
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is None:
-            continue
-        if module not in marked:
-            marked[module] = starts_processes(module)
-        if marked[module]:
-            item.add_marker(pytest.mark.runner)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """`make quick` (-m "not runner") promises no child processes: a test that starts one
+    without its `runner` mark (set in its file) fails, naming what it started."""
+    report = yield
+    if call.when == "teardown" and WATCH in item.stash and not item.get_closest_marker("runner"):
+        spawned = item.stash[WATCH].spawned()
+        if spawned and report.passed:
+            report.outcome = "failed"
+            report.longrepr = ("started a child process without @pytest.mark.runner (or "
+                               "pytestmark = pytest.mark.runner in its file):\n  "
+                               + "\n  ".join(spawned[:5]))
+    return report
 
 
 @pytest.fixture

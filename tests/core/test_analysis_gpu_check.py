@@ -12,6 +12,8 @@ import pytest
 
 from stallscope.core.advice import RULES
 
+pytestmark = pytest.mark.runner  # tests/gpu/check.py and scripts under the runner, in children
+
 CHECK = Path(__file__).resolve().parents[1] / "gpu" / "check.py"
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from stallscope.core.causes import CAUSES
 
+pytestmark = pytest.mark.runner  # the CLI in a child process
+
 CLI = [sys.executable, "-m", "stallscope.core.cli"]
 
 

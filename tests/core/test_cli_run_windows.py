@@ -6,6 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.runner  # the CLI in a child process
+
 SCRIPT = """
 import torch
 from torch.utils.data import DataLoader, TensorDataset

@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.runner  # imports every core module in a fresh interpreter
+
 CORE = Path(__file__).resolve().parents[2] / "core"
 QT = re.compile(r"^\s*(from|import)\s+(PySide6|PyQt5|PyQt6|pyqtgraph|shiboken6)\b", re.M)
 GUI = re.compile(r"^\s*(from|import)\s+stallscope\.gui\b", re.M)

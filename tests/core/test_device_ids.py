@@ -9,12 +9,16 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from stallscope.core.analysis import analyze
 from stallscope.core.compare import primary_device
 from stallscope.core.ranks.tasks import summarize
 from stallscope.core.render.facts import memory_facts
 from stallscope.core.render.perfetto import stallscope_events
 from stallscope.core.trace import load
+
+pytestmark = pytest.mark.runner  # the CLI in a child process
 
 ORDER = [0, 2, 10, 100]
 BUSY_US = {10: 500.0, 2: 300.0, 0: 300.0, 100: 100.0}  # 0 and 2 tie: the lower id is primary

@@ -8,8 +8,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from stallscope.core.analysis import analyze
 from stallscope.core.trace import load
+
+pytestmark = pytest.mark.runner  # the CLI in a child process
 
 
 def _cli(*args):

@@ -19,6 +19,8 @@ from stallscope.core.document import plan, plan_path
 from stallscope.core.errors import TraceError
 from stallscope.core.folder import file_time, plan_folder
 
+pytestmark = pytest.mark.runner  # the CLI in a child process
+
 STAMP_OLD, STAMP_NEW = 1623143089861, 1623213129365  # Kineto's epoch-ms stamps (2021-06)
 
 

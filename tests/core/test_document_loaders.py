@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 import shutil
 
+import pytest
 from runner_helpers import TRAIN, run, session_of, write_script
 
 from stallscope.core.analysis import analyze
 from stallscope.core.document import analyze_path, session_loaders
 from stallscope.core.trace import load
+
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess)
 
 SET = re.compile(r"--set (\S+:\d+:num_workers=(\d+)) ")
 

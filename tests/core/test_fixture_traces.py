@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.runner  # pytest in a child process
+
 TESTS = Path(__file__).resolve().parents[1]
 
 PROBE = '''

@@ -20,6 +20,8 @@ from runner_helpers import RUNNER, events, spans, trace_events
 from stallscope.core.capture.overrides import change_line
 from stallscope.core.tune.script import script_of
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess), DataLoader workers
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "frameworks"
 GLUED = re.compile(r"global_step=\d+\S*rank=")
 

@@ -17,6 +17,8 @@ from stallscope.core import lineprof
 from stallscope.core.cli import main as cli_main
 from stallscope.core.errors import StallscopeError
 
+pytestmark = pytest.mark.runner  # kernprof and scripts in child processes
+
 SCRIPT = textwrap.dedent('''
     import math
 

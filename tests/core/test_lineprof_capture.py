@@ -21,6 +21,8 @@ from scripts import NORM_DATASET
 
 from stallscope.core import lineprof
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess), DataLoader workers
+
 CAPTURE = Path(__file__).resolve().parents[2] / "core" / "capture" / "lineprof_capture.py"
 PNGS = 60  # the png scenario's samples (DRIVER's literal)
 

@@ -14,6 +14,8 @@ from scripts import NORM_DATASET
 
 from stallscope.core import lineprof
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess)
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "core" / "capture" / "runner.py"
 DEMO = ROOT / "resources" / "demo" / "train_demo.py"

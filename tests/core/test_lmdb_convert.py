@@ -30,6 +30,8 @@ from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.inspection import inspect_source
 from stallscope.core.lmdb.verify import verify
 
+pytestmark = pytest.mark.runner  # the CLI and decoding workers in child processes
+
 EXTS = (".png", ".jpg", ".jpeg")
 
 

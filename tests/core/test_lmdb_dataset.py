@@ -53,6 +53,7 @@ def expected(files) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.runner  # DataLoader worker processes
 def test_dataloader_with_two_workers_reads_every_sample_once(converted, context):
     import torch
     from torch.utils.data import DataLoader

@@ -83,6 +83,7 @@ def pixels(i: int, side: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("side, n, limit", [(16, 20_000, 1.15), (32, 4_000, 1.10)])
+@pytest.mark.runner  # decoding workers (a process pool)
 def test_tiny_images_cost_close_to_their_pixel_bytes(tmp_path, side, n, limit):
     py = factory(tmp_path / "f", n, side)
     dst = tmp_path / "tiny.lmdb"
@@ -100,6 +101,7 @@ def test_tiny_images_cost_close_to_their_pixel_bytes(tmp_path, side, n, limit):
     ds.close()
 
 
+@pytest.mark.runner  # decoding workers (a process pool)
 def test_totensor_floats_land_as_uint8_and_come_back_exactly(tmp_path, capsys):
     py = factory(tmp_path / "f", 300, 16)
     dst = tmp_path / "floats.lmdb"
@@ -206,6 +208,7 @@ def folder_lmdb(tmp_path_factory):
     return base / "src", dst
 
 
+@pytest.mark.runner  # DataLoader worker processes
 def test_batched_reads_equal_sample_by_sample_reads(folder_lmdb):
     _src, dst = folder_lmdb
     ds = LMDBDataset(dst)
@@ -290,6 +293,7 @@ def test_a_conversion_stats_each_source_file_once_and_resume_none(tmp_path, monk
     env.close()
 
 
+@pytest.mark.runner  # the CLI in a child process, killed mid-run
 def test_a_folder_conversion_killed_mid_run_resumes_exactly_from_its_listing(tmp_path):
     import signal
     import subprocess

@@ -19,6 +19,8 @@ from stallscope.core.jobs import run_job
 from stallscope.core.lmdb.convert import convert
 from stallscope.core.lmdb.verify import check_records, verify
 
+pytestmark = pytest.mark.runner  # the CLI in a child process
+
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory) -> tuple[Path, Path]:

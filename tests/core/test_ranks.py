@@ -170,6 +170,7 @@ def test_generated_ranks_carry_rank_and_world_size(job):
     assert [st.name for st in s.steps] == [f"ProfilerStep#{n}" for n in (551, 552, 553, 554)]
 
 
+@pytest.mark.runner  # a process pool (forkserver or spawn)
 def test_pool_names_the_injected_slow_rank_and_its_cause(job):
     seen = []
     result = run_job(analyze_ranks_job(_tasks(job), workers=2,
@@ -185,6 +186,7 @@ def test_pool_names_the_injected_slow_rank_and_its_cause(job):
     assert "rank 4" in slow.text and "data loading" in slow.text
 
 
+@pytest.mark.runner  # a process pool (forkserver or spawn)
 def test_pool_and_serial_give_the_same_json(job):
     tasks = _tasks(job)[:4]
     serial = run_job(run_serial(tasks))
@@ -210,6 +212,7 @@ def _pool_workers() -> list[psutil.Process]:
     return out
 
 
+@pytest.mark.runner  # a process pool (forkserver or spawn)
 def test_cancel_stops_the_pool_and_its_processes(job):
     cancel = CancelFlag()
     during = []
@@ -225,6 +228,7 @@ def test_cancel_stops_the_pool_and_its_processes(job):
     assert _pool_workers() == []     # ... and none is left
 
 
+@pytest.mark.runner  # a process pool (forkserver or spawn)
 def test_a_broken_rank_is_listed_and_the_rest_analysed(job, tmp_path):
     bad = tmp_path / "rank6.json.gz"
     bad.write_bytes(b"{\"traceEvents\": [")
@@ -250,6 +254,7 @@ def test_workers_follow_cores_and_memory(job, monkeypatch):
 
 # ----------------------------------------------------------------------------- Dask
 
+@pytest.mark.runner  # a Dask LocalCluster of worker processes
 def test_local_cluster_gives_the_same_json(job):
     distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed "
                                       "(pip install 'stallscope[cluster]')")
@@ -274,6 +279,7 @@ def test_median_is_what_the_cause_compares_with(job):
     assert table.slowest.excess_us["data_loading"] == pytest.approx(want)
 
 
+@pytest.mark.runner  # a process pool (forkserver or spawn)
 def test_a_killed_worker_costs_a_retry_not_a_rank(job):
     import signal
 

@@ -23,6 +23,8 @@ from stallscope.core.session.reader import EventFollower, open_session
 from stallscope.core.session.record import load_record, read_record
 from stallscope.core.session.stalls import analyze_run
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess), DataLoader workers
+
 # Five short epochs; each worker sleeps 0.3 s as it starts (a known start-up cost), so with
 # persistent_workers=False every epoch waits ~0.3 s for its first batch.
 EPOCHS = training(

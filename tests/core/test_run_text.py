@@ -13,6 +13,8 @@ from stallscope.core.session.reader import open_session
 from stallscope.core.session.record import load_record
 from stallscope.core.session.stalls import analyze_run
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess)
+
 # 40 steps: a batch of 8 items sleeping 2 ms each (16 ms of data wait), 16 ms of compute
 HALF_WAITING = training(items=320, item_s=0.002, step_s=0.016)
 

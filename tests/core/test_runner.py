@@ -25,6 +25,8 @@ from runner_helpers import (
 
 from stallscope.core.capture import runner
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess)
+
 
 def test_runner_imports_only_stdlib_and_torch():
     """capture/ must run in the user's interpreter where stallscope is not installed: its files

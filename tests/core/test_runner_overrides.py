@@ -15,6 +15,8 @@ from scripts import line_of
 
 from stallscope.core.capture.overrides import OverrideError, apply, choose, parse_sets
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess), DataLoader workers
+
 # Two loaders: the second is built in a helper function, so its call site is that line.
 TWO_LOADERS = """
 import torch

@@ -6,9 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from runner_helpers import RUNNER
 
 from stallscope.core.capture.tee import without_profiler_notes
+
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess)
 
 NOTES = (b"USDT:2026-12-01 19:23:11 24233:24233 SyncActivityProfilerHandler.cpp:52] "
          b"profiler_start\n"

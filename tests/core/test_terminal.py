@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hostile_files import cli_with_peak
 
 from stallscope.core.commands.terminal import escape, escape_write
+
+pytestmark = pytest.mark.runner  # the CLI in a child process (hostile_files.cli_with_peak)
 
 EVIL = "x\x1b]0;pwned\x07\x1b[2J\x1b[8mhid\u202egnp.exe\u200b\x9b"
 RAW = ("\x1b", "\x07", "\u202e", "\u200b", "\x9b")

@@ -9,12 +9,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from stallscope.core import intervals as iv
 from stallscope.core.analysis import analyze
 from stallscope.core.kineto import GPU_CATS, Cat
 from stallscope.core.render.facts import no_memory_text
 from stallscope.core.trace import load
+
+pytestmark = pytest.mark.runner  # the CLI in a child process
 
 CLI = [sys.executable, "-m", "stallscope.core.cli"]
 

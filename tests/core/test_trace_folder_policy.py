@@ -16,6 +16,8 @@ from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.folder import plan_folder
 from stallscope.core.trace import find_traces, load, resolve
 
+pytestmark = pytest.mark.runner  # the CLI in a child process
+
 CLI = [sys.executable, "-m", "stallscope.core.cli"]
 OLD, NEW, OLDEST = "1623212756351", "1623213129365", "1623143089861"  # Kineto's stamps (ms)
 

@@ -38,6 +38,7 @@ def _write(tmp_path, body: str, name: str = "data.py") -> str:
     return str(path)
 
 
+@pytest.mark.runner  # the factory probe imports the file in a child process
 def test_the_dataset_is_built_in_a_child_and_described(tmp_path):
     path = _write(tmp_path, DATASET)
     for name in ("Flowers", "make_flowers"):
@@ -48,6 +49,7 @@ def test_the_dataset_is_built_in_a_child_and_described(tmp_path):
                             "separate process)"
 
 
+@pytest.mark.runner  # the factory probe imports the file in a child process
 def test_a_file_that_trains_at_import_is_stopped_with_its_children(tmp_path):
     path = _write(tmp_path, '''
         import subprocess, sys, time
@@ -88,12 +90,14 @@ def _alive(pid: int) -> bool:
     ("class D:\n    def __len__(self):\n        return -1\n    def __getitem__(self, i):\n"
      "        return i\n", "D", "len() of it failed: ValueError"),
 ])
+@pytest.mark.runner  # the factory probe imports the file in a child process
 def test_what_the_file_does_is_one_line(tmp_path, body, name, words):
     facts = probe(f"{_write(tmp_path, body)}:{name}", timeout=30)
     assert not facts.ok and words in facts.error, facts.error
     assert "\n" not in facts.message
 
 
+@pytest.mark.runner  # the factory probe imports the file in a child process
 def test_a_folder_that_shadows_the_standard_library_cannot_break_the_probe(tmp_path):
     _write(tmp_path, "raise RuntimeError('shadowed')\n", "json.py")
     _write(tmp_path, "raise RuntimeError('shadowed')\n", "signal.py")

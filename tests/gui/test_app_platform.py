@@ -17,6 +17,8 @@ from PySide6.QtGui import QImage
 from stallscope.gui import app as app_module
 from stallscope.gui import platform_check as pc
 
+pytestmark = pytest.mark.runner  # the app in a child process
+
 
 def test_headless_means_offscreen_or_no_display_on_linux():
     assert pc.is_headless({"QT_QPA_PLATFORM": "offscreen", "DISPLAY": ":0"})

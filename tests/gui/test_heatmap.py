@@ -219,6 +219,7 @@ def test_open_json_session_and_lprof_after_confirmation(qtbot, tmp_path, monkeyp
     assert len(shown) == 1 and str(bad) in shown[0] and "not JSON" in shown[0]
 
 
+@pytest.mark.runner  # line stats of a script in a child process
 def test_missing_line_profiler_banner_offers_the_install(qtbot, tmp_path):
     view = HeatmapView()
     qtbot.addWidget(view)

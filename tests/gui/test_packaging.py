@@ -47,6 +47,8 @@ def _pyinstaller() -> None:
 
 @pytest.mark.slow
 @pytest.mark.packaging
+@pytest.mark.runner  # PyInstaller, then the built app, in child processes
+@pytest.mark.timeout(1800)  # the build alone may take 900 s on a loaded machine
 def test_built_app_starts_and_opens_a_trace(tmp_path):
     traces = [fixture_path("kineto_nw0")]
     _pyinstaller()

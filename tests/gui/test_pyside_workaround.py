@@ -6,6 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.runner  # a child interpreter
+
 SCRIPT = """
 import sys
 import stallscope.gui  # applies the workaround where the bug exists

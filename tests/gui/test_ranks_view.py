@@ -18,6 +18,8 @@ from stallscope.gui.controllers.ranks import RanksController
 from stallscope.gui.views.rank_model import COLUMNS, HELD
 from stallscope.gui.views.ranks import RanksView, row_colors
 
+pytestmark = pytest.mark.runner  # a process pool per rank; the controller standalone in a child
+
 SLOW = 4
 
 

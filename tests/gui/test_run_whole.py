@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPointF, Qt
 from scripts import training
 from shots import save_shot
@@ -21,6 +22,8 @@ from stallscope.core.session.record import read_record
 from stallscope.gui.controllers.run import new_run_view
 from stallscope.gui.dialogs.run import RunDialog
 from stallscope.gui.views.run_whole import MAX_POINTS, WholeRunPanel
+
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess, QProcess)
 
 RUNNER = Path(fmt.__file__).resolve().with_name("runner.py")
 

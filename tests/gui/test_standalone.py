@@ -13,6 +13,8 @@ from PySide6.QtGui import QImage
 
 from stallscope.gui.theme import PALETTES
 
+pytestmark = pytest.mark.runner  # views standalone in child processes
+
 
 @pytest.mark.parametrize("view, size", [("summary", (460, 900)), ("compare", (1400, 900))])
 def test_a_standalone_view_saves_its_png_and_exits_quietly(tmp_path, view, size):

@@ -24,6 +24,8 @@ from stallscope.gui.views.summary_parts import Heading
 from stallscope.gui.widgets import breakable
 from stallscope.resources import RESOURCES
 
+pytestmark = pytest.mark.runner  # a script under the runner (subprocess)
+
 DEMO = RESOURCES / "demo" / "train_demo.py"
 
 

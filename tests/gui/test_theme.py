@@ -142,6 +142,7 @@ def test_app_icon_has_every_size_and_is_drawn(qapp):
     assert (theme.ICONS_DIR / "stallscope.svg").read_text().startswith("<svg")
 
 
+@pytest.mark.runner  # the About dialog asks the interpreter for torch in a child (QProcess)
 def test_about_dialog_lists_versions_and_finds_torch(qtbot, qapp):
     import numpy
     import PySide6
