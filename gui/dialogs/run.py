@@ -43,6 +43,7 @@ from stallscope.gui.dialogs.run_where import (
     REMOTE_PYTHON,
     HostMemory,
     WhereChoice,
+    check_host,
     host_rows,
     placeholders,
     where_fields,
@@ -404,9 +405,11 @@ class RunDialog(QDialog):
     def _probe_python(self, _text: str = "") -> None:
         python = self._python()
         if self.where.is_remote:
-            self.probe.stop()
-            self._set_python_status(f"{python} on {self._host() or 'the host'}: torch is "
-                                    "checked there when the run starts", ok=None)
+            try:
+                self.probe.check_remote(check_host(self._host()), python)
+            except ValueError as exc:
+                self.probe.stop()
+                self._set_python_status(str(exc), ok=None)
         else:
             self.probe.check(python)
 

@@ -149,6 +149,34 @@ def test_an_unknown_host_key_is_one_line_with_what_to_do(qtbot, server, tmp_path
     save_shot(view, "run_view_ssh_refused")
 
 
+def test_the_run_dialog_asks_the_host_for_torch(qtbot, server, tmp_path, monkeypatch):
+    """Where: a remote host: the dialog asks the host's interpreter for torch over ssh (as the
+    local probe does here), or shows ssh's failure in one line with what to do."""
+    from PySide6.QtCore import QSettings
+
+    from stallscope.gui.dialogs.run import RunDialog
+
+    monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.config))
+    settings = QSettings(str(tmp_path / "runs.ini"), QSettings.Format.IniFormat)
+    settings.setValue("runs/last_host", server.alias)  # opens on the host, no local probe
+    dialog = RunDialog(settings=settings)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.where.is_remote and dialog.python_combo.currentText() == "python3"
+    dialog.python_combo.setCurrentText(sys.executable)
+    status = dialog.python_status
+    qtbot.waitUntil(lambda: status.text().startswith("torch "), timeout=WAIT_MS)
+    assert status.text().endswith(f"· CUDA no on {server.alias}")
+    save_shot(dialog, "run_dialog_remote_probe")
+    dialog.python_combo.setCurrentText(str(tmp_path / "no-python"))
+    qtbot.waitUntil(lambda: "could not run the interpreter" in status.text(), timeout=WAIT_MS)
+    dialog.host_combo.setCurrentText("no-such-host.invalid")
+    dialog.host_combo.lineEdit().editingFinished.emit()  # another host: python3 there
+    qtbot.waitUntil(lambda: "host no-such-host.invalid not found" in status.text(),
+                    timeout=WAIT_MS)
+    assert "(ssh: " in status.text() and "\n" not in status.text()
+
+
 def mirror(tmp_path, remote: dict, finished: bool = False) -> Path:
     """A mirrored session as a dropped connection leaves it: run.json names the host."""
     session = tmp_path / "mirror"
