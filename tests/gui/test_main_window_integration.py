@@ -30,6 +30,8 @@ from stallscope.gui.dialogs.run import RunRequest
 from stallscope.gui.main_window import MainWindow
 from stallscope.resources import RESOURCES
 
+pytestmark = pytest.mark.runner  # scripts under the runner (subprocess, QProcess)
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = RESOURCES / "demo" / "train_demo.py"
 FOREVER = training(items=64, item_s=0.003, forever=True,
