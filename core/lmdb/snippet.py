@@ -102,15 +102,18 @@ def _snippet(dst, kind, classes, structure, field_info, sample_bytes, varied, nu
     persistent = ",\n                    persistent_workers=True" if workers > 0 else ""
     collate = ",\n                    collate_fn=list" if varied else ""
     return "\n".join([
+        "import torch",
         "from torch.utils.data import DataLoader",
         "from stallscope.core.lmdb.dataset import LMDBDataset",
         "",
+        "# the GPU when there is one; pinned memory only helps (and only works) with one",
+        'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
         "# opened lazily in each worker, readonly, lock-free; readahead on while it fits in",
         "# memory (LMDBDataset(..., readahead=False) for an LMDB far larger than RAM)",
         f"dataset = LMDBDataset({str(dst)!r})",
         f"loader = DataLoader(dataset, batch_size={batch}, shuffle=True, "
         f"num_workers={workers},",
-        f"                    pin_memory=True{persistent}{collate})",
+        f"                    pin_memory=device.type == \"cuda\"{persistent}{collate})",
         unpack,
         comment,
         use,
