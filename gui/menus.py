@@ -73,6 +73,8 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     add(m, "Run script…", window.show_run, "Ctrl+R",
         "Run a training script under the profiler and watch it live")
     add(m, "Run demo", window.run_demo, "Ctrl+Shift+R")
+    add(m, "Attach to remote run…", window.runs.attach_run, tip="Follow a run on a host over "
+        "ssh again (the CLI's or one whose tab was closed), fetching what it wrote meanwhile")
     m.addSeparator()
     stop = add(m, "Stop", window.stop_run, "Shift+F5",
                "End the running script and its DataLoader workers")

@@ -42,16 +42,23 @@ from stallscope.core.session.events import (
     StepEvent,
     TraceReady,
 )
-from stallscope.core.session.reader import EventFollower, open_session, resolve_path
-from stallscope.core.session.record import (
-    RECORD_EVENTS,
-    Record,
-    read_record,
-    record_path,
-    with_events,
+from stallscope.core.session.reader import (
+    EventFollower,
+    is_session,
+    open_session,
+    resolve_path,
 )
+from stallscope.core.session.record import RECORD_EVENTS
 from stallscope.core.session.steady import queued_batches
 from stallscope.gui.controllers.run_remote import remote_of, start_into
+from stallscope.gui.controllers.run_status import (
+    ERROR,
+    NOTE,
+    PLAIN,
+    finished_text,
+    read_whole_run,
+    started_text,
+)
 from stallscope.gui.run_request import RunRequest, demo_request
 from stallscope.gui.views.run import RunView
 
@@ -60,8 +67,6 @@ RECORD_EVERY = 15  # polls: the whole-run record is re-read every 3 s while the 
 SHUTDOWN_WAIT_S = 2.0  # past the grace: the app quits, the launcher has killed the tree
 START_WAIT_S = 30.0    # a closing view waits this long for a remote start to answer
 
-# levels of sig_status / sig_console: the view gives each its colour
-PLAIN, NOTE, ERROR = "", "note", "error"
 
 
 class RunController(QObject):
@@ -337,6 +342,21 @@ class RunController(QObject):
         self._timer.start()
         return True
 
+    def attach(self, where: launch.Where, remote_session: str, session: Path) -> bool:
+        """Follow a run on a host from here (Run > Attach to remote run…) into the local
+        mirror `session`: what a mirror of it already holds is shown first, then the rest is
+        fetched (nothing twice)."""
+        if self.is_running:
+            raise RuntimeError("a run is going on under this controller")
+        if is_session(session):
+            self.replay(session)
+        else:
+            self._reset(Path(session))
+            self.request = None
+            self.sig_opened.emit(f"{where.host}:{remote_session}", Path(session))
+        self.remote = (where, remote_session)
+        return self.reconnect()
+
     # ------------------------------------------------------------------ replay
     def replay(self, session: str | os.PathLike) -> None:
         """A finished (or still running elsewhere) session, from its files."""
@@ -373,38 +393,6 @@ class RunController(QObject):
         self.stop()
         handle.wait(self.grace_s + SHUTDOWN_WAIT_S)
         self.poll()
-
-
-def read_whole_run(session: Path, events: list[dict]) -> Record | None:
-    """The session's record with its events (decoded lines); None when there is none yet, it
-    holds no step, or it cannot be read."""
-    path = record_path(session)
-    if path is None:
-        return None
-    try:
-        rec = with_events(read_record(path), events, layout.rank_of_file(path.name))
-    except StallscopeError:
-        return None
-    return rec if rec.n_steps else None
-
-
-def started_text(e: Started) -> str:
-    device = ", ".join(e.devices) or "CPU only"
-    text = f"Running · torch {e.torch or '?'} · {device} · {e.python or 'python'}"
-    return text + (" · DataLoader: " + ", ".join(e.overrides) if e.overrides else "")
-
-
-def finished_text(e: Finished) -> tuple[str, str]:
-    """The status line of a finished record, and its level: plain for a clean end, error for
-    a failed one, a note for the rest (a warning, an unknown code)."""
-    text = f"Finished: {e.reason}" + (f" · {e.steps} steps" if e.steps is not None else "")
-    text += f" · exit code {e.rc}"
-    if e.exception is not None:
-        text += f"\n{e.exception.text}"
-    if e.warning:
-        text += f"\n{e.warning}"
-    ok = e.rc == 0 and not e.warning
-    return text, PLAIN if ok else ERROR if e.rc not in (0, None) else NOTE
 
 
 def new_run_view(parent=None) -> RunView:

@@ -14,10 +14,13 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 
 from stallscope.core.errors import StallscopeError
+from stallscope.core.launch import Where
 from stallscope.core.session.reader import is_session
 from stallscope.gui import run_request
 from stallscope.gui.controllers import WindowPort
 from stallscope.gui.controllers.run import new_run_view
+from stallscope.gui.controllers.run_remote import mirror_of
+from stallscope.gui.dialogs.attach import AttachDialog
 from stallscope.gui.dialogs.run import RunDialog
 from stallscope.gui.run_request import RunRequest
 from stallscope.gui.views.run import RunView
@@ -37,6 +40,22 @@ class RunTabs(QObject):
         view.controller.sig_trace_ready.connect(self.window.open_path)
         self.window.add_page(view, f"Run: {Path(request.script).name}")
         view.controller.start(request)
+        self.update_actions()
+        return view
+
+    def attach_run(self, target: tuple[str, str, str] | None = None) -> RunView | None:
+        """Run > Attach to remote run…: follow a run on a host again, in a new tab, into a
+        local mirror (an existing mirror of it is taken up where it stopped)."""
+        if target is None:
+            dialog = AttachDialog(self.window.as_widget())
+            if not dialog.exec() or (target := dialog.target()) is None:
+                return None
+        host, remote_session, python = target
+        where = Where(host=host, python=python, ssh_options=run_request.ssh_env_options())
+        view = self._new_view()
+        view.controller.sig_trace_ready.connect(self.window.open_path)
+        self.window.add_page(view, f"Run: {host}:{Path(remote_session).name}")
+        view.controller.attach(where, remote_session, mirror_of(host, remote_session))
         self.update_actions()
         return view
 

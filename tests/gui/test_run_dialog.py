@@ -243,3 +243,40 @@ def test_run_dialog_launches_demo_and_the_trace_opens(qtbot, tmp_path, settings,
     save_shot(window, "run_main_window_trace")
     window.tabs.setCurrentWidget(view)
     save_shot(view, "run_view_finished")
+
+
+def test_attach_dialog_takes_host_and_folder_or_host_colon_folder(qtbot, tmp_path, settings):
+    from stallscope.gui.dialogs.attach import AttachDialog
+    from stallscope.gui.dialogs.run_where import HostMemory
+
+    HostMemory(settings).remember("gpu-box", "~/envs/cuda/bin/python", "~/proj", "train.py")
+    dialog = AttachDialog(settings=settings)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.host_combo.currentText() == "gpu-box"  # the last host, its interpreter
+    assert dialog.python_combo.currentText() == "~/envs/cuda/bin/python"
+    save_shot(dialog, "attach_dialog")
+    dialog.accept()
+    assert dialog.isVisible() and dialog.error_label.text() == (
+        "give the run's session folder on gpu-box")
+    dialog.folder_edit.setText("lab:/home/me/.cache/stallscope/sessions/train-1")  # as printed
+    dialog.accept()
+    assert not dialog.isVisible()
+    assert dialog.target() == ("lab", "/home/me/.cache/stallscope/sessions/train-1",
+                               "~/envs/cuda/bin/python")
+    again = AttachDialog(settings=settings)
+    qtbot.addWidget(again)
+    again.host_combo.setCurrentText("-oProxyCommand=x")
+    again.folder_edit.setText("/s")
+    again.accept()
+    assert "not a host name" in again.error_label.text() and again.target() is None
+
+
+def test_run_menu_attaches_to_a_remote_run(qtbot):
+    from stallscope.gui.main_window import MainWindow
+
+    window = MainWindow(persist=False)
+    qtbot.addWidget(window)
+    attach = window.actions_by_name["Attach to remote run"]
+    run_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Run")
+    assert attach in run_menu.actions() and attach.statusTip().startswith("Follow a run on")

@@ -177,6 +177,47 @@ def test_the_run_dialog_asks_the_host_for_torch(qtbot, server, tmp_path, monkeyp
     assert "(ssh: " in status.text() and "\n" not in status.text()
 
 
+def test_attach_follows_a_run_started_elsewhere(qtbot, server, tmp_path, monkeypatch):
+    """Run > Attach to remote run…: a run the CLI started (its connection gone, the run went on
+    and ended there) is followed from the app into a mirror of its own: every step and trace
+    once; attaching again to the same mirror adds nothing."""
+    from stallscope.core.launch import Job, Where, start
+    from stallscope.gui.controllers.run_remote import mirror_of
+    from stallscope.gui.dialogs.attach import split_target
+
+    where = Where(host=server.alias, python=sys.executable, ssh_options=server.options,
+                  cache=str(tmp_path / "cache"))
+    script = tmp_path / "train.py"
+    script.write_text(training(items=64, step_s=0.2))  # 8 steps
+    cli_run = start(where, Job(script=str(script), session=tmp_path / "cli-mirror",
+                               schedule={"wait": 1, "warmup": 1, "active": 1},
+                               options={"stop_after_window": False}))
+    os.kill(cli_run.transport_pid, signal.SIGKILL)  # that terminal went away at once
+    remote = Path(cli_run.remote_session)
+    qtbot.waitUntil(lambda: (remote / ".runner.rc").exists(), timeout=WAIT_MS)
+    assert split_target("", f"{server.alias}:{remote}") == (server.alias, str(remote))
+
+    local = mirror_of(server.alias, str(remote), tmp_path / "sessions")
+    assert local == tmp_path / "sessions" / remote.name
+    view, run = bound_view(qtbot)
+    traces: list[str] = []
+    run.sig_trace_ready.connect(traces.append)
+    with qtbot.waitSignal(run.sig_run_finished, timeout=WAIT_MS) as done:
+        assert run.attach(where, str(remote), local)
+    assert done.args == [0] and "Finished: completed" in view.status.text()
+    assert run.series.n == 8 and remote_steps(local) == remote_steps(remote) == list(range(8))
+    assert [Path(t).name for t in traces] == [p.name for p in open_session(remote).traces()]
+    assert len(traces) == 1
+
+    # the same run again: its mirror holds all of it, shown without connecting
+    assert mirror_of(server.alias, str(remote), tmp_path / "sessions") == local
+    view, run = bound_view(qtbot)
+    assert not run.attach(where, str(remote), local) and not run.is_running
+    assert run.series.n == 8 and "Finished: completed" in view.status.text()
+    assert remote_steps(local) == list(range(8))
+    assert mirror_of("other-host", str(remote), tmp_path / "sessions") != local  # a new one
+
+
 def mirror(tmp_path, remote: dict, finished: bool = False) -> Path:
     """A mirrored session as a dropped connection leaves it: run.json names the host."""
     session = tmp_path / "mirror"
