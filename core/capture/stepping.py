@@ -1,5 +1,5 @@
-"""Steps without editing the script: hooks on optimizers and DataLoader iteration (DESIGN.md,
-"Steps the runner makes").
+"""Steps without editing the script: hooks on optimizers and DataLoader iteration
+(docs/definitions.md, "Steps").
 
 Once the script has constructed an optimizer (any torch.optim.Optimizer, whoever wraps it), a
 step ends at each optimizer step that ran: the first optimizer to step paces the steps, steps
@@ -13,8 +13,8 @@ generator `__iter__` fetches ahead (accelerate's DataLoaderShard fetches one bat
 counted at the wrapper's yield, so the look-ahead fetch is no extra batch of its own. Data-wait is
 the time spent in DataLoader iterators' __next__. Every backward() call runs inside a
 `stallscope#backward` record_function and every closure passed to Optimizer.step(closure)
-(Lightning's automatic optimization, LBFGS) inside `stallscope#closure` (DESIGN.md: the
-`backward` idle cause and optimizer cause 4).
+(Lightning's automatic optimization, LBFGS) inside `stallscope#closure` (docs/definitions.md:
+the `backward` idle cause and the optimizer's).
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ class Stepper:
         self.t0 = time.perf_counter()
         self.step_start: float | None = None
         self.window_done = False
+        # the profiler records the step under way (warmup or active): annotations pay off
+        self.recording = self.phase(0) in ("warmup", "active")
         self.launched_ranks = 0  # processes started by torch.multiprocessing spawn, as ranks
 
     def mine(self) -> bool:
@@ -139,8 +141,10 @@ class Stepper:
             fields["cuda_allocated"] = self.torch.cuda.memory_allocated()
             fields["cuda_reserved"] = self.torch.cuda.memory_reserved()
         self.log.emit("step", **fields)
-        self.prof.step()  # may write the trace (on_trace_ready) when a window closes
+        if fields["phase"] != "done":  # past the last window the profiler has nothing to do
+            self.prof.step()  # may write the trace (on_trace_ready) when a window closes
         self.steps += 1
+        self.recording = self.phase(self.steps) in ("warmup", "active")
         self.data_wait = 0.0
         self.batches_in_step = 0
         self.step_start = time.perf_counter()
@@ -155,7 +159,7 @@ def install_hooks(torch, stepper: Stepper, capture, loaders=None) -> list:
     `loaders` (overrides.DataLoaderLog) counts batches per DataLoader call site."""
     undo = hook_dataloaders(stepper, capture, loaders)
     undo += hook_optimizers(torch, stepper)
-    undo.append(annotate_backward(torch))
+    undo.append(annotate_backward(torch, stepper))
     opts = stepper.opts
     script = Path(opts.script).expanduser().resolve()
     session = stepper.log.path.parent
@@ -391,15 +395,18 @@ def annotate_closure(record_function, args: tuple, kwargs: dict):
     return args, {**kwargs, "closure": annotated}
 
 
-def annotate_backward(torch):
-    """Wrap torch.autograd.backward (Tensor.backward calls it) in a record_function; returns
-    the undo callable."""
+def annotate_backward(torch, stepper: Stepper | None = None):
+    """Wrap torch.autograd.backward (Tensor.backward calls it) in a record_function while the
+    profiler records (a record_function costs ~10 µs even when nothing listens: a tight loop's
+    unprofiled steps go without); returns the undo callable."""
     import torch.autograd as autograd
 
     original = autograd.backward
     record_function = torch.autograd.profiler.record_function
 
     def backward(*args, **kwargs):
+        if stepper is not None and not stepper.recording:
+            return original(*args, **kwargs)
         with record_function(BACKWARD_ANNOTATION):
             return original(*args, **kwargs)
 
