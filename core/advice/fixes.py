@@ -233,7 +233,7 @@ def launch_fix(ctx: Context, culprits: list[Culprit], who: str) -> str:
                "the host waits for its copies")
         return (f"{top.name} spends the CPU in {copy}: {why}; use pinned memory "
                 "(DataLoader(pin_memory=True)) and .to(device, non_blocking=True). " + general)
-    m = re.search(r"launches ([\d,]+) tiny GPU ops?, median ([^;]+)", top.detail)
+    m = re.search(r"launches ([\d,]+) tiny \w+ ops?, median ([^;]+)", top.detail)
     if m and compiled_fix(ctx, who):
         return (f"{top.name} launches {m.group(1)} tiny kernels (median {m.group(2)}): each "
                 "costs more to launch than to run. " + general)

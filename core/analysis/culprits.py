@@ -194,7 +194,8 @@ class Culprits:
             if len(launched):
                 median = float(np.median(launched))
                 tiny = "tiny " if median < TINY_KERNEL_US else ""
-                parts.append(f"launches {plural(len(launched), tiny + 'GPU op')}, median "
+                op = f"{tiny}{t.device_kind} op"  # the accelerator's word: "MTIA op"
+                parts.append(f"launches {plural(len(launched), op)}, median "
                              f"{duration(median)}")
             culprit.detail = "; ".join(parts)
         return [c for c, _ in found]

@@ -153,3 +153,10 @@ def test_a_fused_optimizer_is_not_told_to_fuse(tmp_path):
     report = analyzed({"traceEvents": b.events}, tmp_path / "fused.json")
     fix = _card(report, "optimizer_bound").fix
     assert "AdamW is already fused" in fix and "fused=True" not in fix
+
+
+def test_mtia_culprits_speak_of_mtia_ops(real_trace):
+    report = analyze(load(real_trace("hta_mtia")))
+    details = [c.detail for cs in report.culprits.values() for c in cs]
+    assert any("tiny MTIA ops" in d for d in details), details
+    assert not any("GPU" in d for d in details)
