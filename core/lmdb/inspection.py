@@ -46,6 +46,16 @@ class SourceInfo:
     def varied(self) -> bool:
         return len(self.shapes) > 1
 
+    def survey_lines(self, shown: int = 5) -> list[str]:
+        """The shape survey, one size a line: '3x48x64: 6 of 12 sampled', most seen first."""
+        lines = [f"{shape}: {count} of {self.surveyed} sampled"
+                 for shape, count in self.shapes[:shown]]
+        rest = self.shapes[shown:]
+        if rest:
+            lines.append(f"… and {len(rest)} more sizes "
+                         f"({sum(c for _s, c in rest)} of {self.surveyed} sampled)")
+        return lines
+
     def shape_line(self) -> str:
         return survey_line(self.fields[0] if self.fields else "value", self.shapes,
                            self.surveyed, self.suggestion)  # fmt: skip
@@ -131,9 +141,12 @@ def inspect_source(
             )
     preview = [(caption, picture) for _i, caption, picture in sorted(preview, key=lambda p: p[0])]
     names = leaf_names(structure) if isinstance(source, FactorySource) else source.fields()
-    info = field_lines(stored_fields(structure, names, first))
-    mean = float(np.mean(sizes))
     found = survey(shapes)
+    stored = stored_fields(structure, names, first)
+    if stored and len(found["shapes"]) > 1:  # not sample 0's shape: the survey's spread
+        stored[0] = {**stored[0], "shape": None}
+    info = field_lines(stored)
+    mean = float(np.mean(sizes))
     return SourceInfo(
         source.spec, source.kind, n, list(source.classes), names, info, structure, preview,
         mean, int(n * lmdb_bytes(mean)), notes, [tuple(c) for c in found["shapes"]],

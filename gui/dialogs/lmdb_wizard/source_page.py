@@ -130,6 +130,9 @@ class SourcePage(Page):
             more = f" … and {len(info.classes) - 12} more" if len(info.classes) > 12 else ""
             lines.append(f"<b>Classes</b>: {esc(shown)}{more}")
         lines.append(f"<b>Stored per sample</b>: {units.size(info.bytes_per_sample)} decoded")
+        if info.varied:  # the survey itself, not one sample's size beside a warning
+            lines.append(f"<b>Sizes sampled</b> ({esc(info.fields[0])}):")
+            lines += [f"&nbsp;&nbsp;{esc(line)}" for line in info.survey_lines()]
         if info.shape_line():
             lines.append(toned(info.shape_line(), "bad" if info.varied else "info"))
         for note in info.notes[:4]:
