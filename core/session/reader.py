@@ -273,7 +273,8 @@ class Session:
             out["warning"] = fin["warning"]
         end = self.end
         if end is not None and end.exception is not None:
-            out["exception"] = {"type": end.exception.type, "message": end.exception.message,
+            out["exception"] = {"type": end.exception.type,
+                                "message": shortened(end.exception.message),
                                 "step": end.exception.step}
         loaders = self.run.get("dataloaders") or (list(end.dataloaders) if end else [])
         if loaders:
@@ -291,11 +292,23 @@ class Session:
                     f"(still running, or killed){where}")
         if end.exception is not None:
             at = f" at step {end.exception.step}" if end.exception.step is not None else ""
-            return (f"{self.path}: {name} raised {end.exception.text}{at} before a trace was "
-                    f"written{where}")
+            return (f"{self.path}: {name} raised {shortened(end.exception.text)}{at} before a "
+                    f"trace was written{where}")
         if end.warning:
             return f"{self.path}: no trace: {end.warning}"
         return f"{self.path}: no trace was written ({end.reason}, exit code {end.rc}){where}"
+
+
+MAX_SHOWN = 2000  # characters of an exception message from a session shown in one line
+
+
+def shortened(text: str) -> str:
+    """A message from a session's events as one line may show it: at most MAX_SHOWN characters
+    (what the runner writes is capped already; a session from elsewhere may hold more)."""
+    text = str(text)
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:MAX_SHOWN]}… ({len(text) - MAX_SHOWN:,} more characters)"
 
 
 def session_of_trace(path: str | os.PathLike) -> Path | None:

@@ -111,6 +111,8 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
                 f"then {min_steps} steps over {min_s:.0f} s)")
     wait = np.nan_to_num(np.asarray(data_wait_ms[start:], dtype=float))
     numbers = np.arange(k, dtype=float) if n is None else np.asarray(n, dtype=float)
+    if not np.isfinite(numbers).all():  # a step event without its number (a hostile session)
+        numbers = np.arange(k, dtype=float)
     count = int(numbers[k - 1] - (numbers[start - 1] if start > 0 else numbers[0] - 1))
     count = count if count >= k - start else k - start  # numbers that run backwards: rows
     t = np.asarray(t, dtype=float)

@@ -231,3 +231,18 @@ def test_a_hostile_tune_json_is_one_line(tmp_path, data, words):
     with pytest.raises(StallscopeError, match=words) as err:
         load_result(tmp_path)
     assert "\n" not in str(err.value)
+
+
+def test_a_long_exception_message_from_a_session_is_shortened(tmp_path):
+    s = _copy(tmp_path)
+    shutil.rmtree(s / "traces")
+    message = "m" * 900_000  # under the 1 MiB line cap: the line is read, its text shortened
+    with open(s / "events.jsonl", "a") as f:
+        f.write(json.dumps({"event": "finished", "t": 1.8e9, "rc": 1, "reason": "exception",
+                            "exception": {"type": "ValueError", "message": message,
+                                          "step": 3}}) + "\n")
+    assert open_session(s).summary()["exception"]["message"].endswith(
+        f"… ({900_000 - 2000:,} more characters)")
+    why = open_session(s).no_trace_reason()
+    assert len(why) < 3000 and "\n" not in why
+    assert "raised ValueError: mmm" in why and "more characters) at step 3" in why
