@@ -219,6 +219,8 @@ def _queued_before(trace: Trace, r: Roles, width: float) -> WindowFinding | None
     if len(hits) == 0:
         return None
     i = int(hits[np.argmax(clipped[hits])])
+    if _waits_on_the_window(trace, r, i):
+        return None  # a sync on work this window launched: a stall, its own card says so
     name = trace.names[trace.name[i]]
     us = float(clipped[i])
     inside = _outermost_op(trace, i)
@@ -231,6 +233,16 @@ def _queued_before(trace: Trace, r: Roles, width: float) -> WindowFinding | None
         "started, so the idle it shows belongs to steps that were not recorded.",
         FIXES["queued_before"], [Culprit(name, "runtime", 1, us,
                                          detail=inside and f"inside {inside}")])
+
+
+def _waits_on_the_window(trace: Trace, r: Roles, i: int) -> bool:
+    """Whether device work launched inside the window runs through most of the call i (then
+    the call waits on this window's own work, not on work queued before it)."""
+    lo, hi = float(trace.start[i]), float(trace.end[i])
+    ops = np.flatnonzero(r.gpu & (trace.start < hi) & (trace.end > lo) & (r.launch >= 0))
+    ops = ops[trace.start[r.launch[ops]] >= r.lo]
+    busy = iv.union(iv.clip(iv.as_intervals(trace.start[ops], trace.end[ops]), lo, hi))
+    return iv.length(busy) >= QUEUED_SHARE * (hi - lo)
 
 
 def _tail_cut(trace: Trace, r: Roles, width: float) -> WindowFinding | None:

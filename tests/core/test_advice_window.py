@@ -38,24 +38,41 @@ def _steps(doc: dict) -> list[dict]:
 
 
 def test_a_window_that_starts_inside_a_blocking_copy_waits_for_earlier_work(tmp_path):
-    """kineto's ResNet-50 (num_workers=0) with a cudaMemcpy that begins 5 µs into the first
-    step and covers 60% of the window: it waits for work queued before the profiler started."""
+    """kineto's ResNet-50 (num_workers=0) whose first step opens 1.5 windows earlier in a
+    cudaMemcpy that waits while the GPU runs nothing this trace launched: work queued before
+    the profiler started."""
+    doc = document("kineto_nw0")
+    first, last = _steps(doc)[0], _steps(doc)[-1]
+    width = last["ts"] + last["dur"] - first["ts"]
+    wait = 1.5 * width
+    first["ts"] -= wait
+    first["dur"] += wait
+    doc["traceEvents"].append({"ph": "X", "cat": "Runtime", "name": "cudaMemcpy",
+                               "pid": first["pid"], "tid": first["tid"], "ts": first["ts"] + 5,
+                               "dur": wait - 10, "args": {}})
+    report = analyzed(doc, tmp_path / "queued.json")
+    assert report.window_kind == "queued_before"
+    _withholds(report, "window")
+    card = report.advice[0]
+    assert card.title == "This window starts inside work queued before it"
+    assert card.evidence.startswith("A 1.57 s cudaMemcpy begins 5.0 µs into the "
+                                    "2.62 s window and covers 60.0% of it"), card.evidence
+    assert card.culprits[0].name == "cudaMemcpy"
+    assert "--wait 3" in card.fix and "schedule(wait=3" in card.fix
+    assert "dataloader_bound" in [a.id for a in report.withheld]  # steady advice, folded
+
+
+def test_a_sync_on_the_windows_own_work_is_not_queued_before(tmp_path):
+    """The same copy beginning the window but running beside the GPU work the window itself
+    launched (a sync stall, not earlier work): the window stays steady."""
     doc = document("kineto_nw0")
     first, last = _steps(doc)[0], _steps(doc)[-1]
     width = last["ts"] + last["dur"] - first["ts"]
     doc["traceEvents"].append({"ph": "X", "cat": "Runtime", "name": "cudaMemcpy",
                                "pid": first["pid"], "tid": first["tid"], "ts": first["ts"] + 5,
                                "dur": 0.6 * width, "args": {}})
-    report = analyzed(doc, tmp_path / "queued.json")
-    assert report.window_kind == "queued_before"
-    _withholds(report, "window")
-    card = report.advice[0]
-    assert card.title == "This window starts inside work queued before it"
-    assert card.evidence.startswith("A 629.59 ms cudaMemcpy begins 5.0 µs into the "
-                                    "1.05 s window and covers 60.0% of it"), card.evidence
-    assert card.culprits[0].name == "cudaMemcpy"
-    assert "--wait 3" in card.fix and "schedule(wait=3" in card.fix
-    assert "dataloader_bound" in [a.id for a in report.withheld]  # steady advice, folded
+    report = analyzed(doc, tmp_path / "stall.json")
+    assert report.window_kind == "steady" and report.advisable
 
 
 def test_a_last_step_cut_by_the_profilers_stop_is_said(tmp_path):
