@@ -44,6 +44,7 @@ class Opening:
     path: Path
     plan: FolderPlan | None = None  # a folder's plan; None for a file, or a session without
     session: Path | None = None     # the session folder whose whole run goes with it
+    no_trace: str = ""              # a session without a trace: why (the folder rules' line)
 
     @property
     def files(self) -> list[tuple[str, Path]]:
@@ -71,9 +72,9 @@ def open_as(path: str | os.PathLike, run: str | None = None, every: bool = False
     session = p if is_session(p) else None
     try:
         folder = plan_path(p, run=run, every=every)
-    except StallscopeError:
-        if session is not None:
-            return Opening(SESSION, p, None, session)  # no trace (yet): its run alone
+    except StallscopeError as exc:
+        if session is not None:  # no trace (yet): its run alone
+            return Opening(SESSION, p, None, session, no_trace=str(exc))
         raise
     if len(folder.picks) > 1:
         return Opening(TRACES if every else RANKS, p, folder, session)

@@ -58,8 +58,8 @@ def run(args) -> int:
                 raise
             print(f"stallscope: the whole-run record is left out: {broken}", file=sys.stderr)
     if not opening.files:
-        if whole is None:  # a session with a record that holds no step, and no trace
-            raise StallscopeError(f"{opening.path}: this session holds no trace and no step yet")
+        if whole is None:  # no trace, and no step recorded
+            raise StallscopeError(opening.no_trace)
         return _run_only(args, whole)  # a session whose whole run is recorded, no trace
     return _single(args, opening.files[0][1], opening.plan, whole)
 

@@ -57,4 +57,5 @@ def test_the_cli_shows_the_kind_open_as_gives(tmp_path):
                               str(p["running"])], capture_output=True, text=True, timeout=300)
     assert running.returncode == 2
     assert running.stderr.strip().splitlines() == [
-        f"stallscope: error: {p['running']}: this session holds no trace and no step yet"]
+        f"stallscope: error: {p['running']}: folder holds no trace: the run of train.py "
+        "holds no trace and no finished record (still running, or killed)"]
