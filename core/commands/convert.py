@@ -210,8 +210,8 @@ def throughput_json(t) -> dict:
 def print_throughput(t) -> None:
     from stallscope.core.lmdb.measure import speed_words
 
-    print(f"throughput (DataLoader: batch_size={t.batch_size}, num_workers={t.num_workers}, "
-          "shuffled, default collate):")  # fmt: skip
+    print(f"throughput, {t.before.name} -> LMDBDataset (DataLoader: batch_size={t.batch_size}, "
+          f"num_workers={t.num_workers}, shuffled, default collate):")  # fmt: skip
     for temp, before, after in (("cold", t.before_cold, t.after_cold),
                                 ("warm", t.before, t.after)):  # fmt: skip
         if before is None or after is None:

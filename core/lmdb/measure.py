@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from PIL import Image
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
@@ -27,6 +28,7 @@ from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.decoder import Decoder, source_desc
 from stallscope.core.lmdb.errors import SampleError, SourceError
 from stallscope.core.lmdb.folder import FolderSource
+from stallscope.core.lmdb.images import Preprocess, preprocess_image
 from stallscope.core.lmdb.listing import stored_source
 from stallscope.core.lmdb.source import open_source
 from stallscope.core.lmdb.structure import rebuild
@@ -151,6 +153,49 @@ class SourceDataset:
         return [str(self._source.root / self._source.files[i]) for i in indices]
 
 
+class PlainImageFolder:
+    """The "before" of an image folder: the loop a user writes without stallscope,
+    torchvision's ImageFolder(root, transform=PILToTensor()) (with Resize/CenterCrop when the
+    conversion had them) spelled out: PIL opens and decodes each file in __getitem__, the
+    tensor is a CHW view of its HWC bytes, the default collate stacks the batch."""
+
+    def __init__(self, source: FolderSource, preprocess: dict) -> None:
+        self.paths = [str(source.root / f) for f in source.files]
+        self.labels = None if source.labels is None else [int(v) for v in source.labels]
+        self.pre = Preprocess.from_dict(preprocess)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int):
+        import torch
+
+        try:
+            with open(self.paths[index], "rb") as f:  # torchvision's pil_loader
+                img = Image.open(f)
+                img = img.convert("RGB") if self.pre.rgb else img.copy()
+        except (OSError, ValueError, Image.DecompressionBombError):
+            return None  # the conversion skipped it too: the collate leaves it out
+        img = preprocess_image(img, self.pre)
+        arr = np.array(img, copy=True)
+        tensor = torch.from_numpy(arr.reshape(arr.shape[0], arr.shape[1], -1)).permute(2, 0, 1)
+        return tensor if self.labels is None else (tensor, self.labels[index])
+
+    def files(self, indices) -> list[str]:
+        return [self.paths[i] for i in indices]
+
+
+def before_dataset(dst, meta: dict) -> PlainImageFolder | SourceDataset:
+    """What --measure compares the LMDB with: a folder's plain ImageFolder + PIL loop, a
+    factory's own dataset (decoded as the conversion reads it)."""
+    source = _stored_source(dst, meta)
+    if source is None:
+        source = open_source(meta["source"]["spec"])
+    if isinstance(source, FolderSource):
+        return PlainImageFolder(source, meta["preprocess"])
+    return SourceDataset(meta["source"]["spec"], meta["preprocess"], meta["structure"], source)
+
+
 def collate(items):
     """The default collate, leaving out None (the original pipeline's unreadable files)."""
     from torch.utils.data import default_collate
@@ -203,13 +248,13 @@ def measure(
             tried[w] = rate.samples_per_s
         workers = max(tried, key=tried.__getitem__)
     try:
-        before_ds = SourceDataset(meta["source"]["spec"], meta["preprocess"], meta["structure"],
-                                  _stored_source(dst, meta))  # fmt: skip
+        before_ds = before_dataset(dst, meta)
     except StallscopeError as exc:
         raise StallscopeError(f"cannot measure the original pipeline: {exc}") from exc
     fn = collate if stackable else collate_list
-    passes: list[tuple[str, SourceDataset | LMDBDataset, Callable | None]] = [
-        ("original (decode per sample)", before_ds, fn)]
+    before_name = ("ImageFolder + PIL" if isinstance(before_ds, PlainImageFolder)
+                   else "original (decode per sample)")
+    passes: list[tuple[str, object, Callable | None]] = [(before_name, before_ds, fn)]
     passes.append(("LMDBDataset", LMDBDataset(dst), None if stackable else collate_list))
     phases = (2 if cold else 1) * len(passes)
     rates: dict[tuple[str, bool], Rate] = {}

@@ -139,7 +139,7 @@ class ResultPage(Page):
             text = pg.TextItem(f"{h:,.0f}/s", anchor=(0.5, 1.0), color=pal.plot_fg)
             text.setPos(x, h)
             plot.addItem(text)
-        plot.getAxis("bottom").setTicks([[(0, "decode per sample"), (1, "LMDBDataset")]])
+        plot.getAxis("bottom").setTicks([[(0, t.before.name), (1, "LMDBDataset")]])
         plot.setXRange(-0.6, 1.6, padding=0)
         plot.setYRange(0, float(heights.max()) * 1.2 or 1.0, padding=0)
         cold = ""
