@@ -138,10 +138,11 @@ def finite(v) -> float | None:
 
 
 # C0 controls, DEL, C1 controls, zero-width characters, the bidirectional marks, embeddings,
-# overrides and isolates, line/paragraph separators, invisible operators, the BOM, the
-# interlinear annotation marks, and tag characters.
+# overrides and isolates, line/paragraph separators, invisible operators and fillers, the BOM,
+# the interlinear annotation marks, and tag characters (text hidden in plain sight). Emoji
+# variation selectors pass: they only pick how the character before them is drawn.
 _HIDDEN = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-           "\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+           "\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0"
            "\ufff9-\ufffb\U000e0000-\U000e0fff")
 _UNSAFE = re.compile(f"[{_HIDDEN}]")
 _UNSAFE_OR_LINES = re.compile(f"[{_HIDDEN}\t\n]")
