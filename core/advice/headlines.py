@@ -73,8 +73,6 @@ def first_fix(report: Report, dev: int, cause: str) -> str:
     graph, graphs = graph_words(report)
     names = {"graphs": graphs, "graph": graph}
     key = cause
-    if cause in ("cpu_ops", "backward", "gpu_wait") and any(compiled_counts(report)):
-        return COMPILED_FIRST.format(**names)
     if cause == "gpu_wait":
         spans = report.devices[dev].spans_of("gpu_wait")
         lengths = spans[:, 1] - spans[:, 0]
@@ -85,5 +83,7 @@ def first_fix(report: Report, dev: int, cause: str) -> str:
     if cause == "python" and wait is not None and wait.device == dev \
             and wait.us >= 0.5 * wait.python_us:
         key = "collectives"
+    if key in ("cpu_ops", "backward", "gpu_wait_small") and any(compiled_counts(report)):
+        return COMPILED_FIRST.format(**names)  # launch-bound, and already compiled
     text = FIRST_FIX.get(key)
     return text.format(**names) if text else LOW_UTILIZATION_FIX
