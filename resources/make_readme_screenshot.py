@@ -4,9 +4,10 @@
     python resources/make_readme_screenshot.py --source demo    # run the demo under the profiler
     python resources/make_readme_screenshot.py --trace PATH     # any trace or session
 
-auto: the bundled demo when torch sees a GPU (its trace then shows GPU idle by cause); on a
-machine without one, the real trace kineto_nw0_* from ../shared/fixtures/traces if present (a
-GPU run starved by its DataLoader), else the demo's CPU-only session.
+auto: the real trace kineto_nw0_* from ../shared/fixtures/traces when present (a GPU run
+starved by its DataLoader: the same image on every machine, which tests/gui/test_hero_image.py
+checks the committed one against), else the bundled demo (a GPU trace where torch sees one,
+else its CPU-only session).
 Runs in a throwaway config dir, so your recent list and layout stay as they were.
 """
 
@@ -23,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "traces"
 DEMO = HERE / "demo" / "train_demo.py"
+SIZE = "1400x860"
 
 
 def has_cuda() -> bool:
@@ -42,14 +44,16 @@ def run_demo(work: Path) -> Path:
 def pick_source(args: argparse.Namespace, work: Path) -> Path:
     if args.trace:
         return Path(args.trace)
-    if args.source == "demo" or (args.source == "auto" and has_cuda()):
+    if args.source == "demo":
         return run_demo(work)
     fixture = sorted(FIXTURES.glob("kineto_nw0_*"))
-    if args.source in ("auto", "fixture") and fixture:
-        print("no GPU here: using the real trace", fixture[0].name)
+    if fixture:
+        print("using the real trace", fixture[0].name)
         return fixture[0]
     if args.source == "fixture":
         raise SystemExit(f"no kineto_nw0_* trace in {FIXTURES}")
+    print("no kineto_nw0_* trace in", FIXTURES, "- running the demo",
+          "(on the GPU)" if has_cuda() else "(CPU only)")
     return run_demo(work)
 
 
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", choices=("auto", "demo", "fixture"), default="auto")
     parser.add_argument("--trace", help="screenshot this trace or session instead")
     parser.add_argument("--out", default=str(HERE / "screenshot.png"))
-    parser.add_argument("--size", default="1400x860")
+    parser.add_argument("--size", default=SIZE)
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="stallscope-shot-") as tmp:
