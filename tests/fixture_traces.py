@@ -8,6 +8,7 @@ run without the traces cannot pass by skipping what it was meant to check.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -40,6 +41,16 @@ def fixture_path(prefix: str) -> Path:
     if not found:
         missing(f"real trace {prefix}* not found in {FIXTURES}")
     return found[0]
+
+
+@functools.cache
+def analyzed(prefix: str):
+    """analyze(load(fixture_path(prefix))), computed once per test process (xdist worker) and
+    shared: only for tests that read the Report and never change it."""
+    from stallscope.core.analysis import analyze
+    from stallscope.core.trace import load
+
+    return analyze(load(fixture_path(prefix)))
 
 
 def header() -> str:

@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from fixture_traces import analyzed
 
 from stallscope.core import intervals as iv
 from stallscope.core.analysis import analyze
@@ -234,7 +235,7 @@ def reference(path):
 
 @pytest.mark.parametrize("prefix", GPU_FIXTURES)
 def test_analysis_matches_the_plain_reference(real_trace, prefix):
-    matches_reference(real_trace(prefix), prefix)
+    matches_reference(real_trace(prefix), prefix, analyzed(prefix))
 
 
 def with_closures_and_deepep(src, dst):
@@ -270,7 +271,7 @@ def test_closures_and_the_v3_vocabulary_match_the_plain_reference(real_trace, pr
     src = real_trace(prefix)
     path = with_closures_and_deepep(src, tmp_path / "v3.json.gz")
     matches_reference(path, prefix)
-    before, after = analyze(load(src)), analyze(load(path))
+    before, after = analyzed(prefix), analyze(load(path))
     for dev, stats in after.devices.items():
         assert stats.comm_us > before.devices[dev].comm_us
         assert stats.idle_by_cause["optimizer"] <= before.devices[dev].idle_by_cause["optimizer"]
@@ -279,9 +280,10 @@ def test_closures_and_the_v3_vocabulary_match_the_plain_reference(real_trace, pr
     assert 0 < opt[1] < 0.9 * opt[0]
 
 
-def matches_reference(path, prefix):
+def matches_reference(path, prefix, report=None):
+    """`report`: the fixture's shared one (fixture_traces.analyzed), else analysed here."""
     ref = reference(path)
-    report = analyze(load(path))
+    report = report or analyze(load(path))
     lo, hi = ref["window"]
     width = hi - lo
     assert report.window == pytest.approx(ref["window"], abs=1e-3)
@@ -323,8 +325,8 @@ def test_amd_launches_survive_the_loader(real_trace):
         assert got.idle_by_cause[cause] == pytest.approx(ref["idle_by_cause"][cause], abs=1e-3)
 
 
-def test_kineto_nw0_is_dataloader_bound(real_trace):
-    report = analyze(load(real_trace("kineto_nw0")))
+def test_kineto_nw0_is_dataloader_bound():
+    report = analyzed("kineto_nw0")
     dev = report.devices[0]
     causes = dev.idle_by_cause
     assert max(causes, key=causes.get) == "data_loading"
@@ -346,14 +348,14 @@ def test_kineto_nw0_is_dataloader_bound(real_trace):
 
 @pytest.mark.parametrize("prefix", ["kineto_nw4_worker0.1623212756351",
                                     "kineto_nw4_worker0.1623213129365"])
-def test_kineto_nw4_is_not_dataloader_bound(real_trace, prefix):
-    report = analyze(load(real_trace(prefix)))
+def test_kineto_nw4_is_not_dataloader_bound(prefix):
+    report = analyzed(prefix)
     assert "dataloader_bound" not in [a.id for a in report.advice]
     assert report.devices[0].idle_by_cause["data_loading"] / report.window_us < 0.01
 
 
-def test_df_index_resolver_memory_peaks_come_from_totals(real_trace):
-    report = analyze(load(real_trace("hta_df_index_resolver")))
+def test_df_index_resolver_memory_peaks_come_from_totals():
+    report = analyzed("hta_df_index_resolver")
     mem = report.memory[1]
     assert mem.has_totals
     assert len(mem.ts) == 26770
@@ -371,8 +373,8 @@ def test_kineto_memory_without_totals_is_a_running_sum(real_trace):
     assert np.isnan(mem.reserved).all() and mem.peak_reserved is None
 
 
-def test_cpu_only_trace_reports_no_gpu(real_trace):
-    report = analyze(load(real_trace("hta_cpu_only")))
+def test_cpu_only_trace_reports_no_gpu():
+    report = analyzed("hta_cpu_only")
     assert report.devices == {} and report.memory == {}
     assert len(report.steps) == 1 and report.steps[0].gpu_busy_us == {}
     assert report.to_json()["devices"] == {}
@@ -381,9 +383,8 @@ def test_cpu_only_trace_reports_no_gpu(real_trace):
     assert report.host_by_cause["gpu_wait"] == 0.0
 
 
-def test_two_ranks_have_their_own_device(real_trace):
-    r0 = analyze(load(real_trace("hta_sampled_rank-0")))
-    r1 = analyze(load(real_trace("hta_sampled_rank-1")))
+def test_two_ranks_have_their_own_device():
+    r0, r1 = analyzed("hta_sampled_rank-0"), analyzed("hta_sampled_rank-1")
     assert (r0.trace.rank, list(r0.devices)) == (0, [0])
     assert (r1.trace.rank, list(r1.devices)) == (1, [1])
 
@@ -417,8 +418,8 @@ def test_device_filter(real_trace):
         analyze(load(path), device=5)
 
 
-def test_gaps_count_matches_interval_arrays(real_trace):
-    report = analyze(load(real_trace("hta_rank-0")))
+def test_gaps_count_matches_interval_arrays():
+    report = analyzed("hta_rank-0")
     stats = report.devices[0]
     assert len(stats.gaps) == stats.idle_gaps
     assert iv.length(stats.gaps) == pytest.approx(stats.idle_us, rel=1e-9)
