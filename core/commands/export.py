@@ -1,6 +1,7 @@
 """`stallscope-cli export TRACE --perfetto OUT.json[.gz]`: the trace with stallscope's idle
 causes, steps and advice as extra tracks, for Perfetto (ui.perfetto.dev) and chrome://tracing.
-A session folder exports its newest trace."""
+A session folder (or a trace in one) adds the whole run (record.bin) as counter tracks: step
+time, data wait and memory from the first step to the last, and the profiled windows."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ def register(sub) -> None:
                        "tracks (Perfetto / chrome://tracing)",
         description="Copy a trace and add, in a process named stallscope: per GPU an "
                     "'idle: <cause>' slice for each idle interval, the steps, and the advice "
-                    "cards as instant events. stallscope opens the result with the same figures.")
+                    "cards as instant events; for a session's trace, the whole run "
+                    "(record.bin) as counter tracks of step time, data wait and memory. "
+                    "stallscope opens the result with the same figures.")
     p.add_argument("trace", help="trace .json/.json.gz or a session folder")
     p.add_argument("--perfetto", required=True, metavar="OUT.json",
                    help="the annotated trace to write (.json, or .json.gz to compress)")
@@ -42,8 +45,36 @@ def run(args) -> int:
             raise StallscopeError(session.no_trace_reason())
         path = traces[-1]
     report = analyze_path(path, args.device)
-    added = write_perfetto(report, args.perfetto)
+    run, run_note = whole_run(path, report)
+    added = write_perfetto(report, args.perfetto, extra=run)
     idle = ", ".join(f"GPU {d} {s.idle_us / 1e3:,.2f} ms idle" for d, s in report.devices.items())
     print(f"wrote {args.perfetto}: {path.name} plus {added} stallscope events"
           + (f" ({idle})" if idle else " (no GPU: steps and advice only)"), file=sys.stderr)
+    if run_note:
+        print(run_note, file=sys.stderr)
     return 0
+
+
+def whole_run(trace: Path, report) -> tuple[list[dict], str]:
+    """The whole run of the session `trace` was recorded in, as counter tracks, and a line
+    saying what was added (or why nothing was); ([], "") for a trace outside a session."""
+    from stallscope.core.errors import StallscopeError
+    from stallscope.core.render.perfetto import whole_run_events
+    from stallscope.core.session.reader import open_session, session_of_trace
+    from stallscope.core.session.record import load_record
+
+    folder = session_of_trace(trace)
+    if folder is None:
+        return [], ""
+    try:
+        rec = load_record(open_session(folder))
+    except StallscopeError as exc:
+        return [], f"whole run not added: {exc}"
+    if rec is None:
+        return [], f"whole run not added: {folder.name} has no record.bin (an older session)"
+    events = whole_run_events(rec, report)
+    if not events:
+        return [], (f"whole run not added: none of {trace.name}'s steps is in "
+                    f"{rec.path.name}, so the two clocks cannot be tied")
+    return events, (f"whole run: {rec.n_steps:,} steps from {rec.path.name} as counter tracks "
+                    "(step time, data wait, memory) beside the profiled window")

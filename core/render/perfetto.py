@@ -29,10 +29,16 @@ from stallscope.core.causes import CAUSES, label
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.report import Report, device_json
+from stallscope.core.session.record import Record
 
 PID = 2_000_000_000   # stallscope's tracks: one process no profiler uses
 CAT = ""              # a category the loader knows and leaves out of the analysis
-STEPS_TID, CARDS_TID = 1, 2
+STEPS_TID, CARDS_TID, WINDOWS_TID = 1, 2, 3
+MAX_RUN_POINTS = 20_000  # per counter track: a whole run's rows, folded beyond this
+# counter tracks of the whole run: (track, [(series, column of _run_rows)])
+RUN_COUNTERS = (("run: step time (ms)", [("mean", "wall")]),
+                ("run: data wait (ms)", [("mean", "wait")]),
+                ("run: memory (MB)", [("RSS", "rss"), ("CUDA allocated", "cuda")]))
 CHUNK = 1 << 20
 _OUTSIDE = re.compile(rb'["{}\[\],:]')  # what moves the structure outside strings
 _INSIDE = re.compile(rb'["\\]')           # what ends or escapes within a string
@@ -81,6 +87,76 @@ def stallscope_events(report: Report) -> list[dict]:
     return out
 
 
+def whole_run_events(rec: Record, report: Report) -> list[dict]:
+    """A session's whole run (record.bin) beside the profiled window: counter tracks of step
+    time, data wait and memory (RSS, CUDA allocated) from the run's first step to its last,
+    and each profiled window as a slice, on the trace's clock. The clocks are tied by the
+    steps both hold (the trace's ProfilerStep#N is the record's step N); [] when none is."""
+    offset = _record_offset_us(rec, report)
+    if offset is None:
+        return []
+    start_s, cols = _run_rows(rec)
+    ts = start_s * 1e6 + offset
+    out = [_meta("thread_name", WINDOWS_TID, "profiled windows")]
+    for name, keys in RUN_COUNTERS:
+        for i in range(len(ts)):
+            args = {label_: round(float(cols[key][i]), 3) for label_, key in keys
+                    if np.isfinite(cols[key][i])}
+            if args:
+                out.append({"ph": "C", "cat": CAT, "name": name, "pid": PID,
+                            "ts": float(ts[i]), "args": args})
+    rows = {int(n): i for i, n in enumerate(rec.steps["n"])}
+    end_s = rec.steps["t"].astype(np.float64)
+    for w in rec.windows:  # its steps at full resolution (a window folded into blocks: none)
+        if w.first not in rows or w.last not in rows:
+            continue
+        first = rows[w.first]
+        lo = (end_s[first] - float(np.nan_to_num(rec.steps["wall_ms"][first])) / 1e3) * 1e6
+        lo, hi = lo + offset, end_s[rows[w.last]] * 1e6 + offset
+        out.append({"ph": "X", "cat": CAT, "name": f"profiled steps {w.first}-{w.last}",
+                    "pid": PID, "tid": WINDOWS_TID, "ts": float(lo), "dur": float(hi - lo),
+                    "args": {"trace": w.trace}})
+    return out
+
+
+def _record_offset_us(rec: Record, report: Report) -> float | None:
+    """trace µs - record seconds x 1e6, the median over the steps both hold (a step's start:
+    the record's end of step minus its wall time; the trace's ProfilerStep#N start)."""
+    rows = {int(n): i for i, n in enumerate(rec.steps["n"])}
+    diffs = []
+    for step in report.steps:
+        number = step.name.rpartition("#")[2]
+        i = rows.get(int(number)) if number.isdigit() else None
+        if i is not None and np.isfinite(rec.steps["wall_ms"][i]):
+            start_s = float(rec.steps["t"][i]) - float(rec.steps["wall_ms"][i]) / 1e3
+            diffs.append(step.start_us - start_s * 1e6)
+    return float(np.median(diffs)) if diffs else None
+
+
+def _run_rows(rec: Record) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Blocks (their means and peaks) then recent steps, in time order: (start s, steps per
+    row, columns), folded into at most MAX_RUN_POINTS rows (means weighted by steps)."""
+    b, s = rec.blocks, rec.steps
+    count = np.concatenate([b["count"], np.ones(len(s))]).astype(np.float64)
+    wall_sum = np.concatenate([b["wall_sum"], np.nan_to_num(s["wall_ms"])]).astype(np.float64)
+    sums = {"wall": wall_sum,
+            "wait": np.concatenate([b["wait_sum"], np.nan_to_num(s["data_wait_ms"])])}
+    peaks = {"rss": np.concatenate([b["rss_max"], s["rss_mb"]]),
+             "cuda": np.concatenate([b["cuda_allocated_max"], s["cuda_allocated_mb"]])}
+    end = np.concatenate([b["t"], s["t"]]).astype(np.float64)
+    start = end - wall_sum / 1e3
+    order = np.argsort(start, kind="stable")
+    start, count = start[order], count[order]
+    sums = {k: v[order].astype(np.float64) for k, v in sums.items()}
+    peaks = {k: v[order].astype(np.float64) for k, v in peaks.items()}
+    if len(start) > MAX_RUN_POINTS:
+        starts = np.arange(0, len(start), -(-len(start) // MAX_RUN_POINTS))
+        start, count = start[starts], np.add.reduceat(count, starts)
+        sums = {k: np.add.reduceat(v, starts) for k, v in sums.items()}
+        peaks = {k: np.fmax.reduceat(v, starts) for k, v in peaks.items()}
+    return start, {**{k: v / count for k, v in sums.items()}, **peaks}
+
+
 def _meta(name: str, tid: int, value, **args) -> dict:
     return {"ph": "M", "name": name, "pid": PID, "tid": tid,
             "args": {"name": value, **args} if value is not None else args}
@@ -98,19 +174,20 @@ def _open_out(path: Path):
     return tmp, f
 
 
-def write_perfetto(report: Report, out: str | os.PathLike) -> int:
-    """The annotated trace at `out` (gzip'd when it ends in .gz); returns the events added."""
-    return run_job(write_perfetto_job(report, out))
+def write_perfetto(report: Report, out: str | os.PathLike, extra: list[dict] = ()) -> int:
+    """The annotated trace at `out` (gzip'd when it ends in .gz); returns the events added.
+    extra: more of stallscope's events (whole_run_events: a session's whole run)."""
+    return run_job(write_perfetto_job(report, out, extra=extra))
 
 
 def write_perfetto_job(report: Report, out: str | os.PathLike,
-                       cancel: CancelFlag | None = None) -> Job[int]:
+                       cancel: CancelFlag | None = None, extra: list[dict] = ()) -> Job[int]:
     """write_perfetto as a job: yields (bytes copied, the trace file's size); the GUI runs it
     in a JobWorker. A cancelled or failed export leaves no file behind."""
     src_path, out = Path(report.trace.path), Path(out)
     if out.resolve() == src_path.resolve():
         raise StallscopeError(f"{out}: the export would overwrite the trace it reads")
-    added = stallscope_events(report)
+    added = stallscope_events(report) + list(extra)
     payload = msgspec.json.encode(added)[1:-1]  # the events, comma-joined
     try:
         tmp, dst = _open_out(out)
