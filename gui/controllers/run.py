@@ -96,6 +96,8 @@ class RunController(QObject):
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
+        if parent is not None:  # its view: gone without closing, it still ends the run
+            parent.destroyed.connect(self._parent_gone)
 
     def _reset(self, session: Path | None) -> None:
         self.session = session
@@ -380,6 +382,12 @@ class RunController(QObject):
                                  "was killed", NOTE)
         self.sig_reconnectable.emit(self.remote is not None)
         self.sig_replayed.emit()
+
+    def _parent_gone(self) -> None:
+        """The view was deleted without the close or DeferredDelete it normally reports: the
+        runner (a session of its own) would outlive it, so end it here, telling nobody."""
+        self.blockSignals(True)
+        self.shutdown()
 
     def shutdown(self) -> None:
         """Stop a live run and wait for it (its view is closing or the app is quitting), so

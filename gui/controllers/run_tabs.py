@@ -73,6 +73,8 @@ class RunTabs(QObject):
             view.deleteLater()
             self.window.show_message(f"Could not replay the session: {exc}", "error")
             return None
+        # traces that arrive after a Reconnect open as a live run's do (not the replayed ones)
+        view.controller.sig_trace_ready.connect(self.window.open_path)
         self.window.add_page(view, f"Run: {Path(path).name}")
         return view
 

@@ -224,6 +224,26 @@ def test_main_window_replays_an_opened_session(qtbot, tmp_path):
     assert stderr_color() in view.status.styleSheet()  # a failed run's status reads as one
 
 
+def test_a_view_deleted_without_closing_still_ends_its_run(qtbot, tmp_path):
+    """The launcher's runner leads a session of its own: nothing kills it when the app's
+    objects go away, so the controller ends it when its view is destroyed, even without the
+    close or DeferredDelete event the view reports (as QProcess's destructor did)."""
+    from shiboken6 import delete
+
+    from stallscope.core.session.reader import has_finished
+
+    view = new_run_view()
+    run = view.controller
+    run.start(forever_request(tmp_path))
+    qtbot.waitUntil(lambda: run.series.n >= 2, timeout=60_000)
+    tree = tree_of(run) + [psutil.Process(run.handle.local_pid)]
+    session = run.session
+    delete(view)  # the C++ object at once: no closeEvent, no DeferredDelete
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive
+    assert has_finished(session)
+
+
 def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
     from stallscope.core.session.reader import has_finished
     from stallscope.gui.main_window import MainWindow
