@@ -74,6 +74,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20_000)
+    ap.add_argument("--runner", default=str(RUNNER), help="another checkout's "
+                    "core/capture/runner.py (a before/after comparison)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="stallscope-bench-") as tmp:
         tmp = Path(tmp)
@@ -82,7 +84,7 @@ def main() -> None:
         plain = [sys.executable, str(script), str(args.steps), str(SKIP)]
 
         def runner(i: int) -> list[str]:
-            return [sys.executable, str(RUNNER), "--session", str(tmp / f"s{i}"),
+            return [sys.executable, args.runner, "--session", str(tmp / f"s{i}"),
                     "--no-stop-after-window", "--", *plain[1:]]
 
         results: dict[str, list[tuple[float, float]]] = {"plain": [], "runner": []}
