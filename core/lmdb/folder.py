@@ -72,9 +72,9 @@ class FolderSource:
         return ""
 
     def task(self, start: int, stop: int) -> list:
-        labels = self.labels
-        return [
-            (i, str(self.root / self.files[i]), -1 if labels is None else int(labels[i]))
+        labels, root, join = self.labels, str(self.root), os.path.join
+        return [  # os.path.join: a tenth of pathlib's cost, per file, in the writing process
+            (i, join(root, self.files[i]), -1 if labels is None else int(labels[i]))
             for i in range(start, stop)
         ]
 
