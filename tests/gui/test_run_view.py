@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import psutil
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, QEvent, Qt
 from scripts import training
 from shots import save_shot
 
@@ -257,6 +257,9 @@ def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
     session = run.session
     view = window.tabs.currentWidget()
     window.close_tab(window.tabs.indexOf(view))  # deleteLater: the view stops its run first
+    # the app's event loop deletes it on return; a test's nested waits may not (Qt's loop
+    # levels), and in one full run of these tests it was not deleted within 20 s
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     qtbot.waitUntil(lambda: has_finished(session), timeout=20_000)
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive
