@@ -30,7 +30,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from stallscope.core.document import analyze_path
     from stallscope.core.errors import StallscopeError
-    from stallscope.core.render.perfetto import write_perfetto
+    from stallscope.core.render.perfetto import session_run_events, write_perfetto
 
     path = Path(args.trace)
     if path.is_dir():
@@ -45,7 +45,7 @@ def run(args) -> int:
             raise StallscopeError(session.no_trace_reason())
         path = traces[-1]
     report = analyze_path(path, args.device)
-    run, run_note = whole_run(path, report)
+    run, run_note = session_run_events(path, report)
     added = write_perfetto(report, args.perfetto, extra=run)
     idle = ", ".join(f"GPU {d} {s.idle_us / 1e3:,.2f} ms idle" for d, s in report.devices.items())
     print(f"wrote {args.perfetto}: {path.name} plus {added} stallscope events"
@@ -54,27 +54,3 @@ def run(args) -> int:
         print(run_note, file=sys.stderr)
     return 0
 
-
-def whole_run(trace: Path, report) -> tuple[list[dict], str]:
-    """The whole run of the session `trace` was recorded in, as counter tracks, and a line
-    saying what was added (or why nothing was); ([], "") for a trace outside a session."""
-    from stallscope.core.errors import StallscopeError
-    from stallscope.core.render.perfetto import whole_run_events
-    from stallscope.core.session.reader import open_session, session_of_trace
-    from stallscope.core.session.record import load_record
-
-    folder = session_of_trace(trace)
-    if folder is None:
-        return [], ""
-    try:
-        rec = load_record(open_session(folder))
-    except StallscopeError as exc:
-        return [], f"whole run not added: {exc}"
-    if rec is None:
-        return [], f"whole run not added: {folder.name} has no record.bin (an older session)"
-    events = whole_run_events(rec, report)
-    if not events:
-        return [], (f"whole run not added: none of {trace.name}'s steps is in "
-                    f"{rec.path.name}, so the two clocks cannot be tied")
-    return events, (f"whole run: {rec.n_steps:,} steps from {rec.path.name} as counter tracks "
-                    "(step time, data wait, memory) beside the profiled window")

@@ -29,7 +29,8 @@ from stallscope.core.causes import CAUSES, label
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.report import Report, device_json
-from stallscope.core.session.record import Record
+from stallscope.core.session.reader import open_session, session_of_trace
+from stallscope.core.session.record import Record, load_record
 
 PID = 2_000_000_000   # stallscope's tracks: one process no profiler uses
 CAT = ""              # a category the loader knows and leaves out of the analysis
@@ -117,6 +118,26 @@ def whole_run_events(rec: Record, report: Report) -> list[dict]:
                     "pid": PID, "tid": WINDOWS_TID, "ts": float(lo), "dur": float(hi - lo),
                     "args": {"trace": w.trace}})
     return out
+
+
+def session_run_events(trace: Path, report: Report) -> tuple[list[dict], str]:
+    """The whole run of the session `trace` was recorded in, as counter tracks, and a line
+    saying what was added (or why nothing was); ([], "") for a trace outside a session."""
+    folder = session_of_trace(trace)
+    if folder is None:
+        return [], ""
+    try:
+        rec = load_record(open_session(folder))
+    except StallscopeError as exc:
+        return [], f"whole run not added: {exc}"
+    if rec is None:
+        return [], f"whole run not added: {folder.name} has no record.bin (an older session)"
+    events = whole_run_events(rec, report)
+    if not events:
+        return [], (f"whole run not added: none of {trace.name}'s steps is in "
+                    f"{rec.path.name}, so the two clocks cannot be tied")
+    return events, (f"whole run: {rec.n_steps:,} steps from {rec.path.name} as counter tracks "
+                    "(step time, data wait, memory) beside the profiled window")
 
 
 def _record_offset_us(rec: Record, report: Report) -> float | None:

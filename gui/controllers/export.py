@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QFileDialog
 from stallscope.core.compare import compare_reports
 from stallscope.core.errors import StallscopeError
 from stallscope.core.render.export import comparison_to_markdown, save_report
-from stallscope.core.render.perfetto import write_perfetto_job
+from stallscope.core.render.perfetto import session_run_events, write_perfetto_job
 from stallscope.gui.controllers import WindowPort
 from stallscope.gui.model import Comparison
 from stallscope.gui.views.compare import CompareView
@@ -56,9 +56,16 @@ def export_perfetto(window: WindowPort, path: str) -> JobWorker:
         _jobs = JobRunner(QCoreApplication.instance())
     report = window.model.report
     assert report is not None  # choose_export() returns early without a report
-    worker = JobWorker(lambda cancel: write_perfetto_job(report, path, cancel))
-    worker.signals.sig_result.connect(
-        lambda _n: window.show_message(f"Saved {path} (open it at ui.perfetto.dev)", "info"))
+    notes: list[str] = []
+
+    def job(cancel):  # a session's whole run too, read off the GUI thread (as the CLI does)
+        run, note = session_run_events(Path(report.trace.path), report)
+        notes.append(f" ({note})" if note else "")
+        return (yield from write_perfetto_job(report, path, cancel, extra=run))
+
+    worker = JobWorker(job)
+    worker.signals.sig_result.connect(lambda _n: window.show_message(
+        f"Saved {path} (open it at ui.perfetto.dev){''.join(notes)}", "info"))
     worker.signals.sig_error.connect(lambda msg: window.show_message(msg, "error"))
     window.show_message(f"Exporting {Path(path).name} ...", "info")
     return _jobs.start(worker, "perfetto")
