@@ -55,7 +55,7 @@ MB = float(1 << 20)
 
 
 def _f(value) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else float("nan")
 
 
@@ -191,7 +191,7 @@ class RunRecord:
         self.saves += 1
         if self.saves <= MAX_SAVE_EVENTS:
             nbytes = None
-            if isinstance(target, str | os.PathLike):
+            if isinstance(target, (str, os.PathLike)):
                 try:
                     nbytes = os.path.getsize(target)
                 except OSError:
@@ -269,7 +269,7 @@ def summarize(rows: list[tuple]) -> bytes:
                  if col["wall_ms"][i] == col["wall_ms"][i] else -1.0)
     by_loader = [0.0] * MAX_LOADERS
     steps_by_loader = [0] * MAX_LOADERS
-    for w, lo in zip(col["wall_ms"], col["loader"], strict=True):
+    for w, lo in zip(col["wall_ms"], col["loader"]):
         if lo < MAX_LOADERS:
             by_loader[lo] += w if w == w else 0.0
             steps_by_loader[lo] += 1
