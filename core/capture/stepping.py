@@ -410,7 +410,7 @@ def annotate_backward(torch, stepper: Stepper | None = None):
         with record_function(BACKWARD_ANNOTATION):
             return original(*args, **kwargs)
 
-    backward.__wrapped__ = original
+    backward.__wrapped__ = original  # type: ignore[attr-defined]  # the undo mark
     backward.__doc__ = original.__doc__
     autograd.backward = backward
     return lambda: setattr(autograd, "backward", original)
