@@ -78,7 +78,9 @@ def test_json_writes_the_ids_as_strings_in_the_same_order(tmp_path):
     for key in ("gpu_busy_us", "idle_by_cause", "comm_us", "exposed_comm_us", "comm_overlap"):
         assert list(step[key]) == want, key
     assert doc["devices"]["10"]["busy_us"] == 500.0 and step["gpu_busy_us"]["2"] == 300.0
-    assert doc["ceilings"] and {c["device"] for c in doc["ceilings"]} <= set(want)
+    # a 1 ms, 5-event window is too short to judge: its ceilings are withheld, ids as strings
+    assert doc["ceilings"] == [] and doc["withheld_ceilings"]
+    assert {c["device"] for c in doc["withheld_ceilings"]} <= set(want)
     ranks = summarize(report, "r0").to_json()
     assert ranks["comm_device"] == "10" and list(ranks["devices"]) == want
     perfetto = [e["args"]["device"] for e in stallscope_events(report)
