@@ -132,18 +132,29 @@ def analyze_job(path: str | os.PathLike, device: int | None = None,
     trace = yield from load_job(path, cancel)
     (cancel or CancelFlag()).check()
     stats = session_stats(trace.path) if line_stats is None else line_stats
-    return analyze(trace, device, stats.for_advice, session_loaders(trace.path))
+    loaders, cores = session_facts(trace.path)
+    return analyze(trace, device, stats.for_advice, loaders, cores)
 
 
 def session_loaders(trace_path: str | os.PathLike) -> list[dict]:
     """The DataLoaders of the session a trace was recorded in (run.json); [] outside one."""
+    return session_facts(trace_path)[0]
+
+
+def session_facts(trace_path: str | os.PathLike) -> tuple[list[dict], int | None]:
+    """What the session a trace was recorded in says that the advice uses: its DataLoaders
+    and the recording machine's usable CPUs (run.json; None when not recorded). ([], None)
+    outside a session."""
     session = session_of_trace(trace_path)
     if session is None:
-        return []
+        return [], None
     try:
-        return open_session(session).loaders()
+        s = open_session(session)
+        cores = s.run.get("cpu_count")
+        valid = isinstance(cores, int) and not isinstance(cores, bool) and 0 < cores < 1 << 20
+        return s.loaders(), cores if valid else None
     except StallscopeError:
-        return []
+        return [], None
 
 
 def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None,

@@ -74,11 +74,17 @@ def loader_numbers(ctx: Context) -> tuple[float, float] | None:
 def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
     """(evidence sentence, fix) for the DataLoader card."""
     numbers = loader_numbers(ctx)
-    # A session ran here (the runner records on this machine): its cores cap the workers. A
-    # bare trace came from a machine whose cores it does not record: no number, no cap.
+    # A session records the cores of the machine it ran on (run.json `cpu_count`): they cap
+    # the workers. A session from before that ran here; a bare trace came from a machine
+    # whose cores it does not record: no number, no cap.
     session = bool(ctx.loaders)
-    cores = usable_cores() if session else UNCAPPED
-    machine = f"this machine's {cores} cores" if session else "the training machine's cores"
+    if ctx.cores:
+        cores, machine = ctx.cores, f"the training machine's {ctx.cores} cores"
+    elif session:
+        cores = usable_cores()
+        machine = f"this machine's {cores} cores"
+    else:
+        cores, machine = UNCAPPED, "the training machine's cores"
     single = not any("_MultiProcessing" in c.name for c in culprits)
     pin = ", pin_memory=True" if ctx.gpu else ""
     if numbers is None:
@@ -102,7 +108,7 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
     n = rung(current + 1, cores) if n <= current else n  # never the value already set
     if n <= current:  # as many workers as cores already: more cannot help
         return said, (f"The loader already runs {current} workers on {machine}, "
-                      "and each step still waits {duration(per_batch)} for its "
+                      f"and each step still waits {duration(per_batch)} for its "
                       f"batch: more workers cannot help, each batch must get cheaper"
                       + ("." if loader.get("effective", {}).get("persistent_workers")
                          else " (and persistent_workers=True keeps the workers across "

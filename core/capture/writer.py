@@ -83,7 +83,7 @@ def capped(value):
         return f"{value[:half]} … [{len(value) - 2 * half:,} characters cut] … {value[-half:]}"
     if isinstance(value, dict):
         return {k: capped(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [capped(v) for v in value]
     return value
 
@@ -101,6 +101,14 @@ def prepare_session(path: Path) -> Path:
     return path
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def run_info(opts: argparse.Namespace, script: Path, torch_info: dict) -> dict:
     return {
         "version": 1,
@@ -111,6 +119,7 @@ def run_info(opts: argparse.Namespace, script: Path, torch_info: dict) -> dict:
         "python_version": platform.python_version(),
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
+        "cpu_count": usable_cpus(),  # the recording machine's: the advice caps workers at it
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "schedule": {k: getattr(opts, k) for k in DEFAULT_SCHEDULE},
         "options": {
