@@ -16,8 +16,23 @@ QT_OBJECT = {"deleteLater", "parent", "objectName"}  # QObject API every window 
 
 
 def port_names() -> set[str]:
-    methods = {n for n, v in vars(WindowPort).items() if inspect.isfunction(v)}
+    methods = {n for n, v in vars(WindowPort).items()
+               if inspect.isfunction(v) or isinstance(v, property)}
     return set(WindowPort.__annotations__) | {n for n in methods if not n.startswith("_")}
+
+
+def test_the_port_holds_state_and_services_not_widgets(qtbot):
+    """Controllers reach the window's state through its model and ask for services (pages,
+    status, messages): none of the port's attributes is one of the window's widgets."""
+    from PySide6.QtWidgets import QStatusBar, QWidget
+
+    from stallscope.gui.main_window import MainWindow
+
+    window = MainWindow(persist=False)
+    qtbot.addWidget(window)
+    widgets = {n for n, v in vars(window).items() if isinstance(v, QWidget | QStatusBar)}
+    assert {"analysis", "compare", "tabs", "stack", "status_bar"} <= widgets  # what it holds
+    assert "model" in WindowPort.__annotations__ and not port_names() & widgets
 
 
 def window_uses(path: Path) -> set[str]:
