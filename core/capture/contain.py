@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     become_subreaper()
-    proc = subprocess.Popen(args, process_group=0)
+    if sys.version_info >= (3, 11):
+        proc = subprocess.Popen(args, process_group=0)
+    else:  # the runner may run on the remote's older Python; no threads run here yet
+        proc = subprocess.Popen(args, preexec_fn=os.setpgrp)
     stopping: list[int] = []
 
     def stop(signum, _frame) -> None:

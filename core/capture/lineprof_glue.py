@@ -57,5 +57,5 @@ def finish_lineprof(capture, log) -> None:
     if path:
         p = Path(path).resolve()
         session = log.path.parent.resolve()
-        log.emit(layout.LINEPROF_READY,
-                 path=str(p.relative_to(session) if p.is_relative_to(session) else p))
+        inside = session == p or session in p.parents
+        log.emit(layout.LINEPROF_READY, path=str(p.relative_to(session) if inside else p))

@@ -17,6 +17,23 @@ TAKES_VALUE = frozenset({"--session", "--wait", "--warmup", "--active", "--repea
 WINDOW_OPTIONS = ("profile_every", "profile_at", "profile_epochs")
 
 
+class _OnOff(argparse.Action):
+    """--x / --no-x, as argparse.BooleanOptionalAction (Python 3.9+) on the remote's 3.8."""
+
+    def __init__(self, option_strings, dest, default=None, help=None):
+        names = [n for s in option_strings for n in (s, "--no-" + s[2:])]
+        super().__init__(names, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, not str(option_string).startswith("--no-"))
+
+    def format_usage(self) -> str:
+        return " | ".join(self.option_strings)
+
+
+ON_OFF = getattr(argparse, "BooleanOptionalAction", _OnOff)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stallscope-runner",
@@ -35,13 +52,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     for key, value in DEFAULT_SCHEDULE.items():
         p.add_argument(f"--{key}", type=int, default=value, metavar="N",
                        help=f"profiler schedule: {key} steps (default {value})")
-    p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--profile-memory", action=ON_OFF, default=True,
                    help="record allocations (default on)")
-    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--record-shapes", action=ON_OFF, default=False,
                    help="record operator input shapes (default off)")
-    p.add_argument("--with-stack", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--with-stack", action=ON_OFF, default=False,
                    help="record Python stacks (default off; large traces)")
-    p.add_argument("--stop-after-window", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--stop-after-window", action=ON_OFF, default=True,
                    help="end the script once the profiling window's trace is written (default on)")
     p.add_argument("--profile-every", type=int, default=0, metavar="N",
                    help="repeated profiling windows: one every N steps (each its own trace; "

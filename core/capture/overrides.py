@@ -73,7 +73,8 @@ class Override:
 
 def same_file(selector: str, filename: str) -> bool:
     """`train.py` or `src/train.py` names /home/me/src/train.py; so does its full path."""
-    sel = Path(selector).as_posix().removeprefix("./")
+    sel = Path(selector).as_posix()
+    sel = sel[2:] if sel.startswith("./") else sel
     full = Path(filename).as_posix()
     return full == sel or full.endswith("/" + sel) or (
         os.path.isabs(selector) and os.path.realpath(selector) == os.path.realpath(filename))
@@ -177,9 +178,9 @@ def apply(passed: dict, chosen: dict) -> tuple[dict, list[str]]:
 
 
 def jsonable(value):
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, (bool, int, float, str)):
         return value if not isinstance(value, str) or len(value) <= 200 else value[:200] + "…"
-    if isinstance(value, list | tuple) and len(value) <= 8:
+    if isinstance(value, (list, tuple)) and len(value) <= 8:
         return [jsonable(v) for v in value]
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     return f"<{name}>" if isinstance(name, str) else f"<{type(value).__name__}>"

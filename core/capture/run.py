@@ -184,7 +184,7 @@ def forked_child_exit(exc: BaseException | None) -> None:
     """A process the script forked reached the end of the script: it exits there, as it
     would under plain python, and never runs the runner's ending (`finished` is the parent's)."""
     if exc is not None and not isinstance(exc, SystemExit):
-        traceback.print_exception(exc)
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
     rc = exit_code(exc) if isinstance(exc, SystemExit) else (1 if exc else 0)
     for stream in (sys.stdout, sys.stderr):
         try:
