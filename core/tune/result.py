@@ -280,10 +280,10 @@ def verdict(result: TuneResult) -> list[str]:
         return [f"note: {note}" for note in result.notes] or ["nothing to tune"]
     leader = result.leader_trial
     if leader is not None and not result.confirmed:
+        ran_out = result.stopped in ("budget", "trial limit")
         why = ("nothing measured faster beyond the noise" if result.outcome == noise.NOISE
-               else "no gain was confirmed" + (" (the notes say what ran out)"
-                                              if result.stopped == "budget" else
-                                              f" (the tune was {result.stopped})"))
+               else "no gain was confirmed " + ("(the notes say what ran out)" if ran_out
+                                               else f"(the tune was {result.stopped})"))
         lines.append(f"keep your settings ({settings_text(base.settings)}): {why}")
         lines.append(f"leader, {result.outcome}, not kept: {leader.label} measured "
                      f"{result.leader_interval or 'nothing'} against the script as written")

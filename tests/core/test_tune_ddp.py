@@ -80,4 +80,9 @@ def test_tune_under_torchrun_compares_the_slowest_rank(tmp_path):
     assert result.decision == "not confirmed" and result.best == 1
     assert "step times: steady mean (elapsed over the steady steps / their count), on " \
            "unprofiled steps; the slowest of 2 ranks" in proc.stdout
-    assert proc.stdout.splitlines()[3].startswith("not confirmed: num_workers=1 measured ")
+    # issue 31: the verdict first, the leader under its own name
+    assert proc.stdout.splitlines()[3] == (
+        "keep your settings (num_workers=0, pin_memory=false, persistent_workers=false): no "
+        "gain was confirmed (the notes say what ran out)")
+    assert proc.stdout.splitlines()[4].startswith("leader, not confirmed, not kept: "
+                                                  "num_workers=1 measured ")
