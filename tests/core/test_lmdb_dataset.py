@@ -71,6 +71,7 @@ def test_dataloader_with_two_workers_reads_every_sample_once(converted, context)
     ds.close()
 
 
+@pytest.mark.runner  # reopens the pickled dataset in a child process
 def test_pickles_without_its_environment_and_reopens(converted):
     import torch
 

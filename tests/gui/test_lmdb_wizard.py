@@ -31,6 +31,7 @@ def shot(wizard: QWizard, name: str) -> None:
     save_shot(wizard, f"lmdb_{name}")
 
 
+@pytest.mark.runner  # the conversion's decoding workers (a process pool)
 def test_wizard_end_to_end_converts_verifies_measures_and_offers_code(qtbot, tmp_path):
     src = tmp_path / "flowers"
     flower_folder(src)
@@ -124,6 +125,7 @@ SLOW = textwrap.dedent(
 )
 
 
+@pytest.mark.runner  # the conversion's decoding workers (a process pool)
 def test_cancel_keeps_work_and_resume_finishes_exactly(qtbot, tmp_path):
     (tmp_path / "slow.py").write_text(SLOW)
     assert factory_candidates(str(tmp_path / "slow.py")) == ["make_slow", "Slow"]

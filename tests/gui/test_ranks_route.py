@@ -49,6 +49,7 @@ def test_the_rule_is_more_than_a_handful_of_ranks_of_one_job(tmp_path):
     assert every.kind == TRACES and len(every.files) == RANKS_IN_FULL + 1  # --all: each trace
 
 
+@pytest.mark.runner  # the rank folder is analysed in a process pool
 def test_opening_a_big_rank_folder_routes_to_the_ranks_tab(qtbot, window, job10):
     window.resize(1024, 700)
     view, ctl = window.ranks._make()  # made on the first route; made here to watch it fill
@@ -85,6 +86,7 @@ def test_opening_a_big_rank_folder_routes_to_the_ranks_tab(qtbot, window, job10)
     assert view.model.rowCount() == 10  # not deleted
 
 
+@pytest.mark.runner  # the rank folder is analysed in a process pool
 def test_file_menu_opens_a_folder_of_ranks(qtbot, window, job10, monkeypatch):
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(job10))
     view, ctl = window.ranks._make()
@@ -139,6 +141,7 @@ def test_rank_table_keeps_the_rank_whole_at_1024x700(qtbot, window, tmp_path, op
                               + table.horizontalScrollBar().sizeHint().height())
 
 
+@pytest.mark.runner  # the rank folder is analysed in a process pool
 def test_wait_for_load_waits_for_the_routed_ranks(qtbot, window, job10):
     """The command line's --screenshot waits with wait_for_load: it must see the ranks done."""
     window.open_path(str(job10))

@@ -131,6 +131,7 @@ def test_line_heatmap_view(qtbot, tmp_path):
     check_image("heatmap", render(view), min_share=0.1)
 
 
+@pytest.mark.runner  # the wizard's conversion forks its decoding workers
 def test_lmdb_wizard_pages(qtbot, monkeypatch):
     from stallscope.core.lmdb.measure import Rate, Throughput
     from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, result_page
