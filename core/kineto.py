@@ -91,6 +91,15 @@ PROFILER_SPAN_CAT = "Trace"       # the profiler's own span, e.g. "PyTorch Profi
 # The autograd engine's per-op frames: a thread made mostly of them is an engine thread
 # (pt_autograd_*), never the main thread. The main thread's loop shows in these annotations.
 AUTOGRAD_ENGINE_PREFIX = "autograd::engine::evaluate_function"
+# Metadata (`ph: "M"`): the profiler's name for a thread, e.g. "thread 639 (pt_autograd_0)";
+# threads the engines run (autograd's per-device threads) never run the training loop
+THREAD_NAME = "thread_name"
+ENGINE_THREAD_MARKS = ("pt_autograd_",)
+
+
+def is_engine_thread(name: str) -> bool:
+    """A thread named as one of torch's engine threads (autograd's backward threads)."""
+    return any(mark in name for mark in ENGINE_THREAD_MARKS)
 LOOP_PREFIXES = (OPTIMIZER_PREFIX, *DATALOADER_PREFIXES)
 
 CUDA_DEVICE_TYPE = 1  # `[memory]` args: Device Type 1 = CUDA, 0 = CPU

@@ -47,6 +47,8 @@ class Trace:
     rank: int | None = None
     world_size: int | None = None
     dropped: dict[str, int] = field(default_factory=dict)
+    # What the profiler named each thread (pid, tid as in tracks): "thread 639 (pt_autograd_0)"
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
     # Metadata that was left out, each a sentence ("deviceProperties ignored (...)").
     notes: list[str] = field(default_factory=list)
     # The accelerator a trace without readable device activity came from, when its runtime or

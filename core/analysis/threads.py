@@ -24,6 +24,7 @@ from stallscope.core.kineto import (
     RUNTIME_CATS,
     SYNC_NAMES,
     Cat,
+    is_engine_thread,
 )
 from stallscope.core.trace import Trace
 
@@ -63,7 +64,8 @@ def _step_mask(trace: Trace, steps: np.ndarray) -> np.ndarray:
 
 def main_track(trace: Trace, steps: np.ndarray) -> int | None:
     """The first step's thread; without steps, the host thread the trace shows running the
-    loop (docs/definitions.md "Main thread"): never an autograd engine thread; first one with
+    loop (docs/definitions.md "Main thread"): never an autograd engine thread (named so by
+    the profiler, or mostly running the engine's evaluate_function); first one with
     Optimizer.* / DataLoader annotations, then the process's own thread (tid == pid) when it
     does a tenth of the busiest one's work, then one with Python frames; operator time (else
     runtime time) decides last."""
@@ -83,7 +85,9 @@ def main_track(trace: Trace, steps: np.ndarray) -> int | None:
         mine = trace.track == k
         pid, tid = trace.tracks[k]
         looping = bool((loop & mine).any())
-        is_engine = not looping and _engine_share(trace, engine & mine, k) >= 0.5
+        named = trace.thread_names.get((pid, tid), "")
+        is_engine = not looping and (is_engine_thread(named)
+                                     or _engine_share(trace, engine & mine, k) >= 0.5)
         own = pid == tid and work[k] >= 0.1 * busiest
         return (not is_engine, looping, own, bool((frames & mine).any()), work[k], -k)
 

@@ -29,6 +29,7 @@ from stallscope.core.readers.trace_events import (
     Complete,
     Instant,
     InstantGlobal,
+    Metadata,
     by_phase,
 )
 from stallscope.core.units import plural
@@ -42,10 +43,10 @@ def accepts(head: bytes) -> bool:
 
 # ----------------------------------------------------------------------------- structs
 
-_SKIPPED_PHASES = "BEbnestfSTFpPONDMRcCVv()"
+_SKIPPED_PHASES = "BEbnestfSTFpPONDRcCVv()"
 _Skipped = tuple(msgspec.defstruct(f"_Skip{ord(c)}", [], gc=False, tag_field="ph", tag=c)
                  for c in _SKIPPED_PHASES)
-_Tagged = Complete | Instant | InstantGlobal
+_Tagged = Complete | Instant | InstantGlobal | Metadata
 for _skip in _Skipped:
     _Tagged = _Tagged | _skip  # type: ignore[misc]  # phases made at run time; typed as above
 

@@ -21,11 +21,12 @@ from stallscope.core.kineto import (
     DEVICE_WAIT_NAMES,
     GPU_CATS,
     KNOWN_OTHER_CATS,
+    THREAD_NAME,
     Cat,
     category,
     is_step_name,
 )
-from stallscope.core.readers.trace_events import Complete, Instant, InstantGlobal
+from stallscope.core.readers.trace_events import Complete, Instant, InstantGlobal, Metadata
 
 # Times beyond 2**53 µs (285 years) are not exact in float64 and overflow the sums of analysis.
 MAX_US = float(2**53)
@@ -40,13 +41,14 @@ _DEVICE_TYPE, _DEVICE_ID, _BYTES, _ALLOCATED, _RESERVED = (attrgetter(f) for f i
 
 
 class _Kinds(dict):
-    """Struct type -> 1 (complete), 2 (instant), 0 (a phase stallscope skips)."""
+    """Struct type -> 1 (complete), 2 (instant), 3 (metadata), 0 (a phase stallscope
+    skips)."""
 
     def __missing__(self, kind) -> int:
         return 0
 
 
-_KIND = _Kinds({Complete: 1, Instant: 2, InstantGlobal: 2})
+_KIND = _Kinds({Complete: 1, Instant: 2, InstantGlobal: 2, Metadata: 3})
 
 
 @dataclass
@@ -82,6 +84,7 @@ class Columns:
                                                     "stream", "corr")}
         self.m: dict[str, list] = {k: [] for k in ("ts", "dtype", "did", "bytes", "alloc", "res")}
         self.dropped: dict[str, int] = {}
+        self.thread_names: dict[tuple[str, str], str] = {}  # (pid, tid) as strings -> name
 
     def drop(self, why: str, n: int = 1) -> None:
         self.dropped[why] = self.dropped.get(why, 0) + n
@@ -99,6 +102,11 @@ class Columns:
         for key, get, ids in (("cat", _CAT, self.cats), ("name", _NAME, self.names),
                               ("track", _PIDTID, self.tracks)):
             x[key].append(np.fromiter(map(ids.__getitem__, map(get, xs)), np.int32, count=n))
+        for meta in map(events.__getitem__, np.flatnonzero(kinds == 3)):
+            if meta.name == THREAD_NAME and isinstance(meta.args.name, str):
+                # Kineto writes a thread's name twice ("thread 639 (python3)", then
+                # "thread 639 (pt_autograd_0)"): the last one is what the thread became
+                self.thread_names[(str(meta.pid), str(meta.tid))] = meta.args.name[:200]
         instants = np.flatnonzero(kinds == 2)
         if len(instants):
             mems = [e for e in map(events.__getitem__, instants) if e.name == "[memory]"]
@@ -143,6 +151,7 @@ class Columns:
             names=names, start=start, end=start + dur, dur=dur, cat=cat[sel], name=name[sel],
             track=track[sel], device=device[sel], stream=stream[sel], corr=corr[sel],
             tracks=tracks, mem=self._memory(), dropped=self.dropped,
+            thread_names={k: v for k, v in self.thread_names.items() if k in set(tracks)},
             unanalysed_accelerator=self._unanalysed(x["cat"], cat, device_properties or []))
 
     def _valid(self, start: np.ndarray, dur: np.ndarray) -> np.ndarray:

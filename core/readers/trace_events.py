@@ -55,6 +55,22 @@ class AnyPhase(Fields):
     args: Args = msgspec.field(default_factory=Args)
 
 
+class NameArgs(msgspec.Struct, gc=False):
+    """The args of a metadata (`M`) event: thread_name's and process_name's `name`."""
+
+    name: str | int | float | None = None
+
+
+class Metadata(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
+    """A metadata event; stallscope reads `thread_name` (what the profiler named a thread:
+    `pt_autograd_0`, `python3`)."""
+
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: NameArgs = msgspec.field(default_factory=NameArgs)
+
+
 class Complete(Fields, tag_field="ph", tag="X"):
     args: XArgs = msgspec.field(default_factory=XArgs)
 
