@@ -312,7 +312,7 @@ class MainWindow(QMainWindow):
             self.tabs.setCurrentIndex(index)
 
     def pages(self) -> list[QWidget]:
-        return [self.tabs.widget(i) for i in range(self.tabs.count())]
+        return [w for w in map(self.tabs.widget, range(self.tabs.count())) if w is not None]
 
     def current_page(self) -> QWidget | None:
         return self.tabs.currentWidget() if self.stack.currentWidget() is self.tabs else None
