@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 from .overrides import FORMS, OverrideError, parse_sets
+from .tee import parse_terminal
 
 DEFAULT_SCHEDULE = {"wait": 1, "warmup": 1, "active": 4, "repeat": 1}
 TAKES_VALUE = frozenset({"--session", "--wait", "--warmup", "--active", "--repeat",
                          "--nproc-per-node", "--lineprof", "--lineprof-depth", "--set",
-                         "--profile-every", "--profile-at"})
+                         "--profile-every", "--profile-at", "--terminal"})
 WINDOW_OPTIONS = ("profile_every", "profile_at", "profile_epochs")
 
 
@@ -41,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a training script under torch.profiler into a stallscope session folder.",
     )
     add_run_options(p)
+    p.add_argument("--terminal", default="", metavar="STREAMS[:COLSxROWS]",
+                   help="the front end's stdout/stderr is a terminal (e.g. stdout,stderr:120x40): "
+                        "the script writes to a pseudo-terminal of that size (a stream that is "
+                        "itself a terminal gets one anyway)")
     return p
 
 
@@ -110,6 +115,8 @@ def build_argv(session: str | os.PathLike, script: str, args: list[str],
         argv += ["--set", str(text)]
     if options.get("process_group"):
         argv.append("--process-group")
+    if options.get("terminal"):
+        argv += ["--terminal", str(options["terminal"])]
     return [*argv, "--", str(script), *args]
 
 
@@ -151,6 +158,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if 0 < opts.profile_every <= opts.warmup + opts.active:
         parser.error(f"--profile-every {opts.profile_every}: windows of --warmup {opts.warmup} "
                      f"+ --active {opts.active} steps need more steps apart")
+    try:
+        if opts.terminal:
+            parse_terminal(opts.terminal)
+    except ValueError as exc:
+        parser.error(str(exc))
     opts.windows = bool(opts.profile_every or opts.profile_at or opts.profile_epochs)
     try:
         opts.overrides = parse_sets(opts.sets)

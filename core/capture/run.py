@@ -224,7 +224,7 @@ def run_single(opts: argparse.Namespace) -> tuple[int, int | None]:
     script = Path(opts.script).expanduser().resolve()
     session = open_session_dir(opts, script)
     log = EventLog(session / layout.events_name(rank), rank)
-    tee = FdTee(session / layout.stdout_name(rank))
+    tee = FdTee(session / layout.stdout_name(rank), opts.terminal)
     t0 = time.time()
     result: dict
     try:

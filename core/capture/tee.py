@@ -6,6 +6,12 @@ even under PYTHONUNBUFFERED=1) and the tee passes on whole lines only, in writes
 PIPE_BUF bytes, which a pipe keeps whole. A line end is "\\n" or "\\r" (progress bars); a
 partial line is passed on after PARTIAL_S without more output.
 
+When the output goes to a terminal (the runner's own descriptor is a tty, or the front end says
+with --terminal that its stdout/stderr is one: `stallscope-cli run` reads the runner through
+pipes) the script writes to a pseudo-terminal of that size instead of a pipe, so isatty() is True
+and progress bars and coloured logs behave as in a plain run. Its output processing is off, so
+the bytes copied on (and into stdout.log) are the script's own.
+
 torch's profiler prints notes of its own on every window (USDT profiler_start/stop, the
 CPUAllocator's "allocated before the profiling started"): they are kept in stdout.log and not
 passed on, so the terminal shows what a plain run shows.
@@ -16,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import struct
 import sys
 import threading
 import time
@@ -55,6 +62,73 @@ def chunks(data: bytes, size: int = PIPE_BUF):
         yield data
 
 
+STREAMS = {"stdout": 1, "stderr": 2}
+
+
+def parse_terminal(spec: str) -> tuple[set[int], tuple[int, int] | None]:
+    """--terminal "stdout,stderr:120x40": (the descriptors that are terminals, (cols, rows))."""
+    names, _, size = spec.partition(":")
+    fds = {STREAMS.get(n.strip(), 0) for n in names.split(",") if n.strip()}
+    cols, x, rows = size.lower().partition("x")
+    if 0 in fds or not fds or (size and not (x and cols.isdigit() and rows.isdigit())):
+        raise ValueError(f"--terminal {spec}: expected STREAMS[:COLSxROWS], STREAMS from "
+                         "stdout,stderr (e.g. stdout,stderr:120x40)")
+    return fds, (int(cols), int(rows)) if size else None
+
+
+def front_terminal() -> str:
+    """This process's stdout/stderr as a --terminal spec for the runner ("" when neither is a
+    terminal): what `stallscope-cli run` passes on."""
+    names = [n for n, fd in STREAMS.items() if _isatty(fd)]
+    if not names:
+        return ""
+    try:
+        cols, rows = os.get_terminal_size(STREAMS[names[0]])
+    except OSError:
+        return ",".join(names)
+    return f"{','.join(names)}:{cols}x{rows}"
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _window(fd: int) -> bytes | None:
+    """The terminal size of fd as TIOCGWINSZ packs it, or None."""
+    try:
+        import fcntl
+        import termios
+
+        return fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8)
+    except (ImportError, OSError):
+        return None
+
+
+def open_terminal(size: tuple[int, int] | None, like: int) -> tuple[int, int] | None:
+    """(read end, write end) of a pseudo-terminal that passes bytes unchanged, sized `size`
+    (cols, rows) or as the terminal `like`; None where there are none (Windows)."""
+    try:
+        import fcntl
+        import termios
+
+        master, slave = os.openpty()
+    except (ImportError, AttributeError, OSError):
+        return None
+    try:
+        attrs = termios.tcgetattr(slave)
+        attrs[1] &= ~termios.OPOST  # no "\n" -> "\r\n": the log holds what the script wrote
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        window = struct.pack("HHHH", size[1], size[0], 0, 0) if size else _window(like)
+        if window:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, window)
+    except OSError:
+        pass  # a terminal all the same, only not sized or still translating line ends
+    return master, slave
+
+
 def runner_stderr(text: str) -> None:
     """Print the runner's own text to stderr, even after the script closed sys.stderr or
     descriptor 2 (then through the tee, or nowhere when there is none)."""
@@ -72,7 +146,8 @@ class FdTee:
 
     At the fd level, so C extensions and DataLoader worker processes are captured as well."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, terminal: str = "") -> None:
+        terminals, size = parse_terminal(terminal) if terminal else (set(), None)
         self._log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
         self._saved: dict[int, int] = {}
@@ -85,7 +160,9 @@ class FdTee:
                 saved = os.dup(fd)
             except (OSError, ValueError):
                 continue  # no such descriptor: nothing to tee
-            read_end, write_end = os.pipe()
+            ends = (open_terminal(size, saved) if fd in terminals or _isatty(saved)
+                    else None)
+            read_end, write_end = ends or os.pipe()
             os.dup2(write_end, fd)
             os.close(write_end)
             self._saved[fd] = saved

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from stallscope.core.capture import options as runner_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
+from stallscope.core.capture.tee import front_terminal
 from stallscope.core.commands.terminal import escape
 from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, start
@@ -128,8 +129,10 @@ def run(args: argparse.Namespace) -> int:
     check_sets(args.sets)
     session = (Path(args.session).expanduser().resolve() if args.session
                else runner_options.default_session_dir(Path(script).name))
-    job = Job(script=script, args=script_args, session=session,
-              options={k: getattr(args, k) for k in RUN_OPTIONS},
+    options = {k: getattr(args, k) for k in RUN_OPTIONS}
+    if not where.remote:  # a script in this terminal sees one (isatty), as in a plain run
+        options["terminal"] = front_terminal()
+    job = Job(script=script, args=script_args, session=session, options=options,
               schedule={k: getattr(args, k) for k in runner_options.DEFAULT_SCHEDULE})
     progress = Progress(where.label)
     handle = start(where, job, on_output=terminal_output(where.remote, progress))

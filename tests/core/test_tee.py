@@ -9,7 +9,7 @@ import sys
 import pytest
 from runner_helpers import RUNNER
 
-from stallscope.core.capture.tee import without_profiler_notes
+from stallscope.core.capture.tee import parse_terminal, without_profiler_notes
 
 pytestmark = pytest.mark.runner  # scripts under the runner (subprocess)
 
@@ -26,6 +26,14 @@ def test_only_the_profilers_notes_are_dropped():
     mine = b"epoch 1 loss 0.25\nUSDT: my own line about profiler_start\n"
     assert without_profiler_notes(NOTES + mine + NOTES) == mine
     assert without_profiler_notes(mine) == mine
+
+
+def test_the_terminal_spec_names_streams_and_a_size():
+    assert parse_terminal("stdout,stderr:120x40") == ({1, 2}, (120, 40))
+    assert parse_terminal("stderr") == ({2}, None)
+    for bad in ("stdin", "stdout:80", "stdout:axb", ",", "stdout:80x"):
+        with pytest.raises(ValueError, match="expected STREAMS"):
+            parse_terminal(bad)
 
 
 SCRIPT = """
