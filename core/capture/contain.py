@@ -35,7 +35,7 @@ def become_subreaper() -> bool:
 def children(pid: int | None = None) -> list[int]:
     """The live (not zombie) processes whose parent is `pid` (default: this one)."""
     pid = os.getpid() if pid is None else pid
-    found = []
+    found: list[int] = []
     try:
         names = os.listdir("/proc")
     except OSError:

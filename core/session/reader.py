@@ -7,6 +7,7 @@ poll and never hands out a line that is not yet complete (the runner may be mid-
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,7 +152,7 @@ class Steps:
     def __len__(self) -> int:
         return len(self.n)
 
-    def steady(self, queued: int = 0, epochs: list[dict] = (), **limits) -> Steady | None:
+    def steady(self, queued: int = 0, epochs: Sequence[dict] = (), **limits) -> Steady | None:
         """The steady window (core/session/steady.py) of these steps."""
         return steady(self.t, self.wall_ms, self.data_wait_ms, self.batches, self.phase,
                       queued, n=self.n, epochs=epochs, **limits)

@@ -22,6 +22,7 @@ note that the run was too short to reach steady state.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -96,7 +97,7 @@ def warmup_end(phase: list[str], batches: np.ndarray, queued: int) -> int:
 def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches: np.ndarray,
            phase: list[str], queued: int = 0, min_steps: int = MIN_STEPS,
            min_s: float = MIN_S, n: np.ndarray | None = None,
-           epochs: list[dict] = ()) -> Steady | None:
+           epochs: Sequence[dict] = ()) -> Steady | None:
     """The steady window of one rank's steps (columns as core/session/reader.Steps holds).
     `n`: the steps' numbers (rows may skip steps: a long run's thinned events); `epochs`: the
     training loader's epoch starts (core/capture/record.py's `epoch` events)."""
@@ -133,7 +134,7 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
                   start, t0, t1, reached, note)
 
 
-def epoch_waits(epochs: list[dict], first: float, last: float) -> tuple[float, float]:
+def epoch_waits(epochs: Sequence[dict], first: float, last: float) -> tuple[float, float]:
     """(pause outside the steps, time inside them) of the epoch starts fed to steps
     first..last: an epoch's first batch waits on its iterator's creation (workers started)
     between steps, then on its first fetch and the last epoch's end (StopIteration, workers shut

@@ -20,17 +20,23 @@ def row_widget(inner: QLayout) -> QWidget:
     return widget
 
 
-def with_button(field: QWidget, text: str, slot: Callable[[], object]) -> QWidget:
-    """`field` stretched, a button named `text` beside it that calls `slot` (the row's
-    `button`: a dialog hides it where there is nothing to browse, e.g. a remote host's path)."""
-    row = QHBoxLayout()
-    row.addWidget(field, 1)
-    button = QPushButton(text)
-    button.clicked.connect(slot)
-    row.addWidget(button)
-    widget = row_widget(row)
-    widget.button = button  # type: ignore[attr-defined]
-    return widget
+class ButtonRow(QWidget):
+    """A field stretched, a button beside it (`button`: a dialog hides it where there is
+    nothing to browse, e.g. a remote host's path)."""
+
+    def __init__(self, field: QWidget, text: str, slot: Callable[[], object]) -> None:
+        super().__init__()
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)  # it lines up with the form's fields
+        row.addWidget(field, 1)
+        self.button = QPushButton(text)
+        self.button.clicked.connect(slot)
+        row.addWidget(self.button)
+
+
+def with_button(field: QWidget, text: str, slot: Callable[[], object]) -> ButtonRow:
+    """`field` stretched, a button named `text` beside it that calls `slot`."""
+    return ButtonRow(field, text, slot)
 
 
 def refill(combo: QComboBox, items: list[tuple[str, str]]) -> None:

@@ -101,7 +101,9 @@ class RunDialog(QDialog):
         self.where.sig_changed.connect(self._where_changed)
         form.addRow("Where", self.where)
         self.host_combo, self.host_hint = host_rows(form, self.memory)
-        self.host_combo.lineEdit().editingFinished.connect(lambda: self._host_chosen(False))
+        line = self.host_combo.lineEdit()
+        assert line is not None  # host_rows makes an editable combo
+        line.editingFinished.connect(lambda: self._host_chosen(False))
         self.host_combo.textActivated.connect(lambda _text: self._host_chosen(False))
 
         self.script_edit = QLineEdit()
@@ -230,8 +232,8 @@ class RunDialog(QDialog):
     # ------------------------------------------------------------------ where
     def _show_where(self, remote: bool) -> None:
         """The host rows for a remote run; its paths are typed text (nothing to browse)."""
-        for row in (self.host_combo, self.host_hint):
-            self.form.setRowVisible(row, remote)
+        for widget in (self.host_combo, self.host_hint):
+            self.form.setRowVisible(widget, remote)
         for row in (self.script_row, self.cwd_row, self.python_row):
             row.button.setVisible(not remote)
         script_hint, cwd_hint = placeholders(remote)
