@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import struct
 import subprocess
 import sys
@@ -43,6 +44,10 @@ def run_in_terminal(argv: list[str], cwd: Path, cols: int = 97, rows: int = 31,
     shown, deadline = b"", time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
+            if not select.select([master], [], [], 0.5)[0]:
+                if proc.poll() is not None:
+                    break  # ended, and nothing more to read (a leftover child holds the pty)
+                continue
             try:
                 data = os.read(master, 65536)
             except OSError:  # EIO: every holder of the terminal's other end is gone
