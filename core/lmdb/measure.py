@@ -172,8 +172,8 @@ class PlainImageFolder:
 
         try:
             with open(self.paths[index], "rb") as f:  # torchvision's pil_loader
-                img = Image.open(f)
-                img = img.convert("RGB") if self.pre.rgb else img.copy()
+                opened = Image.open(f)
+                img = opened.convert("RGB") if self.pre.rgb else opened.copy()
         except (OSError, ValueError, Image.DecompressionBombError):
             return None  # the conversion skipped it too: the collate leaves it out
         img = preprocess_image(img, self.pre)

@@ -19,7 +19,7 @@ import gzip
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -195,14 +195,14 @@ def _open_out(path: Path):
     return tmp, f
 
 
-def write_perfetto(report: Report, out: str | os.PathLike, extra: list[dict] = ()) -> int:
+def write_perfetto(report: Report, out: str | os.PathLike, extra: Sequence[dict] = ()) -> int:
     """The annotated trace at `out` (gzip'd when it ends in .gz); returns the events added.
     extra: more of stallscope's events (whole_run_events: a session's whole run)."""
     return run_job(write_perfetto_job(report, out, extra=extra))
 
 
 def write_perfetto_job(report: Report, out: str | os.PathLike,
-                       cancel: CancelFlag | None = None, extra: list[dict] = ()) -> Job[int]:
+                       cancel: CancelFlag | None = None, extra: Sequence[dict] = ()) -> Job[int]:
     """write_perfetto as a job: yields (bytes copied, the trace file's size); the GUI runs it
     in a JobWorker. A cancelled or failed export leaves no file behind."""
     src_path, out = Path(report.trace.path), Path(out)
