@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QFileDialog, QWizard
 from stallscope.core.session.factory_probe import Facts, probe
 from stallscope.core.tune.script import ScriptInfo, dataset_factory, script_of
 from stallscope.gui.controllers import WindowPort
+from stallscope.gui.controllers.tune import tune_dialog
 from stallscope.gui.dialogs.confirm import choose_run, confirm_import
 from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
 from stallscope.gui.dialogs.tune import TuneDialog
@@ -130,8 +131,8 @@ class FixLoop(QObject):
             return None
         if old is not None:
             old.deleteLater()
-        dialog = TuneDialog(plan.script, plan.args, cwd=plan.cwd, python=plan.python,
-                            parent=self.window.as_widget())
+        dialog = tune_dialog(plan.script, plan.args, cwd=plan.cwd, python=plan.python,
+                             parent=self.window.as_widget())
         dialog.sig_compare_requested.connect(self.compare_sessions)
         self.tune_dialog = dialog
         dialog.show()

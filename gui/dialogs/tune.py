@@ -4,24 +4,21 @@
     dialog.sig_compare_requested.connect(lambda before, after: ...)  # baseline, best session
     dialog.start()          # or autostart=True
 
-The core job (core/tune) runs off the GUI thread in a JobWorker; each finished trial crosses
-back through a queued signal and adds a bar to the chart (step time per trial, data wait inside
-it, the best in green) and a row to the table. Cancel stops the running trial; the finished
-ones stay in the tune folder. Standalone:
-
-    python -m stallscope.gui.dialogs.tune [--budget S] [--start | --screenshot OUT.png] \\
-        -- train.py [args]
+The tune runs in its controller (gui/controllers/tune.py, the dialog's `tuner`: a JobRunner
+there); each finished trial it reports adds a bar to the chart (step time per trial, data wait
+inside it, the best in green) and a row to the table. Cancel stops the running trial; the
+finished ones stay in the tune folder. Made with its controller by
+gui/controllers/tune.tune_dialog; standalone: `python -m stallscope.gui.controllers.tune`.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import shlex
 import sys
 from pathlib import Path
+from typing import Protocol
 
-from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -40,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import units
-from stallscope.core.tune import TuneConfig, TuneResult, tune_job, usable_cores, verdict
+from stallscope.core.tune import TuneConfig, TuneResult, usable_cores, verdict
 from stallscope.core.tune.job import DEFAULT_BUDGET_S
 from stallscope.core.tune.search import most_workers_default
 from stallscope.core.tune.trial import Trial
@@ -53,25 +50,37 @@ from stallscope.gui.colors import (
     qcolor,
 )
 from stallscope.gui.dialogs.tune_chart import WAIT_COLOR, TuneChart
-from stallscope.gui.standalone import run_until_closed, standalone_app
 from stallscope.gui.widgets import rich_label
-from stallscope.gui.workers import JobRunner, JobWorker
 
 COLUMNS = ("#", "settings", "step", "data wait", "peak RSS", "status")
 
 
-class TuneBridge(QObject):
-    """Carries each finished trial from the worker thread to the dialog (queued)."""
+class Tuner(Protocol):
+    """What the dialog needs of its controller (gui/controllers/tune.TuneController)."""
 
-    sig_trial = Signal(object, object, object)  # Trial (a copy), best index, baseline index
+    sig_trial: SignalInstance      # Trial (a copy), best index, baseline index
+    sig_progress: SignalInstance   # trials done, at most
+    sig_result: SignalInstance     # TuneResult
+    sig_error: SignalInstance      # str
+    sig_cancelled: SignalInstance
+    sig_finished: SignalInstance
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self, cfg: TuneConfig) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def wait(self, timeout_ms: int = 30_000) -> bool: ...
 
 
 class TuneDialog(QDialog):
     sig_compare_requested = Signal(str, str)  # the baseline's and the best trial's sessions
     sig_tune_ended = Signal(str)  # "done", "cancelled" or "failed"
 
-    def __init__(self, script: str, args: list[str] | None = None, cwd: str = "",
-                 python: str = "", parent: QWidget | None = None,
+    def __init__(self, script: str, args: list[str] | None = None, *, tuner: Tuner,
+                 cwd: str = "", python: str = "", parent: QWidget | None = None,
                  budget_s: float = DEFAULT_BUDGET_S, out: str | None = None,
                  max_workers: int | None = None, max_trials: int | None = None,
                  autostart: bool = False) -> None:
@@ -88,10 +97,13 @@ class TuneDialog(QDialog):
         self.tune_result: TuneResult | None = None
         self.folder: Path | None = None
         self.state = "idle"  # idle, running, done, cancelled, failed
-        self.runner = JobRunner(self)
-        self.worker: JobWorker | None = None
-        self.bridge = TuneBridge(self)
-        self.bridge.sig_trial.connect(self._on_trial)
+        self.tuner = tuner
+        tuner.sig_trial.connect(self._on_trial)
+        tuner.sig_progress.connect(self._on_progress)
+        tuner.sig_result.connect(self._on_result)
+        tuner.sig_error.connect(self._on_error)
+        tuner.sig_cancelled.connect(self._on_cancelled)
+        tuner.sig_finished.connect(self._on_finished)
         self.setWindowTitle(f"Tune the DataLoader: {Path(self.script).name}")
         self.setMinimumSize(760, 640)
         self._build(budget_s, max_workers)
@@ -232,36 +244,17 @@ class TuneDialog(QDialog):
         self.cancel_button.setEnabled(True)
         self.progress.setRange(0, 0)
         self._set_status(f"Trial 1 runs the script as written… (trials go to {cfg.out})")
-        emit = self.bridge.sig_trial.emit
-
-        def on_trial(trial: Trial, result: TuneResult) -> None:  # worker thread
-            emit(dataclasses.replace(trial), result.best, result.baseline)
-
-        worker = JobWorker(lambda cancel: tune_job(cfg, cancel, on_trial=on_trial))
-        worker.signals.sig_progress.connect(self._on_progress)
-        worker.signals.sig_result.connect(self._on_result)
-        worker.signals.sig_error.connect(self._on_error)
-        worker.signals.sig_cancelled.connect(self._on_cancelled)
-        worker.signals.sig_finished.connect(self._on_finished)
-        self.worker = worker
-        self.runner.start(worker, "tune")
+        self.tuner.start(cfg)
 
     def cancel(self) -> None:
-        if self.is_running and self.worker is not None:
+        if self.is_running:
             self._set_status("Cancelling: stopping the running trial…")
             self.cancel_button.setEnabled(False)
-            self.worker.cancel()
+            self.tuner.cancel()
 
     def wait(self, timeout_ms: int = 30_000) -> bool:
-        """Block (with events) until the job has ended; False on timeout."""
-        if self.worker is None or not self.is_running:
-            return True
-        loop = QEventLoop()
-        self.worker.signals.sig_finished.connect(loop.quit)
-        QTimer.singleShot(timeout_ms, loop.quit)
-        if self.is_running:
-            loop.exec()
-        return not self.is_running
+        """Block (with events) until the tune has ended; False on timeout."""
+        return self.tuner.wait(timeout_ms) if self.is_running else True
 
     # ------------------------------------------------------------------ job signals
     def _on_trial(self, trial: Trial, best, baseline) -> None:
@@ -392,48 +385,3 @@ class TuneDialog(QDialog):
             self.cancel()
             self.wait()
         super().closeEvent(event)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m stallscope.gui.dialogs.tune [options] -- script.py [args]`: the dialog as the
-    app opens it, themed, waiting for Start (--start, or --screenshot, starts at once)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
-        else (argv, [])
-    p = argparse.ArgumentParser(prog="python -m stallscope.gui.dialogs.tune",
-                                usage="%(prog)s [options] -- script.py [args]",
-                                description="Tune a script's DataLoader settings, live.")
-    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS")
-    p.add_argument("--max-workers", type=int, metavar="N")
-    p.add_argument("--out", metavar="DIR", help="tune folder")
-    p.add_argument("--start", action="store_true", help="start at once, without Start")
-    p.add_argument("--screenshot", metavar="OUT.png",
-                   help="start at once, save a PNG of the dialog when the tune ends, then exit")
-    p.add_argument("script", nargs="?")
-    args = p.parse_args(own)
-    command = rest or ([args.script] if args.script else [])
-    if not command:
-        p.error("no script given: -- script.py [args]")
-    if not Path(command[0]).is_file():
-        print(f"stallscope: error: script not found: {command[0]}", file=sys.stderr)
-        return 2
-    app = standalone_app(screenshot=bool(args.screenshot))
-    dialog = TuneDialog(command[0], command[1:], budget_s=args.budget, out=args.out,
-                        max_workers=args.max_workers,
-                        autostart=bool(args.start or args.screenshot))
-    dialog.resize(900, 760)
-    dialog.start_button.setFocus()
-    dialog.sig_compare_requested.connect(
-        lambda before, after: print(f"compare: {before} {after}", flush=True))
-    if args.screenshot:
-        def shoot(state: str) -> None:
-            dialog.grab().save(args.screenshot)
-            print(f"screenshot ({state}): {args.screenshot}", flush=True)
-            app.quit()
-
-        dialog.sig_tune_ended.connect(lambda state: QTimer.singleShot(200, lambda: shoot(state)))
-    return run_until_closed(app, dialog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

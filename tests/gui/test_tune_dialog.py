@@ -21,7 +21,8 @@ from shots import save_shot
 
 from stallscope.core.tune import load_result
 from stallscope.gui.colors import BETTER_COLOR
-from stallscope.gui.dialogs.tune import TuneDialog
+from stallscope.gui.controllers.tune import TuneController, tune_dialog
+from stallscope.gui.workers import JobRunner
 
 pytestmark = pytest.mark.runner
 
@@ -36,13 +37,16 @@ def script(tmp_path: Path, compute_s: float) -> Path:
 
 
 def test_tune_dialog_fills_live_and_offers_the_compare(qtbot, tmp_path):
-    dialog = TuneDialog(str(script(tmp_path, 0.04)), out=str(tmp_path / "tune"), max_workers=2,
-                        max_trials=4)
+    dialog = tune_dialog(str(script(tmp_path, 0.04)), out=str(tmp_path / "tune"), max_workers=2,
+                         max_trials=4)
     qtbot.addWidget(dialog)
+    # the job belongs to the dialog's controller (its JobRunner), the dialog only shows it
+    assert isinstance(dialog.tuner, TuneController) and dialog.tuner.parent() is dialog
+    assert not [v for v in vars(dialog).values() if isinstance(v, JobRunner)]
     dialog.resize(900, 760)
     dialog.show()
     seen_rows = []
-    dialog.bridge.sig_trial.connect(lambda *_: seen_rows.append(dialog.table.rowCount()))
+    dialog.tuner.sig_trial.connect(lambda *_: seen_rows.append(dialog.table.rowCount()))
     with qtbot.waitSignal(dialog.sig_tune_ended, timeout=180_000) as ended:
         qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
         assert dialog.is_running and not dialog.start_button.isEnabled()
@@ -89,7 +93,7 @@ def test_tune_dialog_fills_live_and_offers_the_compare(qtbot, tmp_path):
 
 
 def test_cancel_stops_the_running_trial_and_keeps_the_finished(qtbot, tmp_path):
-    dialog = TuneDialog(str(script(tmp_path, 0.4)), out=str(tmp_path / "tune"), max_workers=2)
+    dialog = tune_dialog(str(script(tmp_path, 0.4)), out=str(tmp_path / "tune"), max_workers=2)
     qtbot.addWidget(dialog)
     dialog.show()
     dialog.start()
@@ -108,20 +112,21 @@ def test_cancel_stops_the_running_trial_and_keeps_the_finished(qtbot, tmp_path):
     assert dialog.start_button.isEnabled() and not dialog.cancel_button.isEnabled()
 
 
-# The standalone dialog in its own process, as `python -m stallscope.gui.dialogs.tune` runs
+# The standalone dialog in its own process, as `python -m stallscope.gui.controllers.tune` runs
 # it: what it shows before Start, then closed; Qt's complaints would land on its stderr.
 STANDALONE = """
 import sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 from stallscope.gui import theme
-from stallscope.gui.dialogs import tune
+from stallscope.gui.controllers import tune
+from stallscope.gui.dialogs.tune import TuneDialog
 
 app = QApplication([])  # the timer needs it; main() takes this one up
 theme.save_mode("dark")  # the user's choice, from the app's View > Theme
 
 def look():
-    dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, tune.TuneDialog))
+    dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, TuneDialog))
     b = dialog.start_button
     print("start", b.isVisible(), b.isEnabled(), b.text(), b.isDefault(), dialog.state)
     print("window", QApplication.palette().window().color().name())
