@@ -49,10 +49,10 @@ from stallscope.gui.controllers.compare_tab import CompareTab
 from stallscope.gui.controllers.document import DocumentController
 from stallscope.gui.controllers.fix_loop import FixLoop
 from stallscope.gui.controllers.heatmap_tabs import HeatmapTabs
+from stallscope.gui.controllers.lmdb import open_lmdb_wizard
 from stallscope.gui.controllers.ranks_tabs import RanksTabs
 from stallscope.gui.controllers.run_tabs import RunTabs
 from stallscope.gui.dialogs.about import AboutDialog
-from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
 from stallscope.gui.model import Comparison, DocumentModel
 from stallscope.gui.views.analysis import AnalysisView
 from stallscope.gui.views.compare import CompareView

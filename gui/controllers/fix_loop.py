@@ -27,9 +27,9 @@ from PySide6.QtWidgets import QFileDialog, QWizard
 from stallscope.core.session.factory_probe import Facts, probe
 from stallscope.core.tune.script import ScriptInfo, dataset_factory, script_of
 from stallscope.gui.controllers import WindowPort
+from stallscope.gui.controllers.lmdb import open_lmdb_wizard
 from stallscope.gui.controllers.tune import tune_dialog
 from stallscope.gui.dialogs.confirm import choose_run, confirm_import
-from stallscope.gui.dialogs.lmdb_wizard import open_lmdb_wizard
 from stallscope.gui.dialogs.tune import TuneDialog
 from stallscope.gui.workers import JobRunner, JobWorker
 

@@ -154,14 +154,14 @@ def wizard_pages(folder: Path, size: tuple[int, int]):
     from PIL import Image
     from PySide6.QtWidgets import QApplication
 
-    from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard
+    from stallscope.gui.controllers.lmdb import lmdb_wizard
 
     # import PIL's plugins and torch here first, not in a worker thread while this thread
     # collects (the reference test's note: a crash now and then under PySide6 6.12.0)
     Image.init()
     import torch  # noqa: F401
 
-    wizard = LMDBWizard()
+    wizard = lmdb_wizard()
     wizard.resize(*size)
     wizard.show()
     wizard.source_page.spec_edit.setText(str(folder))

@@ -16,7 +16,8 @@ from shots import save_shot
 from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.destination import destination_state
 from stallscope.core.lmdb.snippet import factory_candidates
-from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, open_lmdb_wizard
+from stallscope.gui.controllers.lmdb import LMDBJobs, lmdb_wizard, open_lmdb_wizard
+from stallscope.gui.workers import JobRunner
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +36,14 @@ def shot(wizard: QWizard, name: str) -> None:
 def test_wizard_end_to_end_converts_verifies_measures_and_offers_code(qtbot, tmp_path):
     src = tmp_path / "flowers"
     flower_folder(src)
-    wizard = LMDBWizard()
+    wizard = lmdb_wizard()
     qtbot.addWidget(wizard)
     wizard.show()
+    # every job runs on the wizard's controller (its JobRunner); no page or wizard runs one
+    assert isinstance(wizard.jobs, LMDBJobs) and wizard.jobs.parent() is wizard
+    holders = [wizard, wizard.source_page, wizard.options_page, wizard.convert_page,
+               wizard.result_page]
+    assert not [v for w in holders for v in vars(w).values() if isinstance(v, JobRunner)]
 
     page = wizard.source_page
     page.spec_edit.setText(str(src))
@@ -163,7 +169,7 @@ def test_options_refuse_a_destination_that_is_not_ours(qtbot, tmp_path):
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")
-    wizard = LMDBWizard(None, str(src))
+    wizard = lmdb_wizard(None, str(src))
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitUntil(wizard.source_page.isComplete, timeout=20_000)

@@ -12,7 +12,7 @@ from image_folders import flower_folder
 from shots import save_shot
 
 from stallscope.core.lmdb.inspection import inspect_source
-from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard
+from stallscope.gui.controllers.lmdb import lmdb_wizard
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,7 @@ def config_dir(tmp_path, monkeypatch, qapp):
 
 
 def source_page_text(qtbot, src) -> str:
-    wizard = LMDBWizard()
+    wizard = lmdb_wizard()
     qtbot.addWidget(wizard)
     wizard.resize(900, 700)
     wizard.show()

@@ -134,13 +134,14 @@ def test_line_heatmap_view(qtbot, tmp_path):
 @pytest.mark.runner  # the wizard's conversion forks its decoding workers
 def test_lmdb_wizard_pages(qtbot, monkeypatch):
     from stallscope.core.lmdb.measure import Rate, Throughput
-    from stallscope.gui.dialogs.lmdb_wizard import LMDBWizard, result_page
+    from stallscope.gui.controllers import lmdb as wizard_jobs
+    from stallscope.gui.controllers.lmdb import lmdb_wizard
 
     # the measured speed varies from run to run: the page shows fixed figures (the wizard's
     # own test measures for real)
     fixed = Throughput(before=Rate("decode", 120, 0.5, 3_000_000),
                        after=Rate("lmdb", 120, 0.05, 3_000_000), num_workers=0, batch_size=32)
-    monkeypatch.setattr(result_page, "measure", lambda *a, **k: fixed)
+    monkeypatch.setattr(wizard_jobs, "measure", lambda *a, **k: fixed)
     # verify draws the seed of its samples per run, and the page prints it: fix it here
     from stallscope.core.lmdb import verify as verify_module
     monkeypatch.setattr(verify_module.secrets, "randbelow", lambda n: 7 % n)
@@ -155,7 +156,7 @@ def test_lmdb_wizard_pages(qtbot, monkeypatch):
     shutil.rmtree(root, ignore_errors=True)
     src = root / "flowers"
     flower_folder(src, varied=False)
-    wizard = LMDBWizard()
+    wizard = lmdb_wizard()
     qtbot.addWidget(wizard)
     wizard.resize(900, 640)
     wizard.show()

@@ -16,11 +16,10 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import units
-from stallscope.core.lmdb.convert import ConvertResult, convert
+from stallscope.core.lmdb.convert import ConvertResult
 from stallscope.core.lmdb.destination import destination_state
 from stallscope.core.lmdb.fields import field_lines
 from stallscope.gui.dialogs.lmdb_wizard.widgets import Page, esc, mono, say, text_block
-from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
@@ -83,21 +82,15 @@ class ConvertPage(Page):
             f"<tr><td><b>Preprocessing</b></td><td>{esc(pre.describe())}</td></tr>"
             f"<tr><td><b>Processes</b></td><td>{workers} decoding + 1 writing</td></tr></table>"
         )
-        opened = self.wiz.opened_source()
-        worker = JobWorker(
-            lambda cancel: convert(opened, dst, workers=workers, preprocess=pre, cancel=cancel)
-        )
-        worker.signals.sig_progress.connect(self._on_progress)
-        worker.signals.sig_result.connect(self._on_result)
-        worker.signals.sig_error.connect(self._on_error)
-        worker.signals.sig_cancelled.connect(self._on_cancelled)
-        self.wiz.runner.start(worker, "convert")
+        self.wiz.jobs.convert(self.wiz.opened_source(), dst, workers, pre,
+                              progress=self._on_progress, result=self._on_result,
+                              error=self._on_error, cancelled=self._on_cancelled)
         self.completeChanged.emit()
 
     def cancel(self) -> None:
         self.cancel_btn.setEnabled(False)
         self.status.setText("Cancelling: committing what is decoded…")
-        self.wiz.runner.cancel("convert")
+        self.wiz.jobs.cancel("convert")
 
     def _on_progress(self, done: int, total: int) -> None:
         if total == 0:  # the folder's scan (a resumed conversion reads its stored listing)

@@ -24,10 +24,9 @@ from PySide6.QtWidgets import (
 from stallscope.core import units
 from stallscope.core.lmdb.destination import check_destination, check_space
 from stallscope.core.lmdb.images import Preprocess
-from stallscope.core.lmdb.inspection import SourceInfo, inspect_source
+from stallscope.core.lmdb.inspection import SourceInfo
 from stallscope.core.lmdb.snippet import default_destination
 from stallscope.gui.dialogs.lmdb_wizard.widgets import Page, esc, row, say, spin, text_block
-from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
@@ -139,11 +138,9 @@ class OptionsPage(Page):
         self._update_checks()
 
     def _estimate(self) -> None:
-        spec, pre = self.wiz.opened_source(), self.preprocess()
-        worker = JobWorker(lambda cancel: inspect_source(spec, pre, n_preview=1))
-        worker.signals.sig_result.connect(self._on_estimate)
-        worker.signals.sig_error.connect(lambda msg: self.estimate.setText(esc(msg)))
-        self.wiz.runner.start(worker, "estimate")
+        self.wiz.jobs.estimate(self.wiz.opened_source(), self.preprocess(),
+                               result=self._on_estimate,
+                               error=lambda msg: self.estimate.setText(esc(msg)))
 
     def _on_estimate(self, info: SourceInfo) -> None:
         self._est_bytes = info.estimated_bytes

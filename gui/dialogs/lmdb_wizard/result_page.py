@@ -17,9 +17,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from stallscope.core.lmdb.measure import Throughput, measure, speed_words
+from stallscope.core.lmdb.measure import Throughput, speed_words
 from stallscope.core.lmdb.snippet import lmdb_snippet
-from stallscope.core.lmdb.verify import VerifyResult, verify
+from stallscope.core.lmdb.verify import VerifyResult
 from stallscope.gui import theme
 from stallscope.gui.dialogs.lmdb_wizard.widgets import (
     Page,
@@ -30,7 +30,6 @@ from stallscope.gui.dialogs.lmdb_wizard.widgets import (
     text_block,
     toned,
 )
-from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
@@ -96,12 +95,8 @@ class ResultPage(Page):
         self.verify_label.setText("Verifying: every record's checksum, then random source "
                                   "samples decoded again…")  # fmt: skip
         self.chart_note.setText("Measuring once verification is done…")
-        dst = result.dst
-        worker = JobWorker(lambda cancel: verify(dst, n=64, cancel=cancel))
-        worker.signals.sig_result.connect(self._on_verified)
-        worker.signals.sig_error.connect(self._on_verify_error)
-        worker.signals.sig_finished.connect(self._measure)
-        self.wiz.runner.start(worker, "verify")
+        self.wiz.jobs.verify(result.dst, result=self._on_verified, error=self._on_verify_error,
+                             finished=self._measure)
 
     def _measure(self) -> None:
         if self.wiz.result is None:
@@ -109,10 +104,8 @@ class ResultPage(Page):
         dst = self.wiz.result.dst
         self.chart_note.setText("Measuring: the original pipeline and the LMDB, cold then warm, "
                                 "in a DataLoader as the snippet below sets it up…")  # fmt: skip
-        worker = JobWorker(lambda cancel: measure(dst, cancel=cancel))
-        worker.signals.sig_result.connect(self._on_measured)
-        worker.signals.sig_error.connect(lambda msg: self.chart_note.setText(esc(msg)))
-        self.wiz.runner.start(worker, "measure")
+        self.wiz.jobs.measure(dst, result=self._on_measured,
+                              error=lambda msg: self.chart_note.setText(esc(msg)))
 
     def _on_verified(self, result: VerifyResult) -> None:
         self.verification = result

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import units
-from stallscope.core.lmdb.inspection import SourceInfo, inspect_job
+from stallscope.core.lmdb.inspection import SourceInfo
 from stallscope.core.lmdb.snippet import factory_candidates
 from stallscope.core.lmdb.structure import describe
 from stallscope.gui.dialogs.lmdb_wizard.widgets import (
@@ -30,7 +30,6 @@ from stallscope.gui.dialogs.lmdb_wizard.widgets import (
     thumb,
     toned,
 )
-from stallscope.gui.workers import JobWorker
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
@@ -102,13 +101,9 @@ class SourcePage(Page):
             self._show_status("Choose a folder of images or a factory.", "info")
             return
         self._show_status("Inspecting…", "info")
-        pre = self.wiz.preprocess()
-        worker = JobWorker(lambda cancel: inspect_job(spec, pre, n_preview=8))
-        worker.signals.sig_progress.connect(self._on_scan_progress)
-        worker.signals.sig_result.connect(self._on_info)
-        worker.signals.sig_error.connect(self._on_error)
         self._pending = spec
-        self.wiz.runner.start(worker, "inspect")
+        self.wiz.jobs.inspect(spec, self.wiz.preprocess(), progress=self._on_scan_progress,
+                              result=self._on_info, error=self._on_error)
 
     def _on_scan_progress(self, done: int, _total: int) -> None:
         if self._pending == self.spec():

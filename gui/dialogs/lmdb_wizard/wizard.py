@@ -1,21 +1,20 @@
 """The LMDB wizard: convert an image folder or a Dataset factory into an LMDB, prove the gain.
 
-    wizard = open_lmdb_wizard(parent)            # from the main window (start screen, Tools menu)
-    python -m stallscope.gui.dialogs.lmdb_wizard [SRC]   # standalone
+    wizard = LMDBWizard(parent, source, jobs=jobs)  # gui/controllers/lmdb makes it with its jobs
 
 Pages: source (preview + detected fields/classes) -> options (destination, preprocessing,
 estimated size, free space) -> conversion (progress, samples/s, ETA, Cancel, Resume) -> result
 (verification, skipped files, before/after throughput chart, a code snippet to copy).
-All work runs in JobWorkers (core/lmdb/); the pages only show what the jobs report.
+All work runs as jobs of the wizard's controller (`jobs`: gui/controllers/lmdb.LMDBJobs, its
+JobRunner); the pages ask for them and only show what they report.
 """
 
 from __future__ import annotations
 
-import sys
-from typing import cast
+from collections.abc import Callable
+from typing import Protocol
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QWidget, QWizard
+from PySide6.QtWidgets import QWidget, QWizard
 
 from stallscope.core.lmdb.convert import ConvertResult
 from stallscope.core.lmdb.images import Preprocess
@@ -24,21 +23,31 @@ from stallscope.gui.dialogs.lmdb_wizard.convert_page import ConvertPage
 from stallscope.gui.dialogs.lmdb_wizard.options_page import OptionsPage
 from stallscope.gui.dialogs.lmdb_wizard.result_page import ResultPage
 from stallscope.gui.dialogs.lmdb_wizard.source_page import SourcePage
-from stallscope.gui.workers import JobRunner
 
 
-def open_lmdb_wizard(parent: QWidget | None = None, source: str = "") -> QWizard:
-    """Show the wizard (non-modal) and return it; it deletes itself when closed."""
-    wizard = LMDBWizard(parent, source)
-    wizard.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    wizard.show()
-    return wizard
+class WizardJobs(Protocol):
+    """What the pages ask of the wizard's controller: each call starts a job with the page's
+    handlers (result=, error=, progress=, finished=, cancelled=) connected."""
+
+    def inspect(self, source, pre: Preprocess, **handlers: Callable) -> object: ...
+
+    def estimate(self, source, pre: Preprocess, **handlers: Callable) -> object: ...
+
+    def convert(self, source, dst: str, workers: int, pre: Preprocess,
+                **handlers: Callable) -> object: ...
+
+    def verify(self, dst: str, **handlers: Callable) -> object: ...
+
+    def measure(self, dst: str, **handlers: Callable) -> object: ...
+
+    def cancel(self, slot: str | None = None) -> None: ...
 
 
 class LMDBWizard(QWizard):
     """Holds what the pages share: the inspected source, the options, and the results."""
 
-    def __init__(self, parent: QWidget | None = None, source: str = "") -> None:
+    def __init__(self, parent: QWidget | None = None, source: str = "", *,
+                 jobs: WizardJobs) -> None:
         super().__init__(parent)
         self.setWindowTitle("Convert a dataset to LMDB")
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
@@ -46,7 +55,7 @@ class LMDBWizard(QWizard):
         self.setOption(QWizard.WizardOption.NoCancelButtonOnLastPage, True)
         self.setButtonText(QWizard.WizardButton.CommitButton, "Convert")
         self.resize(880, 720)
-        self.runner = JobRunner(self)
+        self.jobs = jobs
         self.info: SourceInfo | None = None
         # shadows QDialog.result(), which the wizard never calls
         self.result: ConvertResult | None = None  # type: ignore[assignment]
@@ -78,21 +87,5 @@ class LMDBWizard(QWizard):
         return self.spec()
 
     def done(self, code: int) -> None:  # closing or cancelling stops every job (work is kept)
-        for slot in ("inspect", "estimate", "convert", "verify", "measure"):
-            self.runner.cancel(slot)
+        self.jobs.cancel()
         super().done(code)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
-    try:
-        from stallscope.gui import theme
-
-        theme.apply_theme(app, theme.saved_mode())
-    except Exception:  # noqa: BLE001 - the wizard works unthemed too
-        pass
-    wizard = open_lmdb_wizard(None, argv[0] if argv else "")
-    wizard.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose, False)
-    return app.exec()
-
