@@ -88,6 +88,7 @@ def test_pickles_without_its_environment_and_reopens(converted):
     clone.close()
 
 
+@pytest.mark.runner  # the converted fixture decodes in worker processes
 def test_samples_are_owned_writable_tensors_and_transform_applies_to_the_image(converted):
     import torch
 
