@@ -38,6 +38,8 @@ from stallscope.core.recent import RecentStore
 from stallscope.gui.dialogs import confirm
 from stallscope.gui.widgets import RICH, install_plain_text_guard
 
+pytestmark = pytest.mark.runner  # the app and a resource watch in child processes
+
 RAW_TAGS = ("<img", "<a href=\"x.example\"", "<h1")  # the hostile markup, not our own links
 
 _WATCH = """
