@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from stallscope.gui.colors import error_text
 from stallscope.gui.dialogs.fields import refill
 from stallscope.gui.dialogs.run_where import HostMemory, check_host, host_rows
 from stallscope.gui.run_request import run_settings
@@ -60,7 +61,7 @@ class AttachDialog(QDialog):
         form.addRow("Python there", self.python_combo)
         self._host_changed()
         self.error_label = QLabel("")
-        self.error_label.setStyleSheet("color: #c92a2a;")
+        self.error_label.setStyleSheet(f"color: {error_text()};")
         self.error_label.setWordWrap(True)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)

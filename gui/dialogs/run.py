@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
+from stallscope.gui.colors import BETTER_COLOR, MUTED_TEXT, error_text
 from stallscope.gui.dialogs.fields import refill, row_widget, with_button
 from stallscope.gui.dialogs.run_probe import TorchProbe
 from stallscope.gui.dialogs.run_where import (
@@ -212,7 +213,7 @@ class RunDialog(QDialog):
 
         self.error_label = QLabel("")
         self.error_label.setObjectName("error")
-        self.error_label.setStyleSheet("color: #c92a2a;")
+        self.error_label.setStyleSheet(f"color: {error_text()};")
         self.error_label.setWordWrap(True)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
@@ -416,7 +417,7 @@ class RunDialog(QDialog):
             self.probe.check(python)
 
     def _set_python_status(self, text: str, ok: bool | None) -> None:
-        color = {True: "#2b8a3e", False: "#c92a2a", None: "#5c6670"}[ok]
+        color = {True: BETTER_COLOR, False: error_text(), None: MUTED_TEXT}[ok]
         self.python_status.setStyleSheet(f"color: {color};")
         self.python_status.setText(text)
 
