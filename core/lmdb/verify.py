@@ -61,13 +61,13 @@ class VerifyResult:
         if self.damaged:
             bad = max(self.damaged_samples, len(self.damaged))
             parts.append(f"{bad:,} damaged record(s) of {self.records_checked:,}")
+        elif not self.checksums:
+            parts.append("no checksums (format 1 LMDB)")
         elif self.records_checked:
             parts.append(f"all {self.records_checked:,} records match their crc32")
         elif not self.all_records and self.checked:
             parts.append("the sampled records match their crc32 (stallscope-cli verify DST "
                          "checks all of them)")  # fmt: skip
-        elif not self.checksums:
-            parts.append("no checksums (format 1 LMDB)")
         if self.problem:
             parts.append(f"source not compared: {self.problem}")
         elif self.mismatches:
