@@ -302,7 +302,9 @@ class DataLoaderLog:
                 "passed": {k: jsonable(v) for k, v in passed.items()},
                 "overridden": changed, "effective": effective(values)}
         if found.settings:
-            info["settings"] = found.settings
+            made = settings_line(filename, line, str(found.settings.get("owner") or ""))
+            info["settings"] = {**found.settings, **({"site": f"{display_path(filename)}:"
+                                                      f"{made}"} if made else {})}
         entry = self.sites.setdefault(site, {"created": 0})
         if found.source is None or not entry["created"]:
             entry.update(info)  # a re-created loader keeps what the user's own one passed
@@ -373,13 +375,33 @@ def framework_settings(local_vars: dict) -> dict | None:
     return {"owner": type(args).__name__, "names": names}
 
 
+def settings_line(filename: str, before: int, owner: str) -> int | None:
+    """The line of the user's file where the settings object is made (`owner(`, e.g.
+    TrainingArguments(...)): the last such call at or above `before` (the line that made the
+    framework build the loader), else the first one in the file; None when there is none."""
+    import ast
+
+    if not owner:
+        return None
+    try:
+        with open(filename, "rb") as f:
+            tree = ast.parse(f.read(1 << 22))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    lines = sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+                   and owner == (getattr(node.func, "id", None) or getattr(node.func, "attr",
+                                                                            None)))
+    above = [n for n in lines if n <= before]
+    return above[-1] if above else (lines[0] if lines else None)
+
+
 def change_line(loader: dict, changes: dict) -> str:
     """The line to edit for a recorded DataLoader (a run.json `dataloaders` entry) and new
     settings, as tune and the DataLoader card say it:
     "train.py:41: DataLoader(..., num_workers=0) -> num_workers=2", or, where a framework builds
     the loader from its own settings, "train.py:30: TrainingArguments(dataloader_num_workers=0)
-    -> dataloader_num_workers=2" (the site is then the user's line that made the framework
-    build it, e.g. trainer.train())."""
+    -> dataloader_num_workers=2" (line 30: where the script makes the settings object, not the
+    trainer.train() that made the framework build the loader)."""
     site = str(loader.get("site") or "")
     passed = _as_dict(loader.get("passed"))
     settings = _as_dict(loader.get("settings"))
@@ -389,7 +411,8 @@ def change_line(loader: dict, changes: dict) -> str:
         before = ", ".join(f"{names[k]}={passed.get(k, DEFAULTS[k])!r}" for k in after_keys
                            if k in names)
         after = ", ".join(f"{names.get(k, k)}={changes[k]!r}" for k in after_keys)
-        return f"{site}: {settings.get('owner') or 'settings'}({before}) -> {after}"
+        where = str(settings.get("site") or site)  # where the settings object is made
+        return f"{where}: {settings.get('owner') or 'settings'}({before}) -> {after}"
     before = ", ".join(f"{k}={passed[k]!r}" for k in KEYS if k in passed)
     after = ", ".join(f"{k}={changes[k]!r}" for k in after_keys)
     call = f"DataLoader(..., {before})" if before else "DataLoader(...)"

@@ -112,9 +112,12 @@ def test_hf_trainer_max_steps_30(tmp_path):
     assert loader["settings"]["owner"] == "TrainingArguments"
     assert loader["settings"]["names"]["num_workers"] == "dataloader_num_workers"
     assert loader["batches"] == 31  # accelerate fetched one ahead: counted, but no step of its own
-    # what tune and the DataLoader card say: the setting, at the user's line
+    # what tune and the DataLoader card say: the setting, at the line that makes it (issue 33:
+    # not trainer.train()'s)
+    made = line_of("hf_trainer.py", "args = TrainingArguments(")
+    assert loader["settings"]["site"].endswith(f"hf_trainer.py:{made}") and made != loader["line"]
     assert change_line(loader, {"num_workers": 2}).endswith(
-        f"hf_trainer.py:{loader['line']}: TrainingArguments(dataloader_num_workers=0) "
+        f"hf_trainer.py:{made}: TrainingArguments(dataloader_num_workers=0) "
         "-> dataloader_num_workers=2")
     info = script_of(session)  # what the app's fix loop reads from the session
     assert info.site == loader["site"] and info.change({"num_workers": 2}) == change_line(
