@@ -52,3 +52,31 @@ def test_devices_are_plotted_and_described_in_numeric_order(tmp_path):
     assert text is not None and [part.split(":")[0] for part in text.split(" | ")] == [
         "GPU 2", "GPU 10", "GPU 11"]
     assert "GPU 10: allocated 11.0 MiB" in text
+
+
+def test_grid_lines_follow_the_bottom_axis_ticks_after_a_pan(qtbot):
+    """The grid is one item drawn from the axes' ticks: after a pan, a rendered column at a major
+    x tick is tinted by the grid line, and a column between ticks is plain background."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QColor
+
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    widget.setBackground("w")
+    widget.resize(800, 300)
+    plot = MemoryPlot()
+    widget.addItem(plot)
+    plot.setYRange(0, 100, padding=0)
+    plot.setXRange(1000, 2000, padding=0)
+    widget.show()
+    image = widget.grab().toImage()
+    vb = plot.getViewBox()
+    (_major, majors), (minor, _minors), *_ = plot.getAxis("bottom").tickValues(
+        1000, 2000, vb.width())
+    tick = float(majors[1])
+    top = vb.mapViewToScene(pg.Point(tick, 87.3))
+    between = vb.mapViewToScene(pg.Point(tick + minor / 2, 87.3))
+    on_line = QColor(image.pixel(round(top.x()), round(top.y())))
+    off_line = QColor(image.pixel(round(between.x()), round(between.y())))
+    assert off_line.lightness() == 255
+    assert on_line.lightness() < 250
