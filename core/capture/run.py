@@ -157,6 +157,7 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
             "step": stepper.steps}}
     finally:
         disarm_timers()
+        gc.unfreeze()  # Stepper.step froze the objects alive at the first step
         record.finish()
         for fn in reversed(undo):
             fn()
