@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,22 @@ def config_dir(tmp_path, monkeypatch) -> Path:
     # Sessions and tune folders default to the user's data folder: a test's own, here.
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real OpenSSH sshd on 127.0.0.1 (tests/sshd.py) for a module's remote tests."""
+    from sshd import Sshd
+
+    sshd = Sshd.start(tmp_path_factory.mktemp("sshd"))
+    yield sshd
+    sshd.stop()
+
+
+@pytest.fixture
+def host(server, tmp_path, monkeypatch):
+    """CLI options for the test host; the remote cache in tmp_path."""
+    monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.config))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return ["--host", server.alias, "--remote-python", sys.executable,
+            "--remote-cache", str(tmp_path / "remote-cache")]

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from runner_helpers import write_script
 from scripts import training
-from sshd import Sshd, keygen
+from sshd import keygen
 
 from stallscope.core import cli
 from stallscope.core.launch import Job, Where, start
@@ -27,22 +27,6 @@ pytestmark = pytest.mark.runner
 
 ARGS = ["it's \"quoted\"", "two  spaces", "$(touch /tmp/stallscope-remote-pwned)", "a;b|c",
         "$HOME", "`id`"]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    sshd = Sshd.start(tmp_path_factory.mktemp("sshd"))
-    yield sshd
-    sshd.stop()
-
-
-@pytest.fixture
-def host(server, tmp_path, monkeypatch):
-    """CLI options for the test host; the remote cache in tmp_path."""
-    monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.config))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    return ["--host", server.alias, "--remote-python", sys.executable,
-            "--remote-cache", str(tmp_path / "remote-cache")]
 
 
 def where(server, tmp_path) -> Where:

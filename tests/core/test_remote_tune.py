@@ -3,12 +3,9 @@ run there one at a time and state what a local tune states."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from runner_helpers import write_script
 from scripts import training
-from sshd import Sshd
 
 from stallscope.core import cli
 from stallscope.core.tune import load_result
@@ -17,21 +14,6 @@ pytestmark = pytest.mark.runner
 
 # I/O bound: each item waits 6 ms (a sleep, like a read), a step computes 10 ms
 IO_BOUND = training(items=2000, item_s=0.006, dim=4, forever=True, step_s=0.01)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    sshd = Sshd.start(tmp_path_factory.mktemp("sshd"))
-    yield sshd
-    sshd.stop()
-
-
-@pytest.fixture
-def host(server, tmp_path, monkeypatch):
-    monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(server.config))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    return ["--host", server.alias, "--remote-python", sys.executable,
-            "--remote-cache", str(tmp_path / "remote-cache")]
 
 
 def test_tune_on_a_host_agrees_with_a_local_tune(host, tmp_path, capfd):

@@ -20,7 +20,6 @@ import pytest
 from PySide6.QtCore import Qt
 from scripts import training
 from shots import save_shot
-from sshd import Sshd
 
 from stallscope.core.session.reader import open_session
 from stallscope.gui.controllers.run import RunController
@@ -30,13 +29,6 @@ from stallscope.gui.views.run import RunView
 pytestmark = pytest.mark.runner  # runners under ssh
 
 WAIT_MS = 120_000  # a loaded 2-core machine: ssh, deploy, torch import
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    sshd = Sshd.start(tmp_path_factory.mktemp("sshd"))
-    yield sshd
-    sshd.stop()
 
 
 def remote_request(server, tmp_path, source: str, **options) -> RunRequest:
