@@ -30,7 +30,7 @@ run: setup
 
 ## Set up, check the import contracts (pyproject [tool.importlinter]), run every test but the
 ## PyInstaller build (`make package-test`); the 25 slowest are listed at the end.
-test: setup
+test: setup setup-system
 	$(VENV)/bin/lint-imports
 	$(PYTEST) -m "not packaging"
 
