@@ -35,7 +35,7 @@ FIRST_RATIO = 5.0      # the first op of a kind is this many times its later one
 CAPTURE_SHARE = 0.10   # graph capture spans this share of W
 QUEUED_START = 0.01    # a blocking call beginning in the first 1% of W ...
 QUEUED_SHARE = 0.50    # ... and covering half of it waits on work queued before the window
-TAIL_RATIO = 0.5       # a last step this much shorter than the others' median ...
+TAIL_RATIO = 0.5       # a last step under half the shortest other step ...
 TAIL_EDGE = 0.01       # ... ending within 1% of W of the profiler's stop was cut by it
 STEP_NUMBER = re.compile(r"#(\d+)$")
 
@@ -252,15 +252,17 @@ def _tail_cut(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
         return None
     last = r.steps[np.argmax(trace.end[r.steps])]
     stop = float(trace.end[spans].max())
-    typical = float(np.median(trace.dur[r.steps[r.steps != last]]))
-    if stop - trace.end[last] > TAIL_EDGE * width or trace.dur[last] >= TAIL_RATIO * typical:
+    # against the shortest other step, not the median: a whole step on a busy machine is often
+    # half the median (the others were delayed), rarely half the fastest
+    shortest = float(np.min(trace.dur[r.steps[r.steps != last]]))
+    if stop - trace.end[last] > TAIL_EDGE * width or trace.dur[last] >= TAIL_RATIO * shortest:
         return None
     name = trace.names[trace.name[last]]
     us = float(trace.dur[last])
     return WindowFinding(
         "tail_cut", "This window's last step was cut by the profiler's stop",
         f"{name} ends where the profiler stopped, after {duration(us)} while the other steps "
-        f"take {duration(typical)} (median): the step was cut short, so its share of the "
+        f"take at least {duration(shortest)}: the step was cut short, so its share of the "
         f"{duration(width)} window ({pct(us / width)}) is not a whole step.",
         FIXES["tail_cut"], [Culprit(name, "annotation", 1, us)])
 

@@ -77,8 +77,14 @@ def test_a_remote_run_is_followed_live_and_stopped(qtbot, server, tmp_path):
     save_shot(view, "run_view_remote")
 
     pid = int((remote / ".runner.pid").read_text())
-    group = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    assert len(group) >= 3  # the runner and its two DataLoader workers, on the "host"
+
+    def tree() -> list:
+        return [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+
+    # the runner and its two DataLoader workers, on the "host" (between two epochs the
+    # workers are started anew: wait for them rather than look once)
+    qtbot.waitUntil(lambda: len(tree()) >= 3, timeout=WAIT_MS)
+    group = tree()
     view.stop_button.click()
     assert not view.stop_button.isEnabled() and not run.stoppable
     qtbot.waitUntil(lambda: run.exit_code is not None or run.can_reconnect, timeout=WAIT_MS)
