@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from shiboken6 import isValid
 
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
@@ -126,6 +127,8 @@ class JobRunner(QObject):
         return wrap
 
     def _done(self, worker: JobWorker, slot: str) -> None:
+        if not isValid(self):  # its owner (a closed dialog's controller) went first
+            return
         self._all.discard(worker)
         if self._current.get(slot) is worker:
             del self._current[slot]

@@ -427,13 +427,14 @@ def test_sigkill_mid_conversion_then_resume_gives_exactly_n_samples(tmp_path):
             assert time.monotonic() < deadline, "no progress committed"
             time.sleep(0.01)
         workers = psutil.Process(proc.pid).children(recursive=True)
+        # while it runs (after the kill a resource tracker may already have removed them)
+        assert list(Path("/dev/shm").glob(f"stallscope-lmdb-{proc.pid}-*")), "no slots used?"
         killed.append(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
         _gone, alive = psutil.wait_procs(workers, timeout=5)
         assert not alive, "decoding workers outlived the killed converter"
-        assert list(Path("/dev/shm").glob(f"stallscope-lmdb-{proc.pid}-*")), "no slots used?"
         state = destination_state(dst)
         assert not state.complete and 0 < state.progress["next_source"] < n
         written_at_kill.append(state.progress["written"])
