@@ -80,3 +80,40 @@ class NormDataset(Dataset):
         b = x.div_(255.0)
         return a[0, 0, :4] + b[0, 0, :4]
 '''
+
+
+# The script times itself: from before the loop to after it, and its time inside next().
+_CLOCKED = """
+import json, sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return {steps}
+    def __getitem__(self, i):
+        {fetch}
+        return i
+
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.0)
+loader = DataLoader(Items(), batch_size=None)
+clock = time.perf_counter
+waited = 0.0
+t0 = clock()
+it = iter(loader)
+while True:
+    a = clock()
+    try:
+        x = next(it)
+    except StopIteration:
+        break
+    waited += clock() - a
+    opt.step()
+print("CLOCK " + json.dumps({{"elapsed": clock() - t0, "waited": waited}}), flush=True)
+"""
+
+
+def clocked_loop(steps: int, fetch: str = "pass") -> str:
+    """A tight loop over a DataLoader that prints its own clock ("CLOCK {elapsed, waited}"):
+    `steps` items, each fetch running `fetch` (e.g. "time.sleep(0.005)")."""
+    return _CLOCKED.format(steps=steps, fetch=fetch)

@@ -19,42 +19,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from scripts import clocked_loop  # noqa: E402 - the tests' own script, run at this scale
+
 RUNNER = ROOT / "core" / "capture" / "runner.py"
 
-SCRIPT = """
-import json, sys, time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Items(Dataset):
-    def __len__(self):
-        return {steps}
-    def __getitem__(self, i):
-        if {fetch_s!r}:
-            time.sleep({fetch_s!r})
-        return i
-
-model = torch.nn.Linear(2, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.0)
-loader = DataLoader(Items(), batch_size=None)
-clock = time.perf_counter
-waited = 0.0
-t0 = clock()
-it = iter(loader)
-while True:
-    a = clock()
-    try:
-        x = next(it)
-    except StopIteration:
-        break
-    waited += clock() - a
-    opt.step()
-print("CLOCK " + json.dumps({{"elapsed": clock() - t0, "waited": waited}}), flush=True)
-"""
 
 
 def main() -> int:
@@ -64,8 +37,8 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "clocked.py"
-        script.write_text(textwrap.dedent(SCRIPT.format(steps=args.steps,
-                                                        fetch_s=args.fetch_s)))
+        fetch = f"time.sleep({args.fetch_s!r})" if args.fetch_s else "pass"
+        script.write_text(clocked_loop(args.steps, fetch))
         session = Path(tmp) / "session"
         load = os.getloadavg()[0]
         start = time.monotonic()

@@ -10,6 +10,7 @@ import re
 
 import pytest
 from runner_helpers import run, write_script
+from scripts import clocked_loop
 
 from stallscope.core import cli
 from stallscope.core.commands.run import summary_line
@@ -20,39 +21,10 @@ from stallscope.core.units import duration
 
 pytestmark = pytest.mark.runner
 
-# The script times itself: from before the loop to after it, and its time inside next().
-CLOCKED = """
-import json, sys, time, torch
-from torch.utils.data import DataLoader, Dataset
-
-class Items(Dataset):
-    def __len__(self):
-        return {steps}
-    def __getitem__(self, i):
-        {fetch}
-        return i
-
-model = torch.nn.Linear(2, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.0)
-loader = DataLoader(Items(), batch_size=None)
-clock = time.perf_counter
-waited = 0.0
-t0 = clock()
-it = iter(loader)
-while True:
-    a = clock()
-    try:
-        x = next(it)
-    except StopIteration:
-        break
-    waited += clock() - a
-    opt.step()
-print("CLOCK " + json.dumps({{"elapsed": clock() - t0, "waited": waited}}), flush=True)
-"""
 
 
 def clocked_run(tmp_path, steps: int, fetch: str = "pass"):
-    script = write_script(tmp_path, CLOCKED.format(steps=steps, fetch=fetch))
+    script = write_script(tmp_path, clocked_loop(steps, fetch))
     proc, session = run(tmp_path, script, "--no-stop-after-window", "--no-profile-memory",
                         timeout=300)
     assert proc.returncode == 0, proc.stderr
