@@ -17,14 +17,12 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
-    QLabel,
     QLineEdit,
     QVBoxLayout,
     QWidget,
 )
 
-from stallscope.gui.colors import error_text
-from stallscope.gui.dialogs.fields import refill
+from stallscope.gui.dialogs.fields import error_label, refill
 from stallscope.gui.dialogs.run_where import HostMemory, check_host, host_rows
 from stallscope.gui.run_request import run_settings
 
@@ -60,9 +58,7 @@ class AttachDialog(QDialog):
         self.python_combo = QComboBox(editable=True)
         form.addRow("Python there", self.python_combo)
         self._host_changed()
-        self.error_label = QLabel("")
-        self.error_label.setStyleSheet(f"color: {error_text()};")
-        self.error_label.setWordWrap(True)
+        self.error_label = error_label()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Attach")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLayout, QPushButton, QWidget
+
+from stallscope.gui.colors import error_text
 
 
 def row_widget(inner: QLayout) -> QWidget:
@@ -18,6 +20,15 @@ def row_widget(inner: QLayout) -> QWidget:
     inner.setContentsMargins(0, 0, 0, 0)
     widget.setLayout(inner)
     return widget
+
+
+def error_label() -> QLabel:
+    """A dialog's one-line error under its form: wrapped, in the theme's error colour."""
+    label = QLabel("")
+    label.setObjectName("error")
+    label.setStyleSheet(f"color: {error_text()};")
+    label.setWordWrap(True)
+    return label
 
 
 class ButtonRow(QWidget):

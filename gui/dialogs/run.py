@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 from stallscope.core.capture import options as run_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
 from stallscope.gui.colors import BETTER_COLOR, MUTED_TEXT, error_text
-from stallscope.gui.dialogs.fields import refill, row_widget, with_button
+from stallscope.gui.dialogs.fields import error_label, refill, row_widget, with_button
 from stallscope.gui.dialogs.run_probe import TorchProbe
 from stallscope.gui.dialogs.run_where import (
     REMOTE_PYTHON,
@@ -211,10 +211,7 @@ class RunDialog(QDialog):
         form.addRow("Session folder", with_button(self.session_edit, "Browse…",
                                                         self._browse_session))
 
-        self.error_label = QLabel("")
-        self.error_label.setObjectName("error")
-        self.error_label.setStyleSheet(f"color: {error_text()};")
-        self.error_label.setWordWrap(True)
+        self.error_label = error_label()
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.run_button = QPushButton("Run")
