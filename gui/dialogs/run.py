@@ -1,5 +1,6 @@
 """The Run dialog: where (this computer or a remote host over ssh), what to run, with which
-interpreter, under which profiler schedule.
+interpreter, under which profiler schedule. (Long because its two modes, local and remote,
+share one form; the pieces that stand alone live in run_where, run_windows and run_probe.)
 
     dialog = RunDialog(parent)
     if dialog.exec():

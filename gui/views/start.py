@@ -1,4 +1,5 @@
 """The start screen: what you can do, and what you opened lately with its headline figure.
+(Long because the recent list's rows, their refreshing ages and the drop target are one layout.)
 
     screen = StartScreen(RecentStore())
     screen.sig_open_trace_requested.connect(...)
