@@ -72,7 +72,11 @@ def progress_line(trial) -> str:
         if trial.rank is not None:
             text += f" (slowest rank {trial.rank})"
         if trial.worker_cpu is not None:
-            text += f", workers want a CPU {units.pct(trial.worker_cpu)} of the time"
+            text += (f", workers on a CPU {units.pct(trial.worker_cpu)} of the time they "
+                     "could run")
+        if trial.busy:
+            text += (f", busy machine (others used {units.pct(trial.others or 0)} of the CPU, "
+                     f"this trial waited for one {units.pct(trial.steal or 0)} of the time)")
         if trial.utilization is not None:
             text += f", GPU {units.pct(trial.utilization)}"
     else:

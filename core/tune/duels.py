@@ -43,18 +43,24 @@ class Runner:
 
 
 def duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
-          tag: str, min_pairs: int = noise.MIN_PAIRS, gain: float | None = None) -> Job[str]:
+          tag: str, min_pairs: int = noise.MIN_PAIRS, gain: float | None = None,
+          recheck: bool = False) -> Job[str]:
     """`slow` (the settings to beat) and `fast` again, in pairs that alternate which goes
     first, until the gain is beyond the noise or not (core/tune/noise.py; a pair under
     OBVIOUS_GAIN asks for SMALL_GAIN_PAIRS of them). `pairs` starts with
     (slow, fast) of the trials already run and gets each repeat; returns noise.ADOPT, NOISE,
-    or UNCONFIRMED (the budget, the trial limit or a failed repeat ended it first)."""
+    or UNCONFIRMED (the budget, the trial limit or a failed repeat ended it first).
+    `recheck`: `fast` read no faster than `slow`, within the noise; `pairs` starts empty and
+    the first repeat that agrees ends it (noise.recheck_decide)."""
     cfg, result = run.cfg, run.result
     most = max(cfg.max_pairs, min_pairs)
 
     def decision() -> str:
         least = cfg.min_gain if gain is None else gain  # every pair's least gain
-        return noise.decide(result.pair_ratios(pairs), least, most, min_pairs, OBVIOUS_GAIN)
+        ratios = result.pair_ratios(pairs)
+        if recheck:
+            return noise.recheck_decide(ratios, least, most, OBVIOUS_GAIN)
+        return noise.decide(ratios, least, most, min_pairs, OBVIOUS_GAIN)
 
     while decision() == noise.MORE:
         if len(pairs) >= most:
@@ -68,7 +74,9 @@ def duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
             done = len(pairs)
             result.stopped = "budget" if "budget" in why_not else "trial limit"
             result.notes.append(
-                f"{why_not} " + (f"before {fast.label} was repeated against {slow.label}"
+                f"{why_not} " + (f"before {fast.label} was measured again against "
+                                 f"{slow.label}" if done == 0 else
+                                 f"before {fast.label} was repeated against {slow.label}"
                                  if done == 1 else
                                  f"after {done} pairs of {fast.label} against {slow.label} "
                                  f"({noise.interval_text(result.pair_ratios(pairs))}; "
@@ -104,17 +112,25 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     lucky or unlucky figure."""
     result = run.result
     best = result.best_trial
-    min_pairs = search.duel_pairs(trial.step_ms if trial.ok else None, trial.steady_reached)
-    if best is None or min_pairs is None:
+    step = trial.step_ms if trial.ok else None
+    recheck = search.recheck(step)
+    min_pairs = search.duel_pairs(step, trial.steady_reached)
+    if best is None or (min_pairs is None and not recheck):
         return None
     # the first pair: the best's latest measurement (a repeat of it when the pairs against the
     # script ran), not a first trial that may have read lucky
     best = max((t for t in result.trials if t.ok and t.step_ms and t.settings == best.settings
                 and t.index != trial.index), key=lambda t: t.index, default=best)
-    pairs = [(best.index, trial.index)]
-    decision = yield from duel(run, best, trial, pairs, False, "check", min_pairs,
-                                search.bar)
+    # a rung that read no faster within the noise: measured again from scratch, its first
+    # trial left out (the one that read it slower)
+    pairs = [] if recheck else [(best.index, trial.index)]
+    decision = yield from duel(run, best, trial, pairs, False, "check",
+                                min_pairs or noise.MIN_PAIRS, search.bar, recheck)
     measured = noise.interval_text(result.pair_ratios(pairs))
+    if recheck:  # the first trial read it slower: said beside its repeats
+        first = search.gain(step)
+        measured = (f"first {first:.2f}x, measured again {measured}" if first else measured
+                    ).replace(" (not repeated)", "")
     if decision == noise.NOISE and search.stage == "workers":
         more, fewer = (int(t.settings.get("num_workers") or 0) for t in (trial, best))
         result.notes.append(f"{more} workers measured no faster than {fewer} (within noise: "
@@ -125,8 +141,9 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
                                f": {decision}, not kept"))
     side = 1 if decision == noise.ADOPT else 0
     trials = [result.trial(p[side]) for p in pairs]
-    steps = [t.step_ms for t in trials if t is not None]  # every pair's trials ran
-    search.rebase(float(np.median([s for s in steps if s])), decision == noise.ADOPT)
+    steps = [t.step_ms for t in trials if t is not None and t.step_ms]
+    if steps:  # no repeat ran when the budget ended a recheck first
+        search.rebase(float(np.median(steps)), decision == noise.ADOPT)
     return decision == noise.ADOPT
 
 
@@ -137,8 +154,32 @@ def against_script(run: Runner) -> Job[None]:
     result = run.result
     base, leader = result.baseline_trial, result.trial(result.leader)
     assert base is not None and leader is not None  # the search ran both before the pairs
-    result.decision = yield from duel(run, base, leader, result.pairs, True, "pair")
+    decision = yield from duel(run, base, leader, result.pairs, True, "pair")
+    result.decision = busy_check(result, decision, run.cfg.min_gain)
     result.best = result.leader if result.decision == noise.ADOPT else base.index
+
+
+def busy_check(result: TuneResult, decision: str, min_gain: float) -> str:
+    """A gain the pairs showed on a busy machine (most of their trials lost the CPU to other
+    work, core/tune/cpu.py) stands only beyond the noise the tune's repeats measured
+    (noise.busy_decision); else the verdict is "busy machine", said in a note."""
+    measured = result.measured_pairs(result.pairs)
+    trials = [t for _, b, lead in measured for t in (b, lead)]
+    busy = bool(trials) and 2 * sum(t.busy for t in trials) >= len(trials)
+    ratios = result.pair_ratios(result.pairs)
+    spread = measured_noise(result)
+    out = noise.busy_decision(decision, ratios, busy, spread, min_gain)
+    if out == noise.BUSY:
+        lead = result.trial(result.leader)
+        others = max((t.others or 0.0) for t in trials)
+        steal = max((t.steal or 0.0) for t in trials)
+        result.notes.append(
+            f"busy machine: other work used up to {100 * others:.0f}% of the CPU during the "
+            f"pairs and their trials waited for a CPU up to {100 * steal:.0f}% of the time; "
+            f"{lead.label if lead else 'the leader'} measured "
+            f"{result.leader_interval}, within the {100 * spread:.0f}% that repeats of "
+            "one setting moved: not kept (tune again on a quieter machine)")
+    return out
 
 
 def leader_first(run: Runner, search: Search) -> Job[bool]:

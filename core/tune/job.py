@@ -210,7 +210,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             result.notes.append(search.settled)
         for what, why in search.skipped:
             result.notes.append(f"{what} not tried: {why}")
-        result.busy = load_note(loads, usable_cores())
+        result.busy = load_note(loads, usable_cores(), result.trials)
         return result
     except (KeyboardInterrupt, Cancelled, GeneratorExit) as exc:
         result.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
@@ -268,18 +268,31 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
                   epoch_steps=epoch_steps)
 
 
-def load_note(loads: list[float], cores: int) -> str:
+def load_note(loads: list[float], cores: int, trials: list[Trial] | None = None) -> str:
     """A note when other work loaded the machine during the trials: a setting whose steps
     compute (workers, collate, the main process) is slowed by it, one whose steps sleep on
     data hardly, so the speed-up found moves with the load (an I/O-bound pick read 5.7x at
-    load 3 and 7.5x at load 0.7). The load average counts the trials' own processes too: a
-    CPU-bound trial (at most `cores` workers, the climb stops there) and the runner add up to
-    cores + 1, so only the highest 1-minute load average past 2 x cores + 1 is other work."""
+    load 3 and 7.5x at load 0.7). Two measures, either suffices: trials that lost the CPU to
+    other work (Trial.busy: others' share of the CPU and the trial's run-queue waits, measured
+    over its steady window, core/tune/cpu.py), or the 1-minute load average. That counts the
+    trials' own processes too: a CPU-bound trial (at most `cores` workers, the climb stops
+    there) and the runner add up to cores + 1, so only a highest load average past
+    2 x cores + 1 is other work."""
     top = max(loads, default=0.0)
+    busy = [t for t in trials or [] if t.busy]
+    plural = "s" if cores != 1 else ""
+    if busy:
+        others = max(t.others or 0.0 for t in busy)
+        steal = max(t.steal or 0.0 for t in busy)
+        return (f"busy machine: other work took the CPU from {len(busy)} of "
+                f"{len([t for t in trials or [] if t.ok])} trials (it used up to "
+                f"{100 * others:.0f}% of the {cores} core{plural}, the trials waited for a CPU "
+                f"up to {100 * steal:.0f}% of the time they wanted one; load average up to "
+                f"{top:.1f}): the figures hold for that load")
     if top <= 2 * cores + 1:
         return ""
     return (f"other work kept the machine busy during the trials (load average up to {top:.1f} "
-            f"on {cores} core{'s' if cores != 1 else ''}): the figures hold for that load")
+            f"on {cores} core{plural}): the figures hold for that load")
 
 
 def _memory_check(result: TuneResult, settings: dict, limit: int, nproc: int = 1) -> str:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 ADOPT, NOISE, MORE = "adopt", "within noise", "more"
 UNCONFIRMED = "not confirmed"  # the budget or a failed repeat ended the pairs first
+BUSY = "busy machine"  # pairs that showed a gain, but other work took the CPU from them and
+#                        the gain is within the noise their repeats measured (busy_decision)
 MIN_PAIRS = 2
 SMALL_GAIN_PAIRS = 3  # a small gain during the search (core/tune/job.py) needs every pair of 3
 MAX_PAIRS = 3
@@ -42,6 +44,28 @@ def decide(ratios: list[float], min_gain: float, max_pairs: int = MAX_PAIRS,
     if lo >= 1 + min_gain:
         return ADOPT
     return NOISE if len(ratios) >= max_pairs else MORE
+
+
+def recheck_decide(ratios: list[float], min_gain: float, max_pairs: int = MAX_PAIRS,
+                   obvious: float | None = None) -> str:
+    """A rung measured no faster than the best, in pairs run again from scratch (its first
+    trial is left out: that one read it slower): NOISE as soon as the first repeat agrees that
+    it is no faster; else as decide() (every pair must show the gain; with `obvious`, a small
+    one in SMALL_GAIN_PAIRS pairs)."""
+    if ratios and ratios[0] < 1 + min_gain:
+        return NOISE
+    return decide(ratios, min_gain, max_pairs, MIN_PAIRS, obvious)
+
+
+def busy_decision(decision: str, ratios: list[float], busy: bool, measured: float,
+                  min_gain: float) -> str:
+    """An ADOPT from pairs that ran on a busy machine stands only when every pair beats
+    the noise the tune measured (repeats of one setting, `measured`, at least `min_gain`);
+    else BUSY: the gain is not claimed (a busy machine moved repeats of one setting by more
+    than the gain). Any other decision stands."""
+    if decision != ADOPT or not busy or not ratios:
+        return decision
+    return ADOPT if min(ratios) >= 1 + max(min_gain, measured) else BUSY
 
 
 def spread(repeats: list[list[float]]) -> float:

@@ -95,9 +95,10 @@ class TuneResult:
 
     @property
     def outcome(self) -> str:
-        """The verdict's kind: 'faster' (a confirmed gain), 'within noise' or 'not confirmed'
-        (a leader not kept), 'no gain' (nothing tried beat the script), 'nothing to tune',
-        'no baseline' (the script as written was not measured), or 'running'."""
+        """The verdict's kind: 'faster' (a confirmed gain), 'within noise', 'busy machine' or
+        'not confirmed' (a leader not kept), 'no gain' (nothing tried beat the script),
+        'nothing to tune', 'no baseline' (the script as written was not measured), or
+        'running'."""
         base = self.baseline_trial
         if base is None or not base.ok:
             return "running" if self.stopped == "running" else "no baseline"
@@ -107,7 +108,9 @@ class TuneResult:
             return "faster"
         if self.leader_trial is None:
             return "no gain"
-        return noise.NOISE if self.decision == noise.NOISE else noise.UNCONFIRMED
+        if self.decision in (noise.NOISE, noise.BUSY):
+            return self.decision
+        return noise.UNCONFIRMED
 
     @property
     def leader_trial(self) -> Trial | None:
@@ -282,6 +285,8 @@ def verdict(result: TuneResult) -> list[str]:
     if leader is not None and not result.confirmed:
         ran_out = result.stopped in ("budget", "trial limit")
         why = ("nothing measured faster beyond the noise" if result.outcome == noise.NOISE
+               else "busy machine: other work took the CPU from the trials and the gain is "
+               "within the noise it caused (see the notes)" if result.outcome == noise.BUSY
                else "no gain was confirmed " + ("(the notes say what ran out)" if ran_out
                                                else f"(the tune was {result.stopped})"))
         lines.append(f"keep your settings ({settings_text(base.settings)}): {why}")

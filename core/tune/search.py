@@ -15,7 +15,10 @@
    With short epochs (`epoch_steps`) the rungs keep their workers across epochs.
    A rung whose gain is small, or whose trial ended before steady state, counts only when
    alternating pairs against the best all show it (`duel_pairs`); one such duel that does
-   not is "no faster than <fewer> (within noise)". When the climb ends, the fewest workers
+   not is "no faster than <fewer> (within noise)". A rung not better, but within the noise
+   of the best, whose miss would end the climb is measured again in alternating pairs
+   against the best first (`recheck`): a single slow trial under load does not end it.
+   When the climb ends, the fewest workers
    within the noise of the best are kept (`settle`): a rung no faster than a smaller one
    beyond the measured noise (`noise`, the spread of repeated trials of one setting, at
    least the bar) costs memory for nothing. core/tune/job.py then confirms that leader
@@ -183,7 +186,7 @@ class Search:
             return
         assert self.most is not None  # set by __post_init__
         if cpu >= BUSY_SHARE:
-            bound = (f"workers are on a CPU or waiting for one {100 * cpu:.0f}% of the time "
+            bound = (f"workers are on a CPU {100 * cpu:.0f}% of the time they could run "
                      "(CPU-bound)")
             if workers >= self.most:
                 self.climb = f"{bound}: stopped at the limit of {self.most} workers"
@@ -269,13 +272,33 @@ class Search:
         trial of persistent_workers read 26% faster and its repeat 15% slower, and two tunes
         kept different settings. A trial that ended before steady state is checked so too,
         however large its gain (issue 31: single trials short of steady state read 3.9-22x
-        for 16 workers, no faster than 2 in plain reruns)."""
+        for 16 workers, no faster than 2 in plain reruns). The machine's load does not enter
+        here: the same trials take the same path at any load (the rungs that read slower
+        are measured again, `recheck`; the verdict weighs a busy machine, duels.busy_check)."""
         gain = self.gain(step_ms)
         if gain is None or gain < 1 + self.bar:
             return None
         if self.stage == "around" or not reached:
             return noise.MIN_PAIRS
         return noise.SMALL_GAIN_PAIRS if gain < 1 + OBVIOUS_GAIN else None
+
+    @property
+    def patience(self) -> int:
+        """Rungs in a row that are not better before the climb ends (past the cores: one)."""
+        return 1 if self._past_cores else PATIENCE
+
+    def recheck(self, step_ms: float | None) -> bool:
+        """Whether a rung that did not beat the best is measured again before it counts as a
+        miss: when this miss would end the climb and its figure is within the noise of the
+        best (slower by at most the band: the noise measured so far, at least the bar; before
+        any repeat, OBVIOUS_GAIN, the spread of single trials on a loaded 2-core machine).
+        Under load single trials misled the climb (issue 31: an I/O-bound tune stopped at 4
+        workers on one slow trial, 73% behind the grid's best)."""
+        gain = self.gain(step_ms)
+        if self.stage != "workers" or gain is None or gain >= 1 + self.bar:
+            return False
+        band = max(self.bar, self.noise) if self.noise > 0 else OBVIOUS_GAIN
+        return gain * (1 + band) >= 1 and self._misses + 1 >= self.patience
 
     def rebase(self, step_ms: float, for_next: bool) -> None:
         """A duel measured the best again (`for_next`: the coming record() takes its place,
@@ -318,7 +341,7 @@ class Search:
             best_share = self.best.data_wait_share if self.best else None
             if step_ms is None:
                 self._rungs = []  # more workers would fail the same way
-            elif self._misses >= (1 if self._past_cores else PATIENCE):
+            elif self._misses >= self.patience:
                 self._rungs = []
             elif best_share is not None and best_share < DONE_SHARE:
                 self._rungs = []

@@ -31,7 +31,7 @@ from stallscope.core.session.steady import (
     busiest_loader,  # the DataLoader the steps drew from
     queued_batches,
 )
-from stallscope.core.tune.cpu import WorkerCpu, tree
+from stallscope.core.tune.cpu import WorkerCpu, busy, tree
 from stallscope.core.tune.memory import GUARD, TreeMemory
 
 POLL_S = 0.1
@@ -67,7 +67,9 @@ class Trial:
     steady_s: float | None = None
     steady_reached: bool = False     # False: the script ended before steady state
     rank: int | None = None          # under torchrun: the slowest rank, whose figures these are
-    worker_cpu: float | None = None  # share of the workers' wall time on or waiting for a CPU
+    worker_cpu: float | None = None  # workers' CPU time / their wall time less run-queue waits
+    others: float | None = None      # share of the machine's CPU other processes used (cpu.py)
+    steal: float | None = None       # share of the trial's CPU want spent in a run queue
     profiled: bool = False           # records a short window at its start (a trace)
     peak_rss: int | None = None      # the process tree's resident memory, peak
     peak_private: int | None = None  # its private memory, peak
@@ -79,6 +81,11 @@ class Trial:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    @property
+    def busy(self) -> bool:
+        """Other work took the CPU from this trial (core/tune/cpu.py)."""
+        return busy(self.others, self.steal)
 
     @property
     def label(self) -> str:
@@ -300,8 +307,10 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
     trial.steady_steps, trial.steady_s, trial.steady_reached = w.steps, w.seconds, w.reached
     trial.rank = rank if len(s.ranks) > 1 else None
     trial.message = w.note
-    if cpu is not None and int(trial.effective.get("num_workers") or 0) > 0:
-        trial.worker_cpu = cpu.share(w.t0, w.t1)
+    if cpu is not None:
+        if int(trial.effective.get("num_workers") or 0) > 0:
+            trial.worker_cpu = cpu.share(w.t0, w.t1)
+        trial.others, trial.steal = cpu.contention(w.t0, w.t1)
     if s.run.get("cuda_available"):
         trial.utilization = _utilization(s.traces())
 

@@ -72,7 +72,7 @@ def test_search_climbs_while_it_helps_then_tunes_around_the_best():
         {**SCRIPT, "num_workers": 2, "persistent_workers": True},
         {**SCRIPT, "num_workers": 2, "prefetch_factor": 4}]
     assert search.best.settings == {**SCRIPT, "num_workers": 2, "prefetch_factor": 4}
-    assert search.climb_note() == ("workers are on a CPU or waiting for one 95% of the time "
+    assert search.climb_note() == ("workers are on a CPU 95% of the time they could run "
                                    "(CPU-bound): tried one rung past the 2 cores; tried up "
                                    "to 4")
     assert ("pin_memory=True", "no CUDA device: pinned memory does nothing") in search.skipped
