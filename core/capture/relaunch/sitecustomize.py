@@ -1,16 +1,17 @@
-"""Runs first in every child Python of a stallscope run (the runner puts this folder first on
-PYTHONPATH): a child that re-runs the user's script as one rank of a job the script launched
-itself (Lightning's DDP launcher starts `python script.py args` with LOCAL_RANK and WORLD_SIZE
-set) becomes that rank under the runner, by os.execv of the runner with the run's options
-(STALLSCOPE_RELAUNCH).
+"""Runs first in a child Python that the profiled script's process started as one rank of a job
+the script launched itself (Lightning's DDP launcher starts `python script.py args` with
+LOCAL_RANK and WORLD_SIZE set): the runner's spawn hooks (core/capture/distributed.py,
+RankSpawns) give such a child alone this folder first on PYTHONPATH and the run's options in
+STALLSCOPE_RELAUNCH. It becomes that rank under the runner, by os.execv of the runner with the
+run's options and the user's environment (this folder and STALLSCOPE_RELAUNCH taken out).
 
-A rank is a DIRECT child of the profiled script's process that runs the same script, with
-WORLD_SIZE > 1, its rank, and the address of a distributed job (MASTER_ADDR and MASTER_PORT, as
-torchrun and Lightning set them): a script that re-runs itself with rank variables but no job is
-not one. Every other child (a tool in another venv, a shell script's python, DataLoader workers)
-has this folder and STALLSCOPE_RELAUNCH taken out of its environment at once, so it and all it
-starts see the user's environment; the interpreter's own sitecustomize, if any, still runs.
-Standard library only, any Python 3.
+A second line of defence, should the environment reach another process: a rank is a DIRECT
+child of the profiled script's process that runs the same script, with WORLD_SIZE > 1, its
+rank, and the address of a distributed job (MASTER_ADDR and MASTER_PORT, as torchrun and
+Lightning set them): a script that re-runs itself with rank variables but no job is not one.
+Every other process has this folder and STALLSCOPE_RELAUNCH taken out of its environment at
+once, so it and all it starts see the user's environment; the interpreter's own
+sitecustomize, if any, still runs. Standard library only, any Python 3.
 """
 
 import json
@@ -18,7 +19,6 @@ import os
 import sys
 
 ENV = "STALLSCOPE_RELAUNCH"
-RANK_OF = "STALLSCOPE_RANK_OF"
 
 
 def rank_from_env(env):
@@ -58,20 +58,22 @@ def _relaunch():
     orig = list(getattr(sys, "orig_argv", []) or [])
     flags = orig[1:len(orig) - len(argv)] if len(orig) > len(argv) else []
     os.environ["RANK"] = str(rank)
-    os.environ[RANK_OF] = str(spec.get("parent", ""))  # the launching runner waits for it
+    _forget()  # the rank, and all it starts, see the user's environment
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, *flags, runner, *options, "--", *argv])
 
 
 def _forget():
-    """Not a rank: this process and what it starts get the user's environment back."""
-    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-             if p and os.path.abspath(p) != HERE]
-    if parts:
-        os.environ["PYTHONPATH"] = os.pathsep.join(parts)
-    else:
-        os.environ.pop("PYTHONPATH", None)
+    """Not a rank (or a rank about to become the runner): this process and what it starts get
+    the user's environment back, PYTHONPATH exactly as the user had it."""
+    path = os.environ.get("PYTHONPATH")
+    if path is not None:
+        parts = [p for p in path.split(os.pathsep) if not p or os.path.abspath(p) != HERE]
+        if parts:
+            os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+        else:
+            os.environ.pop("PYTHONPATH")
     os.environ.pop(ENV, None)
 
 
