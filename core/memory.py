@@ -8,7 +8,7 @@ import numpy as np
 
 from stallscope.core.intervals import as_intervals, longest
 from stallscope.core.kineto import CUDA_DEVICE_TYPE, FREE_NAMES, MALLOC_NAMES, Cat
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 
 
 @dataclass
@@ -50,7 +50,7 @@ def memory_by_device(trace: Trace, devices: list[int],
     """One entry per CUDA device that has samples or GPU activity."""
     mem = trace.mem
     cuda = mem.device_type == CUDA_DEVICE_TYPE
-    sampled = sorted(int(d) for d in np.unique(mem.device_id[cuda]))
+    sampled = sorted(int(d) for d in unique(mem.device_id[cuda]))
     calls = _allocator_calls(trace, step_windows)
     out = {}
     for dev in sorted(set(sampled) | set(devices)):

@@ -26,7 +26,7 @@ from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, chec
 from stallscope.core.readers.source import read_bytes as _read_bytes
 from stallscope.core.units import mib
 
-__all__ = ["Trace", "device_kind", "find_traces", "load", "load_job", "resolve"]
+__all__ = ["Trace", "device_kind", "find_traces", "load", "load_job", "resolve", "unique"]
 
 @dataclass
 class Trace:
@@ -64,7 +64,7 @@ class Trace:
 
     def gpu_devices(self) -> list[int]:
         gpu = np.isin(self.cat, np.array(GPU_CATS, dtype=np.int8))
-        return sorted(int(d) for d in np.unique(self.device[gpu]))
+        return sorted(int(d) for d in unique(self.device[gpu]))
 
     def device_label(self, dev: int) -> str:
         """A device for people: "GPU 0", "MTIA 17"."""
@@ -134,6 +134,22 @@ def load_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[T
         reason = "; ".join(f"{n} {why}" for why, n in trace.dropped.items())
         raise TraceError(f"{p}: no usable trace events" + (f" ({reason})" if reason else ""))
     return trace
+
+
+def unique(values) -> np.ndarray:
+    """np.unique(values) of a 1-D array, by one sort: numpy 2's hashing unique takes ~100x as
+    long on the evenly spaced event indexes and ids the analysis collects (90k indexes: 0.1 s).
+    Floats go to np.unique (one NaN for all NaNs)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iub" or values.ndim != 1:
+        return np.unique(values)
+    out = np.sort(values)
+    if len(out) > 1:
+        new = np.empty(len(out), dtype=bool)
+        new[0] = True
+        np.not_equal(out[1:], out[:-1], out=new[1:])
+        out = out[new]
+    return out
 
 
 def device_kind(categories) -> str:

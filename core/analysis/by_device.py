@@ -15,7 +15,7 @@ import numpy as np
 
 from stallscope.core.analysis.threads import Roles
 from stallscope.core.kineto import RUNTIME_CATS
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 
 
 class ByDevice:
@@ -51,18 +51,18 @@ class ByDevice:
         """L(d) of threads.launch_tracks: the tracks of runtime/driver events whose correlation
         is that of one of `ops`."""
         ids = self.trace.corr[ops]
-        ids = np.unique(ids[ids >= 0])
+        ids = unique(ids[ids >= 0])
         if len(ids) == 0:
             return np.zeros(0, dtype=np.int64)
         lo = np.searchsorted(self._rt_corr, ids, side="left")
         hi = np.searchsorted(self._rt_corr, ids, side="right")
-        return np.unique(self._rt_track[_ranges(lo, hi)]).astype(np.int64)
+        return unique(self._rt_track[_ranges(lo, hi)]).astype(np.int64)
 
     @staticmethod
     def on_tracks(table: tuple[np.ndarray, np.ndarray], tracks: np.ndarray) -> np.ndarray:
         """The events of `table` (cpu_ops or syncs) on any of `tracks`, ascending index."""
         idx, track = table
-        tracks = np.unique(tracks)
+        tracks = unique(tracks)
         lo = np.searchsorted(track, tracks, side="left")
         hi = np.searchsorted(track, tracks, side="right")
         return np.sort(idx[_ranges(lo, hi)])

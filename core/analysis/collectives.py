@@ -10,7 +10,7 @@ from stallscope.core import intervals as iv
 from stallscope.core.analysis.threads import Roles, union_of
 from stallscope.core.kineto import is_collective_name
 from stallscope.core.report import CollectiveWait
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 
 
 def collective_wait(trace: Trace, r: Roles, python: np.ndarray,
@@ -27,7 +27,7 @@ def collective_wait(trace: Trace, r: Roles, python: np.ndarray,
     if us <= 0:
         return None
     by_name = {}
-    for nid in np.unique(trace.name[coll]):
+    for nid in unique(trace.name[coll]):
         part = iv.length(_overlap(covered, union_of(trace, coll & (trace.name == nid),
                                                      r.lo, r.hi)))
         if part > 0:
@@ -35,7 +35,7 @@ def collective_wait(trace: Trace, r: Roles, python: np.ndarray,
     idx = np.flatnonzero(coll)
     touching = idx[iv.covers(covered, np.clip(trace.start[idx], r.lo, r.hi))
                    | _any_inside(covered, trace.start[idx], trace.end[idx])]
-    threads = [trace.tracks[int(k)] for k in np.unique(trace.track[touching])]
+    threads = [trace.tracks[int(k)] for k in unique(trace.track[touching])]
     return CollectiveWait(device=device, us=us, python_us=iv.length(python),
                           by_name=dict(sorted(by_name.items(), key=lambda kv: -kv[1])),
                           threads=threads)

@@ -33,7 +33,7 @@ from stallscope.core.kineto import (
     is_collective_name,
 )
 from stallscope.core.report import Culprit, DeviceStats
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 from stallscope.core.units import duration, plural
 
 TOP = 3
@@ -67,7 +67,7 @@ def summarize(trace: Trace, a: np.ndarray, b: np.ndarray, owner: np.ndarray,
     nid = np.where(ok, trace.name[np.maximum(owner, 0)], -1)
     ids, inv = np.unique(nid[ok], return_inverse=True)
     covered = np.bincount(inv, weights=(b - a)[ok])
-    events = np.unique(owner[ok])
+    events = unique(owner[ok])
     counts = np.bincount(np.searchsorted(ids, trace.name[events]), minlength=len(ids))
     frame_ids = frames.at(trace.track[np.maximum(owner, 0)], (a + b) / 2) \
         if frames else np.full(len(a), -1)
@@ -143,7 +143,7 @@ class Culprits:
             return []
         _a, _b, owner = self._last
         for culprit, mask in found:
-            calls = np.unique(owner[mask])
+            calls = unique(owner[mask])
             issued = self._enclosing_op(calls)
             copies = self._gpu_ops_of(calls)
             parts = [f"issued by {issued}"] if issued else []
@@ -187,10 +187,10 @@ class Culprits:
             if deepest and deepest != culprit.name:
                 parts.append(f"mostly in {deepest}")
             if "Memcpy" in deepest:  # name the copies by what they moved (direction, memory)
-                copies = self._gpu_ops_of(np.unique(outer[mask]))
+                copies = self._gpu_ops_of(unique(outer[mask]))
                 if copies:
                     parts.append(f"copies {copies}")
-            launched = self._kernels_in(np.unique(outer[mask]))
+            launched = self._kernels_in(unique(outer[mask]))
             if len(launched):
                 median = float(np.median(launched))
                 tiny = "tiny " if median < TINY_KERNEL_US else ""
@@ -202,7 +202,7 @@ class Culprits:
 
     def _python(self, spans, stats):
         t, r = self.trace, self.r
-        others = [int(k) for k in np.unique(t.track[t.mask_names(is_collective_name)])
+        others = [int(k) for k in unique(t.track[t.mask_names(is_collective_name)])
                   if k != self.main]
         coll = t.mask_names(is_collective_name) & ~r.gpu
         out = [c for c, _ in self._simple(spans, per_track(t, coll, others), frames=False)]
@@ -214,7 +214,7 @@ class Culprits:
         if not any(c.kind in ("frame", "annotation") for c in out):
             out += self._after_ops(spans)
         if not out:  # the main thread recorded nothing: what the other threads ran meanwhile
-            tracks = [int(k) for k in np.unique(t.track[r.cpu_op]) if k != self.main]
+            tracks = [int(k) for k in unique(t.track[r.cpu_op]) if k != self.main]
             found = self._simple(spans, per_track(t, r.cpu_op, tracks), innermost=False)
             for culprit, _mask in found:
                 culprit.detail = "on another thread meanwhile"
@@ -245,7 +245,7 @@ class Culprits:
         t = self.trace
         out = events.copy()
         ok = np.flatnonzero(events >= 0)
-        for track in np.unique(t.track[events[ok]]):
+        for track in unique(t.track[events[ok]]):
             on = ok[t.track[events[ok]] == track]
             k = nest_of(t, self._ops_on(track, self.r.cpu_op), self.nests).at(
                 t.start[events[on]], innermost=False)
@@ -258,7 +258,7 @@ class Culprits:
         t = self.trace
         if len(spans) == 0 or len(ops) == 0:
             return []
-        found = self._simple(spans, [ops[t.track[ops] == k] for k in np.unique(t.track[ops])],
+        found = self._simple(spans, [ops[t.track[ops] == k] for k in unique(t.track[ops])],
                              frames=False)
         return self._launched_from(found, self._last[2])
 
@@ -267,7 +267,7 @@ class Culprits:
         user's frame there."""
         t = self.trace
         for culprit, mask in found:
-            events = np.unique(owner[mask])
+            events = unique(owner[mask])
             launches = self.r.launch[events]
             launches = launches[launches >= 0]
             if len(launches) == 0:
@@ -296,7 +296,7 @@ class Culprits:
         """The outermost op (cat cpu_op) around each call on its thread, -1 where none."""
         t = self.trace
         out = np.full(len(calls), -1, dtype=np.int64)
-        for track in np.unique(t.track[calls]):
+        for track in unique(t.track[calls]):
             on = np.flatnonzero(t.track[calls] == track)
             k = nest_of(t, self._ops_on(track, self.cpu_op_only), self.nests).at(
                 t.start[calls[on]], innermost=False)
@@ -335,7 +335,7 @@ class Culprits:
         t = self.trace
         launch = self.r.launch[gpu]
         inside = np.zeros(len(gpu), dtype=bool)
-        for track in np.unique(t.track[events]):
+        for track in unique(t.track[events]):
             mine = events[t.track[events] == track]
             spans = iv.union(iv.as_intervals(t.start[mine], t.end[mine]))
             inside |= (t.track[launch] == track) & iv.covers(spans, t.start[launch])

@@ -12,7 +12,7 @@ from stallscope.core.analysis.by_device import index_for
 from stallscope.core.analysis.threads import Roles, union_of
 from stallscope.core.kineto import is_comm_name
 from stallscope.core.report import DeviceStats
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 
 
 def device_stats(trace: Trace, r: Roles, dev: int, phases: dict[str, np.ndarray],
@@ -126,7 +126,7 @@ def python_by_annotation(trace: Trace, r: Roles, spans: np.ndarray) -> dict[str,
         return {"": iv.length(spans)}
     starts, ends = trace.start[ann], trace.end[ann]
     lo, hi = spans[0, 0], spans[-1, 1]
-    pts = np.unique(np.concatenate([spans.ravel(), np.clip(starts, lo, hi),
+    pts = unique(np.concatenate([spans.ravel(), np.clip(starts, lo, hi),
                                     np.clip(ends, lo, hi)]))
     a, b = pts[:-1], pts[1:]
     keep = iv.covers(spans, a) & (b > a)

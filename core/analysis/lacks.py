@@ -10,7 +10,7 @@ from stallscope.core import intervals as iv
 from stallscope.core.analysis.threads import Roles
 from stallscope.core.kineto import GPU_CATS, LAUNCH_RE, RUNTIME_CATS, Cat
 from stallscope.core.report import Lack, Report
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 from stallscope.core.units import duration, pct, plural
 
 MIN_WINDOW_US = 1000.0   # a window shorter than 1 ms ...
@@ -106,7 +106,7 @@ def _uncovered(trace: Trace, r: Roles, report: Report) -> Lack | None:
     host = (trace.device < 0) & ~np.isin(trace.cat, np.array((*GPU_CATS, Cat.PROFILER),
                                                               dtype=np.int8))
     best, best_us = None, 0.0
-    for k in np.unique(trace.track[host]):
+    for k in unique(trace.track[host]):
         mine = host & (trace.track == k)
         busy = iv.union(iv.as_intervals(trace.start[mine], trace.end[mine]))
         cover = us - iv.length(iv.subtract(spans, busy))

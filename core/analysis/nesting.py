@@ -8,7 +8,7 @@ import numpy as np
 
 from stallscope.core import intervals as iv
 from stallscope.core.kineto import Cat, frame_tier, is_frame_name
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 
 MAX_LEVELS = 64          # deeper nesting (broken traces) is folded into the last level
 
@@ -54,7 +54,7 @@ def pieces(spans: np.ndarray, events: np.ndarray, trace: Trace) -> tuple[np.ndar
     if len(spans) == 0:
         return np.zeros(0), np.zeros(0)
     lo, hi = spans[0, 0], spans[-1, 1]
-    pts = np.unique(np.concatenate([spans.ravel(), np.clip(trace.start[events], lo, hi),
+    pts = unique(np.concatenate([spans.ravel(), np.clip(trace.start[events], lo, hi),
                                     np.clip(trace.end[events], lo, hi)]))
     a, b = pts[:-1], pts[1:]
     keep = iv.covers(spans, a) & (b > a)
@@ -126,7 +126,7 @@ class Frames:
         out = np.full(len(points), -1, dtype=np.int64)
         if not self:
             return out
-        for track in np.unique(tracks):
+        for track in unique(tracks):
             on = np.flatnonzero(tracks == track)
             for frames in self.tiers:
                 frames = frames[t.track[frames] == track]

@@ -26,7 +26,7 @@ from stallscope.core.kineto import (
     Cat,
     is_engine_thread,
 )
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 
 
 @dataclass
@@ -72,7 +72,7 @@ def main_track(trace: Trace, steps: np.ndarray) -> int | None:
     if len(steps):
         return int(trace.track[steps[0]])
     ops = np.isin(trace.cat, np.array(CPU_OP_CATS, dtype=np.int8)) & (trace.device < 0)
-    hosts = np.unique(trace.track[ops])
+    hosts = unique(trace.track[ops])
     if len(hosts) == 0:
         return None
     work = {int(k): _op_time(trace, ops, k) for k in hosts}
@@ -145,12 +145,12 @@ def launch_tracks(trace: Trace, r: Roles, on_dev: np.ndarray) -> np.ndarray:
     """L(d): the threads owning a runtime/driver event whose args.correlation is that of a GPU
     op on the device (mask `on_dev`)."""
     ids = trace.corr[on_dev]
-    ids = np.unique(ids[ids >= 0])
+    ids = unique(ids[ids >= 0])
     if len(ids) == 0:
         return np.zeros(0, dtype=np.int64)
     runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
     owners = runtime & np.isin(trace.corr, ids)
-    return np.unique(trace.track[owners]).astype(np.int64)
+    return unique(trace.track[owners]).astype(np.int64)
 
 
 def union_of(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -27,7 +27,7 @@ from stallscope.core.kineto import (
     frame_tier,
 )
 from stallscope.core.report import Culprit, WindowFinding
-from stallscope.core.trace import Trace
+from stallscope.core.trace import Trace, unique
 from stallscope.core.units import duration, pct, plural
 
 STARTUP_SHARE = 0.20   # one call / the first op of a kind / compilation: this share of W
@@ -83,7 +83,7 @@ def _graph_capture(trace: Trace, r: Roles, width: float) -> WindowFinding | None
         return None
     ends = np.flatnonzero(runtime & trace.mask_names(lambda n: any(e in n for e in CAPTURE_END)))
     spans = []
-    for track in np.unique(trace.track[begins]):  # a few threads
+    for track in unique(trace.track[begins]):  # a few threads
         b = begins[trace.track[begins] == track]
         e = ends[trace.track[ends] == track]
         stop = trace.end[b]
@@ -294,7 +294,7 @@ def entry_script(trace: Trace) -> str:
     frames = trace.cat == Cat.PYTHON_FUNCTION
     if not frames.any():
         return ""
-    ids = np.unique(trace.name[frames])
+    ids = unique(trace.name[frames])
     scripts = [m.group("file") for i in ids
                if (m := FRAME_RE.match(trace.names[i])) and m.group("func") == "<module>"
                and frame_tier(trace.names[i]) == 2 and m.group("file").endswith(".py")]

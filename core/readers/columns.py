@@ -3,6 +3,11 @@
 Batches of decoded structs are pulled apart with C-level maps (no per-event Python statements)
 into per-batch arrays; `finish` packs them once, sets each event's meaning (category, device)
 and drops what no analysis can use, counting why.
+
+An event's category, name and thread are interned together, as one (cat, name, pid, tid) key:
+one map and one dict lookup an event instead of three (the keys are few: a trace repeats its
+ops). `finish` splits the keys into the category, name and track ids, interning each part in
+the order the keys were first seen, which is the order its values were first seen.
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ from stallscope.core.readers.trace_events import Complete, Instant, InstantGloba
 MAX_US = float(2**53)
 MAX_BYTES = float(2**63)
 
-_TS, _DUR, _CAT, _NAME = (attrgetter(f) for f in ("ts", "dur", "cat", "name"))
-_PIDTID = attrgetter("pid", "tid")
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+_KEY = attrgetter("cat", "name", "pid", "tid")
 _DEVICE, _STREAM, _CORRELATION = (attrgetter(f) for f in ("device", "stream", "correlation"))
 _ARGS = attrgetter("args")
 _DEVICE_TYPE, _DEVICE_ID, _BYTES, _ALLOCATED, _RESERVED = (attrgetter(f) for f in (
@@ -77,11 +82,12 @@ class Columns:
     """Accumulates decoded batches as per-batch arrays, then packs numpy columns once."""
 
     def __init__(self) -> None:
-        self.names: dict[str, int] = _interner()
-        self.cats: dict[str, int] = _interner()
-        self.tracks: dict[tuple, int] = _interner()
-        self.x: dict[str, list] = {k: [] for k in ("ts", "dur", "cat", "name", "track", "dev",
-                                                    "stream", "corr")}
+        self.keys: dict[tuple, int] = _interner()  # (cat, name, pid, tid) -> key id
+        # Filled by finish() from the keys, each in the order its values were first seen.
+        self.names: dict[str, int] = {}
+        self.cats: dict[str, int] = {}
+        self.tracks: dict[tuple, int] = {}  # (pid, tid) as written -> raw track id
+        self.x: dict[str, list] = {k: [] for k in ("ts", "dur", "key", "dev", "stream", "corr")}
         self.m: dict[str, list] = {k: [] for k in ("ts", "dtype", "did", "bytes", "alloc", "res")}
         self.dropped: dict[str, int] = {}
         self.thread_names: dict[tuple[str, str], str] = {}  # (pid, tid) as strings -> name
@@ -99,9 +105,7 @@ class Columns:
                                 ("stream", args, _STREAM), ("corr", args, _CORRELATION)):
             x[key].append(_floats_of(items, get))
         del args
-        for key, get, ids in (("cat", _CAT, self.cats), ("name", _NAME, self.names),
-                              ("track", _PIDTID, self.tracks)):
-            x[key].append(np.fromiter(map(ids.__getitem__, map(get, xs)), np.int32, count=n))
+        x["key"].append(np.fromiter(map(self.keys.__getitem__, map(_KEY, xs)), np.int32, count=n))
         for meta in map(events.__getitem__, np.flatnonzero(kinds == 3)):
             if meta.name == THREAD_NAME and isinstance(meta.args.name, str):
                 # Kineto writes a thread's name twice ("thread 639 (python3)", then
@@ -125,12 +129,15 @@ class Columns:
     def finish(self, device_properties: list[dict] | None = None) -> dict:
         """The Trace's fields (all but path and metadata), sorted by start."""
         x = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.x.items()}
+        key = x.pop("key").astype(np.int32)
+        for part, ids in (("cat", self.cats), ("name", self.names), ("track", self.tracks)):
+            x[part] = self._part_of_keys(key, part, ids)
         start, dur = x["ts"], x["dur"]
         cat_table = np.array([category(c) for c in self.cats], dtype=np.int8)
         cat = cat_table[x["cat"]] if len(x["cat"]) else np.zeros(0, np.int8)
-        name = x["name"].astype(np.int32)
+        name = x["name"]
         names = list(self.names)
-        track, tracks, track_pid = self._canonical_tracks(x["track"].astype(np.int32))
+        track, tracks, track_pid = self._canonical_tracks(x["track"])
         stream = _ints(x["stream"], np.int32)
         corr = _ints(x["corr"], np.int64)
 
@@ -153,6 +160,17 @@ class Columns:
             tracks=tracks, mem=self._memory(), dropped=self.dropped,
             thread_names={k: v for k, v in self.thread_names.items() if k in set(tracks)},
             unanalysed_accelerator=self._unanalysed(x["cat"], cat, device_properties or []))
+
+    def _part_of_keys(self, key: np.ndarray, part: str, ids: dict) -> np.ndarray:
+        """The per-event ids of one part of the keys ("cat", "name" or "track"), interned into
+        `ids` in the order of the keys (the order of first appearance)."""
+        ids.clear()
+        if part == "track":
+            values = [(k[2], k[3]) for k in self.keys]
+        else:
+            values = [k[0 if part == "cat" else 1] for k in self.keys]
+        table = np.array([ids.setdefault(v, len(ids)) for v in values], dtype=np.int32)
+        return table[key] if len(key) else np.zeros(0, np.int32)
 
     def _valid(self, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
         missing = np.isnan(start) | np.isnan(dur)
