@@ -18,11 +18,14 @@ class Nest:
     of them around any number of points, a searchsorted per level."""
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray, ids: np.ndarray | None = None):
-        order = np.lexsort((-ends, starts))  # by start, outer first
-        self.s, self.e = starts[order], ends[order]
-        self.ids = (np.arange(len(starts)) if ids is None else ids)[order]
-        depth = np.arange(len(order)) - np.searchsorted(np.sort(self.e), self.s, side="right")
-        depth = np.clip(depth, 0, MAX_LEVELS - 1)
+        ids = np.arange(len(starts)) if ids is None else ids.copy()
+        if _outer_first(starts, ends):  # a thread's events, taken from the sorted trace
+            self.s, self.e, self.ids = starts, ends, ids
+        else:
+            order = np.lexsort((-ends, starts))  # by start, outer first
+            self.s, self.e, self.ids = starts[order], ends[order], ids[order]
+        depth = np.arange(len(self.s)) - np.searchsorted(np.sort(self.e), self.s, side="right")
+        depth = np.clip(depth, 0, MAX_LEVELS - 1).astype(np.int8)  # int8: a radix sort
         by = np.argsort(depth, kind="stable")  # each level stays sorted by start
         self.levels = [lv for lv in np.split(by, np.cumsum(np.bincount(depth))[:-1]) if len(lv)]
 
@@ -38,6 +41,17 @@ class Nest:
             hit = (j >= 0) & (points[free] < self.e[at][jj])
             out[free[hit]] = self.ids[at[jj[hit]]]
         return out
+
+
+def _outer_first(starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether the events already come by start, the outer (longer) first among equal starts:
+    what np.lexsort((-ends, starts)) would give, unchanged (it is stable)."""
+    if len(starts) < 2:
+        return True
+    if not (starts[1:] >= starts[:-1]).all():
+        return False
+    tie = starts[1:] == starts[:-1]
+    return bool((ends[1:][tie] <= ends[:-1][tie]).all())
 
 
 def owner_at(starts: np.ndarray, ends: np.ndarray, points: np.ndarray,

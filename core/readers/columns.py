@@ -129,7 +129,7 @@ class Columns:
     def finish(self, device_properties: list[dict] | None = None) -> dict:
         """The Trace's fields (all but path and metadata), sorted by start."""
         x = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.x.items()}
-        key = x.pop("key").astype(np.int32)
+        key = x.pop("key").astype(np.int32, copy=False)
         for part, ids in (("cat", self.cats), ("name", self.names), ("track", self.tracks)):
             x[part] = self._part_of_keys(key, part, ids)
         start, dur = x["ts"], x["dur"]
@@ -285,6 +285,4 @@ def _float(v) -> float:
 def _ints(values: np.ndarray, dtype) -> np.ndarray:
     """An id column (device, stream, correlation): -1 where absent or out of the type's range."""
     ok = (values >= 0) & (values < 2.0 ** (8 * np.dtype(dtype).itemsize - 1))  # NaN: False
-    out = np.full(len(values), -1, dtype=dtype)
-    out[ok] = values[ok]
-    return out
+    return np.where(ok, values, -1).astype(dtype)
