@@ -22,6 +22,7 @@ from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.kineto import ACCELERATOR_RUNTIMES, GPU_CATS, Cat, is_step_name
 from stallscope.core.readers.columns import MemorySamples
 from stallscope.core.readers.head import rank_in_name
+from stallscope.core.readers.heap import reusing_freed_memory
 from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, check_kind
 from stallscope.core.readers.source import read_bytes as _read_bytes
 from stallscope.core.units import mib
@@ -118,11 +119,12 @@ def load_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[T
     cancel = cancel or CancelFlag()
     p = resolve(path)
     try:
-        data = yield from _read_bytes(p, cancel, readers.sniffer(p))
-        yield 400, 1000
-        decoded = yield from readers.decode(p, data, cancel)
-        del data
-        fields = decoded.cols.finish(decoded.device_properties)
+        with reusing_freed_memory():  # the text's pages become the columns' (readers/heap.py)
+            data = yield from _read_bytes(p, cancel, readers.sniffer(p))
+            yield 400, 1000
+            decoded = yield from readers.decode(p, data, cancel)
+            del data
+            fields = decoded.cols.finish(decoded.device_properties)
     except MemoryError:
         raise TraceError(f"{p}: ran out of memory while loading (budget {mib(available_memory())}"
                          f", about {MEMORY_FACTOR}x the JSON size is needed)") from None

@@ -127,15 +127,17 @@ def _phases(path: Path) -> None:
     from stallscope.core import trace as tr
     from stallscope.core.analysis import analyze
     from stallscope.core.jobs import CancelFlag, run_job
+    from stallscope.core.readers.heap import reusing_freed_memory
     from stallscope.core.readers.source import read_bytes
     lap("start + imports")
     cancel = CancelFlag()
-    data = run_job(read_bytes(path, cancel, readers.sniffer(path)))
-    lap("read")
-    decoded = run_job(readers.decode(path, data, cancel))
-    del data
-    lap("decode, columns")
-    fields = decoded.cols.finish(decoded.device_properties)
+    with reusing_freed_memory():  # as trace.load_job does
+        data = run_job(read_bytes(path, cancel, readers.sniffer(path)))
+        lap("read")
+        decoded = run_job(readers.decode(path, data, cancel))
+        del data
+        lap("decode, columns")
+        fields = decoded.cols.finish(decoded.device_properties)
     trace = tr.Trace(path=path, **fields, notes=decoded.notes)
     trace.device_kind = tr.device_kind(decoded.cols.cats)
     lap("finish")
