@@ -14,16 +14,17 @@ another place); the heap's top is still trimmed by free() as before. Elsewhere t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 _M_MMAP_THRESHOLD = -3           # mallopt's parameter number (malloc.h)
 _WHILE_LOADING = 2**31 - 1       # mallopt takes an int
 _AFTER = 32 << 20                # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: where glibc's slides to
-_libc = None
+_libc: Any = None  # mallopt, False where there is none, None until looked for
 
 
-def _glibc():
+def _glibc() -> Callable[[int, int], int] | None:
     """The C library's mallopt, on glibc only (None elsewhere, or when it cannot be reached)."""
     global _libc
     if _libc is None:
