@@ -6,7 +6,9 @@
 Times, alternating, `--repeat` times: (a) read + msgspec typed decode alone of the whole document
 into the reader's own event struct (readers.trace_events.AnyPhase; timed inside a child, after
 its start-up), (b) the full `stallscope-cli analyze --json` in a fresh process, and (c) that
-process's peak RSS. Both wall and CPU time (user + sys) are given:
+process's peak RSS; (b) runs as an installed package does, reading its .pyc files (written on a
+warm-up run under a temporary PYTHONPYCACHEPREFIX; `--no-pyc` compiles every module each run, as
+under PYTHONDONTWRITEBYTECODE). Both wall and CPU time (user + sys) are given:
 on a shared machine the CPU time is the steadier figure. The ratios compare the fastest run of
 each (the least disturbed) and give the median of the pairs.
 Goals: (b) <= 1.3x (a) on the ~1 GB trace in wall and CPU time (issue 34; issue 15 asked 1.5x),
@@ -71,12 +73,24 @@ def tile(fixture: Path, out: Path, size_mb: int) -> int:
     return copies
 
 
+CHILD_ENV: dict[str, str] | None = None  # None: this process's environment
+
+
+def with_bytecode(prefix: Path) -> dict[str, str]:
+    """The environment of a CLI run as installed: Python writes and reads its .pyc files (here
+    under `prefix`, outside the checkout), even where PYTHONDONTWRITEBYTECODE is set (then every
+    run compiles ~120 modules again: ~0.1 s of CPU a run)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    return env
+
+
 def timed(argv: list[str]) -> tuple[float, float, int]:
     """(wall s, CPU s, peak RSS bytes) of `stallscope-cli *argv` in a fresh process; exits with
     its stderr when it fails."""
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", *argv],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=CHILD_ENV)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     err = proc.stderr.read().decode()
@@ -156,6 +170,9 @@ def main() -> None:
     ap.add_argument("--tile-only", help=argparse.SUPPRESS)
     ap.add_argument("--bare", help=argparse.SUPPRESS)
     ap.add_argument("--phases", metavar="PATH", help="time analyze's steps on this trace")
+    ap.add_argument("--no-pyc", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE as set: the CLI compiles every module "
+                         "each run (by default it runs as installed, with its .pyc files)")
     args = ap.parse_args()
     if args.bare:
         return _bare(Path(args.bare))
@@ -173,6 +190,11 @@ def main() -> None:
                         str(args.size_mb), "--fixture", args.fixture], check=True)
     size = tmp.stat().st_size
     print(f"trace: {tmp} {size / 2**20:,.0f} MiB")
+    global CHILD_ENV
+    if not args.no_pyc:
+        CHILD_ENV = with_bytecode(Path(tempfile.mkdtemp()) / "pyc")
+        run_cli(fixture)  # writes the .pyc files
+        print("  the CLI runs with its .pyc files (--no-pyc: compiling each run)")
 
     cli, bare = [], []
     for i in range(args.repeat):
