@@ -113,7 +113,7 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     result = run.result
     best = result.best_trial
     step = trial.step_ms if trial.ok else None
-    recheck = search.recheck(step)
+    recheck = search.recheck(step, trial.busy or (best is not None and best.busy))
     min_pairs = search.duel_pairs(step, trial.steady_reached)
     if best is None or (min_pairs is None and not recheck):
         return None

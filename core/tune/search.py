@@ -48,6 +48,9 @@ LARGE_WAIT = 0.2    # steps waiting this share or more: worth going past the cor
 SECONDARY_GAIN = 0.1  # a setting beside num_workers must win this much, in every pair: pairs of
 #                      the same settings at 7 ms steps on 2 shared cores read 5.7-6.5x, 6.6-7.1x
 #                      (6-10% apart), and two tunes kept prefetch_factor=4 for 1.06-1.12x or not
+BUSY_BAND = 1.0     # a rung read up to this much slower on a busy machine is measured again:
+#                     there single trials of one setting read 5.6-12.8 ms (io, 8 workers, load
+#                     7-10) and 16.3 ms once against 9.4 ms in plain runs (IterableDataset)
 PATIENCE = 2        # rungs in a row that are not better end the climb (past the cores: one)
 MOST_WORKERS = 16   # default top of the ladder when workers wait on I/O (and the cores < it)
 
@@ -287,17 +290,20 @@ class Search:
         """Rungs in a row that are not better before the climb ends (past the cores: one)."""
         return 1 if self._past_cores else PATIENCE
 
-    def recheck(self, step_ms: float | None) -> bool:
+    def recheck(self, step_ms: float | None, busy: bool = False) -> bool:
         """Whether a rung that did not beat the best is measured again before it counts as a
         miss: when this miss would end the climb and its figure is within the noise of the
         best (slower by at most the band: the noise measured so far, at least the bar; before
-        any repeat, OBVIOUS_GAIN, the spread of single trials on a loaded 2-core machine).
-        Under load single trials misled the climb (issue 31: an I/O-bound tune stopped at 4
-        workers on one slow trial, 73% behind the grid's best)."""
+        any repeat, OBVIOUS_GAIN, the spread of single trials on a loaded 2-core machine; on a
+        busy machine, `busy`, at least BUSY_BAND). Under load single trials misled the climb
+        (issue 31: an I/O-bound tune stopped at 4 workers on one slow trial, 73% behind the
+        grid's best)."""
         gain = self.gain(step_ms)
         if self.stage != "workers" or gain is None or gain >= 1 + self.bar:
             return False
         band = max(self.bar, self.noise) if self.noise > 0 else OBVIOUS_GAIN
+        if busy:
+            band = max(band, BUSY_BAND)
         return gain * (1 + band) >= 1 and self._misses + 1 >= self.patience
 
     def rebase(self, step_ms: float, for_next: bool) -> None:
