@@ -33,7 +33,8 @@ def register(sub) -> None:
                    help="a factory's float tensors: auto (uint8 when every value is k/255, "
                         "as ToTensor() makes them, else as they are), float32, "
                         "float16")  # fmt: skip
-    p.add_argument("--commit-every", type=int, default=1000, metavar="N", help="samples per commit")
+    p.add_argument("--commit-every", type=int, default=None, metavar="N",
+                   help="samples per commit (default: a commit every 2 s or 256 MiB)")
     p.add_argument("--map-size", type=int, default=None, metavar="BYTES",
                    help="initial LMDB map size (grows as needed; default: estimated)")  # fmt: skip
     p.add_argument("--verify", type=int, default=64, metavar="N",
@@ -80,7 +81,8 @@ def run(args) -> int:
     progress = Progress("converting")
     result = run_job(
         convert(args.src, args.dst, workers=args.workers, preprocess=pre,
-                map_size=args.map_size, commit_every=max(1, args.commit_every)),
+                map_size=args.map_size,
+                commit_every=None if args.commit_every is None else max(1, args.commit_every)),
         progress,
     )  # fmt: skip
     progress.end()

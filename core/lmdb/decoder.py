@@ -1,22 +1,33 @@
 """Decoding: a task of samples (see FolderSource.task / FactorySource.task) into LMDB records,
-one Decoder per worker process, built from source_desc (which pickles; a source may not)."""
+one Decoder per worker process, built from source_desc (which pickles; a source may not).
+A folder's plain PNGs skip Image.open (png.py) and their records are built for a whole task at
+once; encode() lays a task's records end to end with their sizes and crc32s, so the writer
+handles a task, not each record."""
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
 import os
+import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from PIL import Image
 
+from stallscope.core.lmdb import png
 from stallscope.core.lmdb.errors import SampleError, SampleExit, one_line
 from stallscope.core.lmdb.factory import load_factory
 from stallscope.core.lmdb.flatten import flatten
 from stallscope.core.lmdb.format import plan, write
-from stallscope.core.lmdb.images import Preprocess, image_to_chw, preprocess_image
+from stallscope.core.lmdb.images import (
+    Preprocess,
+    changes_nothing,
+    image_to_chw,
+    preprocess_image,
+)
 from stallscope.core.lmdb.source import Source
 from stallscope.core.lmdb.structure import describe
 
@@ -90,36 +101,139 @@ class Decoder:
         return index, structure, leaves
 
     def decode(self, task: list, current=None, w: int = 0) -> list[tuple[int, tuple | None, str]]:
-        """-> [(source index, (header, offsets, size, arrays) or None, reason)]. `current[w]`
-        (shared memory) names the sample being decoded, for when a __getitem__ kills its
-        process."""
+        """-> [(source index, (header, offsets, size, arrays) or the finished record (a uint8
+        row) or None, reason)], for encode(). `current[w]` (shared memory) names the sample
+        being decoded, for when a __getitem__ kills its process."""
 
-        out: list[tuple[int, tuple | None, str]] = []
-        for entry in task:
-            index = entry if self.kind == "factory" else entry[0]
-            if current is not None:
-                current[w] = index
-            try:
-                _, _, leaves = self.sample(entry)
-            except SampleError as exc:
-                out.append((index, None, str(exc)))
+        if self.kind == "folder":
+            return self._decode_folder(task, current, w)
+        return [self._planned(entry, entry, current, w) for entry in task]
+
+    def _planned(self, entry, index: int, current, w: int) -> tuple[int, tuple | None, str]:
+        """One sample decoded the general way (Image.open for a folder's file)."""
+        if current is not None:
+            current[w] = index
+        try:
+            _, _, leaves = self.sample(entry)
+        except SampleError as exc:
+            return index, None, str(exc)
+        return index, _plan_leaves(index, leaves), ""
+
+    def _decode_folder(self, task: list, current, w: int) -> list[tuple[int, tuple | None, str]]:
+        """A folder's task: plain PNGs (png.py) read whole and decoded together, a group per
+        mode and size; every other file (and a PNG that png.py leaves to PIL) via Image.open."""
+        out: list[tuple[int, tuple | None, str] | None] = [None] * len(task)
+        groups: dict[tuple[str, tuple[int, int], bool], list[tuple[int, png.PlainPNG]]] = {}
+        for pos, (index, path, label) in enumerate(task):
+            plain = None
+            if path[-4:].lower() == ".png":
+                if current is not None:
+                    current[w] = index
+                try:
+                    plain = png.parse(png.read_file(path))
+                except OSError:
+                    plain = None  # Image.open says what is wrong, as it always has
+            if plain is None:
+                out[pos] = self._planned(task[pos], index, current, w)
+            else:
+                key = (plain.mode, plain.size, label >= 0)
+                groups.setdefault(key, []).append((pos, plain))
+        for (mode, _size, labelled), members in groups.items():
+
+            def before(j: int, members=members) -> None:
+                if current is not None:
+                    current[w] = task[members[j][0]][0]
+
+            pixels = png.decode_group([plain for _pos, plain in members], before)
+            if pixels is None:
+                for pos, _plain in members:
+                    out[pos] = self._planned(task[pos], task[pos][0], current, w)
                 continue
-            header, offsets, size = plan(index, [(d, a.shape) for _k, d, a in leaves])
-            out.append((index, (header, offsets, size, [a for _k, _d, a in leaves]), ""))
-        return out
+            rows = self._rows(mode, pixels, [task[pos] for pos, _plain in members], labelled)
+            for j, (pos, _plain) in enumerate(members):
+                index, _path, label = task[pos]
+                if rows is not None:
+                    out[pos] = (index, rows[j], "")
+                    continue
+                dtype, arr = self._preprocessed(mode, pixels[j])
+                leaves = [("image", dtype, arr)]
+                if labelled:
+                    leaves.append(("int", "int64", np.asarray(label, np.int64)))
+                out[pos] = (index, _plan_leaves(index, leaves), "")
+        return out  # type: ignore[return-value]  # every position is filled above
 
-    def records(self, task: list) -> list[tuple[int, bytearray | None, str]]:
-        """-> [(source index, record or None, reason)]."""
+    def _rows(self, mode: str, pixels: np.ndarray, entries: list, labelled: bool):
+        """The finished records ([k, record size] uint8) of decoded images that preprocessing
+        leaves as they are, built for all k at once; None when it changes them."""
+        k, h, w, bands = pixels.shape
+        if not changes_nothing(self.pre, mode, w, h):
+            return None
+        fields: list[tuple[str, tuple[int, ...]]] = [("uint8", (bands, h, w))]
+        if labelled:
+            fields.append(("int64", ()))
+        header, offsets, size = plan(0, fields)
+        rows = np.zeros((k, size), np.uint8)
+        rows[:, : len(header)] = np.frombuffer(header, np.uint8)
+        indices = np.fromiter((e[0] for e in entries), "<u4", k)
+        rows[:, 4:8] = indices.view(np.uint8).reshape(k, 4)
+        image = rows[:, offsets[0] : offsets[0] + bands * h * w].reshape(k, bands, h, w)
+        image[...] = pixels.transpose(0, 3, 1, 2)
+        if labelled:
+            labels = np.fromiter((e[2] for e in entries), "<i8", k)
+            rows[:, offsets[1] : offsets[1] + 8] = labels.view(np.uint8).reshape(k, 8)
+        return rows
 
-        out = []
-        for index, planned, reason in self.decode(task):
-            record = None
-            if planned is not None:
-                header, offsets, size, arrays = planned
-                record = bytearray(size)
-                write(memoryview(record), 0, header, offsets, arrays)
-            out.append((index, record, reason))
-        return out
+    def _preprocessed(self, mode: str, hwc: np.ndarray) -> tuple[str, np.ndarray]:
+        """(dtype, CHW) of decoded pixels, as load_image gives them for the same file."""
+        img = Image.fromarray(hwc[:, :, 0] if mode == "L" else hwc)
+        return image_to_chw(preprocess_image(img, self.pre))
+
+class Encoded(NamedTuple):
+    """A task's records laid end to end (in a /dev/shm slot, or here), what the writer needs
+    to put them into chunks with no work per record, and the samples it skips."""
+
+    where: int | bytes | bytearray  # the slot number, or the records' bytes
+    nbytes: int
+    sizes: bytes  # int64 per record
+    crcs: bytes  # uint32 (zlib.crc32) per record
+    skips: list[tuple[int, str]]  # (source index, reason)
+    stop: int  # the last source index of the task + 1
+
+
+def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]) -> Encoded:
+    """A decoded task ([(source index, planned record, finished row or None, reason)]) as
+    one run of records: buffer(nbytes) gives (a writable view of at least nbytes, its slot
+    number or None for bytes kept here)."""
+    kept = [(planned, index) for index, planned, _reason in decoded if planned is not None]
+    skips = [(index, reason) for index, planned, reason in decoded if planned is None]
+    sizes = np.fromiter(
+        (p[2] if isinstance(p, tuple) else len(p) for p, _i in kept), np.int64, len(kept)
+    )
+    nbytes = int(sizes.sum())
+    crcs = np.empty(len(kept), "<u4")
+    stop = decoded[-1][0] + 1 if decoded else 0
+    if not nbytes:
+        return Encoded(b"", 0, sizes.tobytes(), crcs.tobytes(), skips, stop)
+    mv, slot = buffer(nbytes)
+    with mv:
+        pos = 0
+        crc32 = zlib.crc32
+        for k, (planned, _index) in enumerate(kept):
+            size = int(sizes[k])
+            if isinstance(planned, tuple):
+                header, offsets, _size, arrays = planned
+                write(mv, pos, header, offsets, arrays)
+            else:
+                mv[pos : pos + size] = planned
+            crcs[k] = crc32(mv[pos : pos + size])
+            pos += size
+        where = slot if slot is not None else cast(bytearray, mv.obj)  # buffer()'s own
+    return Encoded(where, nbytes, sizes.tobytes(), crcs.tobytes(), skips, stop)
+
+
+def _plan_leaves(index: int, leaves: list) -> tuple:
+    header, offsets, size = plan(index, [(d, a.shape) for _k, d, a in leaves])
+    return header, offsets, size, [a for _k, _d, a in leaves]
 
 
 def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:

@@ -221,18 +221,17 @@ CHUNK_MAGIC = b"SSC2"
 _CHUNK_HEAD = struct.Struct("<4sIQ")
 
 
-def pack_chunk(records: list) -> bytes:
-    """Records (bytes-like, each a multiple of 16 bytes) -> one chunk value."""
-    n = len(records)
-    sizes = np.fromiter((len(r) for r in records), np.int64, n)
-    ends = np.cumsum(sizes)
+def chunk_value(parts: list, sizes: np.ndarray, crcs: np.ndarray) -> bytes:
+    """One chunk value from its records' bytes laid end to end (in any number of parts), each
+    record's size and its crc32 (zlib.crc32 of its bytes)."""
+    n = len(sizes)
+    ends = np.cumsum(sizes, dtype=np.int64)
     if n and ends[-1] >= 1 << 32:
         raise FormatError(f"{n} samples of {int(ends[-1]) // n:,} bytes on average overflow one "
                           "chunk (its samples are far bigger than the first ones were)")
-    ends = ends.astype("<u4")
-    crcs = np.fromiter((zlib.crc32(r) for r in records), "<u4", n)
-    head = _CHUNK_HEAD.pack(CHUNK_MAGIC, n, 0) + ends.tobytes() + crcs.tobytes()
-    return b"".join([head, bytes(_pad(len(head))), *records])
+    head = (_CHUNK_HEAD.pack(CHUNK_MAGIC, n, 0) + ends.astype("<u4").tobytes()
+            + np.asarray(crcs, "<u4").tobytes())  # fmt: skip
+    return b"".join([head, bytes(_pad(len(head))), *parts])
 
 
 def chunk_count(chunk) -> int:

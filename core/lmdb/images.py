@@ -98,6 +98,18 @@ def _short_side(w: int, h: int, size: int) -> tuple[int, int]:
     return int(size * w / h), size
 
 
+def changes_nothing(pre: Preprocess, mode: str, w: int, h: int) -> bool:
+    """Whether preprocess_image + image_to_chw leave an image of this mode and size as it is
+    (its pixels, transposed to CHW): then a decoder may skip them."""
+    if mode not in ("L", "RGB", "RGBA") or (pre.rgb and mode != "RGB"):
+        return False
+    if pre.resize:
+        size = _short_side(w, h, pre.resize) if isinstance(pre.resize, int) else pre.resize
+        if tuple(size) != (w, h):
+            return False
+    return not pre.crop or tuple(pre.crop) == (w, h)
+
+
 def preprocess_image(img: Image.Image, pre: Preprocess) -> Image.Image:
     if pre.rgb and img.mode != "RGB":
         img = img.convert("RGB")

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from stallscope.core.errors import StallscopeError
-from stallscope.core.lmdb import format as fmt
-from stallscope.core.lmdb.decoder import Decoder, source_desc
+from stallscope.core.lmdb.decoder import Decoder, Encoded, encode, source_desc
 from stallscope.core.lmdb.errors import SourceError
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.source import Source
@@ -101,7 +100,9 @@ class DecodePool:
     @property
     def depth(self) -> int:
         """Tasks in flight (and /dev/shm slots): enough that decoders never wait on a commit
-        (measured on 2 cores: 8 per worker converts ~15% faster than 2), capped for big boxes."""
+        (measured on 2 cores: 8 per worker converts ~15% faster than 2), capped for big boxes.
+        Not more: tasks travel in one pipe and answers in another, and a parent blocked on a
+        full task pipe while a worker is blocked on a full answer pipe would wait forever."""
         return max(2, min(8 * self.workers, self.workers + 24))
 
     def submit(self, task):
@@ -118,7 +119,7 @@ class DecodePool:
         which is before the next submit (the writer runs in this thread)."""
         if isinstance(pending, _Local):
             assert self._local is not None  # workers=0 made it
-            return ("inline", self._local.records(pending.task))
+            return encode(self._local.decode(pending.task), _inline)
         seq, slot, task = pending
         answer = self._wait_for(seq, task, timeout)
         if slot >= 0:
@@ -250,6 +251,7 @@ def _worker_main(parent_pid: int, prefix: str, args: tuple, tasks, conn, current
         if item is None:
             return
         seq, slot, task = item
+        answer: tuple[str, Encoded | str]
         try:
             answer = ("ok", _decode_task(slot, task, current, w))
         except Exception as exc:  # noqa: BLE001 - one line to the parent, not a traceback
@@ -258,28 +260,24 @@ def _worker_main(parent_pid: int, prefix: str, args: tuple, tasks, conn, current
         conn.send((seq, answer))
 
 
-def _decode_task(slot: int, task: list, current=None, w: int = 0):
+def _decode_task(slot: int, task: list, current=None, w: int = 0) -> Encoded:
     if _DECODER is None:
         raise SourceError(_INIT_ERROR or "decoder did not start")
     decoded = _DECODER.decode(task, current, w)
-    total = sum(planned[2] for _i, planned, _r in decoded if planned is not None)
-    if total and slot >= 0 and _SLOT_PREFIX:
+    if slot >= 0 and _SLOT_PREFIX:
         try:
-            return ("slot", slot, _write_slot(slot, total, decoded))
+            return encode(decoded, lambda nbytes: (_slot(slot, nbytes), slot))
         except OSError:
             pass  # /dev/shm full: send this task inline
-    records = []
-    for index, planned, reason in decoded:
-        record = None
-        if planned is not None:
-            header, offsets, size, arrays = planned
-            record = bytearray(size)
-            fmt.write(memoryview(record), 0, header, offsets, arrays)
-        records.append((index, record, reason))
-    return ("inline", records)
+    return encode(decoded, _inline)
 
 
-def _write_slot(slot: int, total: int, decoded) -> list:
+def _inline(nbytes: int) -> tuple[memoryview, None]:
+    return memoryview(bytearray(nbytes)), None
+
+
+def _slot(slot: int, total: int) -> memoryview:
+    """A writable view of this worker's mapping of slot file `slot`, grown to total bytes."""
     m, size = _SLOTS.get(slot, (None, 0))
     if m is None or size < total:
         fd = os.open(f"{_SLOT_PREFIX}{slot}", os.O_CREAT | os.O_RDWR, 0o600)
@@ -294,17 +292,7 @@ def _write_slot(slot: int, total: int, decoded) -> list:
         finally:
             os.close(fd)
         _SLOTS[slot] = (m, size)
-    entries, pos = [], 0
-    with memoryview(m) as mv:
-        for index, planned, reason in decoded:
-            if planned is None:
-                entries.append((index, 0, 0, reason))
-                continue
-            header, offsets, size_, arrays = planned
-            fmt.write(mv, pos, header, offsets, arrays)
-            entries.append((index, pos, size_, ""))
-            pos += size_
-    return entries
+    return memoryview(m)
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -4,6 +4,7 @@ it writes beside them.
 
     writer = Writer(env, source, progress, chunk, needed)
     writer.add(pool.take(pending), pool); writer.due(*limits) and writer.commit()
+    (pool.take gives a task's records as decoder.Encoded)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import lmdb
+import numpy as np
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
@@ -21,6 +23,7 @@ from stallscope.core.lmdb.destination import os_message
 from stallscope.core.lmdb.source import Source
 
 if TYPE_CHECKING:
+    from stallscope.core.lmdb.decoder import Encoded
     from stallscope.core.lmdb.pool import DecodePool
 
 
@@ -33,7 +36,10 @@ class Writer:
     goes into the open write transaction at once, the partial one at each commit (rewritten
     as it grows), and a commit adds the progress marker (the last source index written + 1)
     to that same transaction, so committed data and committed progress always agree, whatever
-    stops the process. On resume the committed partial chunk is read back."""
+    stops the process. On resume the committed partial chunk is read back.
+
+    A task's records arrive laid end to end with their sizes and checksums (decoder.Encoded):
+    the writer cuts that run into chunks without touching each record."""
 
     def __init__(self, env, source: Source, progress: dict, chunk: int, needed: int) -> None:
         self.env = env
@@ -46,64 +52,83 @@ class Writer:
         self.batch_n = self.batch_bytes = 0
         self.last_commit = time.monotonic()
         self.growths = 0
-        self.pending: list[bytes] = self._committed_partial()
+        # the partial chunk: runs of records [(bytes, sizes int64, crcs uint32)]
+        self.pending: list[tuple] = self._committed_partial()
         self.committed_pending = list(self.pending)
+        self.chunk_start = self.written - self.written % chunk  # the partial chunk's first
 
-    def _committed_partial(self) -> list[bytes]:
+    @property
+    def pending_n(self) -> int:
+        return sum(len(sizes) for _data, sizes, _crcs in self.pending)
+
+    def _committed_partial(self) -> list[tuple]:
         k = self.written % self.chunk
         if k == 0:
             return []
         with self.env.begin() as txn:
             value = txn.get(fmt.sample_key(self.written // self.chunk))
             records = fmt.chunk_records(value) if value is not None else []
-            out = [bytes(r) for r, _crc in records]
-        if len(out) != k:
-            raise StallscopeError(f"{self.env.path()}: its last chunk holds {len(out)} samples, "
-                                  f"its progress says {k}; convert into a new destination")
-        return out
+            data = b"".join(bytes(r) for r, _crc in records)
+            sizes = np.fromiter((len(r) for r, _crc in records), np.int64, len(records))
+            crcs = np.fromiter((crc for _r, crc in records), "<u4", len(records))
+        if len(records) != k:
+            raise StallscopeError(f"{self.env.path()}: its last chunk holds {len(records)} "
+                                  f"samples, its progress says {k}; convert into a new "
+                                  "destination")  # fmt: skip
+        return [(data, sizes, crcs)]
 
     def _txn(self):
         if self.txn is None:
             self.txn = self.env.begin(write=True)
         return self.txn
 
-    def add(self, result, pool: DecodePool) -> None:
-        """One task's result: ('slot', k, entries) in shared memory, or ('inline', records)."""
+    def add(self, result: Encoded, pool: DecodePool) -> None:
+        """One task's records (decoder.Encoded: in a /dev/shm slot of the pool, or inline)."""
         txn = self._txn()
-        if result[0] == "inline":
-            for index, record, reason in result[1]:
-                self._put(txn, index, record, reason)
-            return
-        _, slot, entries = result
-        mv = pool.slot_view(slot, max((off + size for _i, off, size, _r in entries), default=0))
-        for index, offset, size, reason in entries:
-            if reason:
-                self._put(txn, index, None, reason)
-            else:
-                self._put(txn, index, mv[offset : offset + size], "")
-
-    def _put(self, txn, index: int, record, reason: str) -> None:
-        if record is None:
+        for index, reason in result.skips:
             txn.put(fmt.skip_key(index), _skip_value(self.source, index, reason))
-        else:
-            self.pending.append(bytes(record))
-            self.cur_written += 1
-            self.batch_n += 1
-            self.batch_bytes += len(record)
-            if len(self.pending) == self.chunk:
-                self._put_chunk(txn)
-                self.pending = []
-        self.cur_source = index + 1
+        if result.nbytes:
+            where = result.where
+            if isinstance(where, int):  # copied out: the slot is handed out again
+                data = pool.slot_view(where, result.nbytes)[: result.nbytes].tobytes()
+            else:
+                data = bytes(where) if not isinstance(where, bytes) else where
+            sizes = np.frombuffer(result.sizes, np.int64)
+            crcs = np.frombuffer(result.crcs, "<u4")
+            self.cur_written += len(sizes)
+            self.batch_n += len(sizes)
+            self.batch_bytes += result.nbytes
+            self._extend(txn, memoryview(data), sizes, crcs)
+        self.cur_source = max(self.cur_source, result.stop)
+
+    def _extend(self, txn, data: memoryview, sizes: np.ndarray, crcs: np.ndarray) -> None:
+        while len(sizes):
+            room = self.chunk - self.pending_n
+            if len(sizes) < room:
+                self.pending.append((data, sizes, crcs))
+                return
+            nbytes = int(sizes[:room].sum())
+            self.pending.append((data[:nbytes], sizes[:room], crcs[:room]))
+            self._put_chunk(txn)
+            self.pending = []
+            self.chunk_start += self.chunk
+            data, sizes, crcs = data[nbytes:], sizes[room:], crcs[room:]
 
     def _put_chunk(self, txn) -> None:
-        first = self.cur_written - len(self.pending)
+        first = self.chunk_start
         key = fmt.sample_key(first // self.chunk)
         rewrite = first < self.written  # its partial self was committed: replace it
-        txn.put(key, fmt.pack_chunk(self.pending), append=not rewrite)
+        value = fmt.chunk_value(
+            [d for d, _s, _c in self.pending],
+            np.concatenate([s for _d, s, _c in self.pending]),
+            np.concatenate([c for _d, _s, c in self.pending]),
+        )
+        if not txn.put(key, value, append=not rewrite):  # False: a key out of order
+            raise StallscopeError(f"chunk {key.decode()} was written out of order")
 
-    def due(self, every: int, nbytes: int, seconds: float) -> bool:
+    def due(self, every: int | None, nbytes: int, seconds: float) -> bool:
         return (
-            self.batch_n >= every
+            (every is not None and self.batch_n >= every)
             or self.batch_bytes >= nbytes
             or time.monotonic() - self.last_commit >= seconds
         )
@@ -146,6 +171,7 @@ class Writer:
             self.txn = None
         self.cur_written, self.cur_source = self.written, self.next_source
         self.pending = list(self.committed_pending)
+        self.chunk_start = self.written - self.written % self.chunk
         self.batch_n = self.batch_bytes = 0
 
     def skipped(self) -> list[dict]:
