@@ -20,14 +20,15 @@ from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.folder import plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.kineto import ACCELERATOR_RUNTIMES, GPU_CATS, Cat, is_step_name
-from stallscope.core.readers.columns import MemorySamples
+from stallscope.core.readers.columns import MemorySamples, in_codes, in_ids
 from stallscope.core.readers.head import rank_in_name
 from stallscope.core.readers.heap import reusing_freed_memory
 from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, check_kind
 from stallscope.core.readers.source import read_bytes as _read_bytes
 from stallscope.core.units import mib
 
-__all__ = ["Trace", "device_kind", "find_traces", "load", "load_job", "resolve", "unique"]
+__all__ = ["Trace", "device_kind", "find_traces", "in_codes", "load", "load_job", "resolve",
+           "unique"]
 
 @dataclass
 class Trace:
@@ -64,7 +65,7 @@ class Trace:
         return len(self.start)
 
     def gpu_devices(self) -> list[int]:
-        gpu = np.isin(self.cat, np.array(GPU_CATS, dtype=np.int8))
+        gpu = in_codes(self.cat, GPU_CATS)
         return sorted(int(d) for d in unique(self.device[gpu]))
 
     def device_label(self, dev: int) -> str:
@@ -82,7 +83,7 @@ class Trace:
         return np.array([i for i, n in enumerate(self.names) if predicate(n)], dtype=np.int32)
 
     def mask_names(self, predicate) -> np.ndarray:
-        return np.isin(self.name, self.name_ids(predicate))
+        return in_ids(self.name, self.name_ids(predicate), len(self.names))
 
 
 # ----------------------------------------------------------------------------- public entry points

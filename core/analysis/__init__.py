@@ -28,7 +28,7 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import RUNTIME_CATS
 from stallscope.core.memory import memory_by_device
 from stallscope.core.report import Report
-from stallscope.core.trace import Trace, unique
+from stallscope.core.trace import Trace, in_codes, unique
 
 __all__ = ["analyze"]
 
@@ -95,7 +95,7 @@ def explain(report: Report, r: Roles, comm) -> None:
 def runtime_flavour(trace: Trace) -> str:
     """"hip" when the runtime calls are ROCm's, "cuda" for CUDA's, "other" for another
     accelerator's runtime, "" without runtime calls."""
-    ids = unique(trace.name[np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))])
+    ids = unique(trace.name[in_codes(trace.cat, RUNTIME_CATS)])
     names = [trace.names[i] for i in ids]
     for flavour, prefixes in (("hip", ("hip",)), ("cuda", ("cuda", "cu"))):
         if any(n.startswith(prefixes) for n in names):

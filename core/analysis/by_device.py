@@ -15,7 +15,7 @@ import numpy as np
 
 from stallscope.core.analysis.threads import Roles
 from stallscope.core.kineto import RUNTIME_CATS
-from stallscope.core.trace import Trace, unique
+from stallscope.core.trace import Trace, in_codes, unique
 
 
 class ByDevice:
@@ -26,7 +26,7 @@ class ByDevice:
         devices = trace.device[self._gpu]
         self._devices, self._first = np.unique(devices, return_index=True)
         self._end = np.r_[self._first[1:], len(devices)]
-        runtime = np.flatnonzero(np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+        runtime = np.flatnonzero(in_codes(trace.cat, RUNTIME_CATS)
                                  & (trace.corr >= 0))
         by_corr = np.argsort(trace.corr[runtime], kind="stable")
         self._rt_corr = trace.corr[runtime][by_corr]

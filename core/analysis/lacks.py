@@ -10,7 +10,7 @@ from stallscope.core import intervals as iv
 from stallscope.core.analysis.threads import Roles
 from stallscope.core.kineto import GPU_CATS, LAUNCH_RE, RUNTIME_CATS, Cat
 from stallscope.core.report import Lack, Report
-from stallscope.core.trace import Trace, unique
+from stallscope.core.trace import Trace, in_codes, unique
 from stallscope.core.units import duration, pct, plural
 
 MIN_WINDOW_US = 1000.0   # a window shorter than 1 ms ...
@@ -40,7 +40,7 @@ def _too_short(trace: Trace, r: Roles, report: Report) -> Lack | None:
     width = r.hi - r.lo
     # events stallscope reads (not the profiler's span, not other categories: a Perfetto
     # export's own tracks)
-    read = ~np.isin(trace.cat, np.array((Cat.PROFILER, Cat.OTHER), dtype=np.int8))
+    read = ~in_codes(trace.cat, (Cat.PROFILER, Cat.OTHER))
     inside = read & (trace.end > r.lo) & (trace.start < r.hi)
     n = int(inside.sum()) if width > 0 else 0
     if width >= MIN_WINDOW_US and n >= MIN_EVENTS:
@@ -55,7 +55,7 @@ def _too_short(trace: Trace, r: Roles, report: Report) -> Lack | None:
 def _kernels_filtered(trace: Trace, r: Roles) -> Lack | None:
     """Kernel launches whose kernels are not in the trace: the device's work was filtered out
     (or its activity not recorded)."""
-    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8)) & (trace.corr >= 0)
+    runtime = in_codes(trace.cat, RUNTIME_CATS) & (trace.corr >= 0)
     launches = runtime & trace.mask_names(lambda n: LAUNCH_RE.search(n) is not None) \
         & (trace.start >= r.lo) & (trace.start < r.hi)
     n = int(launches.sum())
@@ -103,8 +103,7 @@ def _uncovered(trace: Trace, r: Roles, report: Report) -> Lack | None:
     if us < UNCOVERED_SHARE * width:
         return None
     spans = stats.spans_of("uncovered")
-    host = (trace.device < 0) & ~np.isin(trace.cat, np.array((*GPU_CATS, Cat.PROFILER),
-                                                              dtype=np.int8))
+    host = (trace.device < 0) & ~in_codes(trace.cat, (*GPU_CATS, Cat.PROFILER))
     best, best_us = None, 0.0
     for k in unique(trace.track[host]):
         mine = host & (trace.track == k)

@@ -26,7 +26,7 @@ from stallscope.core.kineto import (
     Cat,
     is_engine_thread,
 )
-from stallscope.core.trace import Trace, unique
+from stallscope.core.trace import Trace, in_codes, unique
 
 
 @dataclass
@@ -48,11 +48,11 @@ def roles(trace: Trace) -> Roles:
     steps = trace.step_indices()
     main = main_track(trace, steps)
     lo, hi = window(trace, steps)
-    gpu = np.isin(trace.cat, np.array(GPU_CATS, dtype=np.int8)) & (trace.dur > 0)
+    gpu = in_codes(trace.cat, GPU_CATS) & (trace.dur > 0)
     annotation = (trace.cat == Cat.USER_ANNOTATION) & ~_step_mask(trace, steps)
     return Roles(
         steps=steps, main=main, lo=lo, hi=hi, gpu=gpu, launch=launch_index(trace, gpu),
-        cpu_op=np.isin(trace.cat, np.array(CPU_OP_CATS, dtype=np.int8)),
+        cpu_op=in_codes(trace.cat, CPU_OP_CATS),
         sync=trace.mask_names(lambda n: n in SYNC_NAMES), annotation=annotation)
 
 
@@ -71,7 +71,7 @@ def main_track(trace: Trace, steps: np.ndarray) -> int | None:
     runtime time) decides last."""
     if len(steps):
         return int(trace.track[steps[0]])
-    ops = np.isin(trace.cat, np.array(CPU_OP_CATS, dtype=np.int8)) & (trace.device < 0)
+    ops = in_codes(trace.cat, CPU_OP_CATS) & (trace.device < 0)
     hosts = unique(trace.track[ops])
     if len(hosts) == 0:
         return None
@@ -127,7 +127,7 @@ def launch_index(trace: Trace, gpu: np.ndarray) -> np.ndarray:
     """For each GPU op, the runtime/driver event with the same args.correlation (the earliest
     when several share it), else -1; -1 for every other event. One sort and a searchsorted."""
     out = np.full(trace.n_events, -1, dtype=np.int64)
-    runtime = np.flatnonzero(np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    runtime = np.flatnonzero(in_codes(trace.cat, RUNTIME_CATS)
                              & (trace.corr >= 0))
     ops = np.flatnonzero(gpu & (trace.corr >= 0))
     if len(runtime) == 0 or len(ops) == 0:
@@ -148,7 +148,7 @@ def launch_tracks(trace: Trace, r: Roles, on_dev: np.ndarray) -> np.ndarray:
     ids = unique(ids[ids >= 0])
     if len(ids) == 0:
         return np.zeros(0, dtype=np.int64)
-    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    runtime = in_codes(trace.cat, RUNTIME_CATS)
     owners = runtime & np.isin(trace.corr, ids)
     return unique(trace.track[owners]).astype(np.int64)
 

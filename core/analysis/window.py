@@ -27,7 +27,7 @@ from stallscope.core.kineto import (
     frame_tier,
 )
 from stallscope.core.report import Culprit, WindowFinding
-from stallscope.core.trace import Trace, unique
+from stallscope.core.trace import Trace, in_codes, unique
 from stallscope.core.units import duration, pct, plural
 
 STARTUP_SHARE = 0.20   # one call / the first op of a kind / compilation: this share of W
@@ -77,7 +77,7 @@ def window_finding(trace: Trace, r: Roles, script: str = "") -> WindowFinding | 
 
 
 def _graph_capture(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
-    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    runtime = in_codes(trace.cat, RUNTIME_CATS)
     begins = np.flatnonzero(runtime & trace.mask_names(lambda n: CAPTURE_BEGIN in n))
     if len(begins) == 0:
         return None
@@ -129,7 +129,7 @@ def _startup(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
 def _long_call(trace: Trace, r: Roles, width: float):
     """The longest runtime/driver call that does not block by design, if it takes a large
     share of the window (context creation, lazy loading, a first cudaMalloc)."""
-    runtime = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8))
+    runtime = in_codes(trace.cat, RUNTIME_CATS)
     hits = np.flatnonzero(runtime & (_clipped(trace, r) >= STARTUP_SHARE * width))
     idx = [int(i) for i in hits if not BLOCKING_RE.search(trace.names[trace.name[i]])]
     if not idx:
@@ -152,7 +152,7 @@ def _first_op(trace: Trace, r: Roles, width: float, call: int | None = None):
     clipped = _clipped(trace, r)
     ops = np.flatnonzero((trace.cat == Cat.CPU_OP) & (clipped >= STARTUP_SHARE * width))
     best = None
-    blocking = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8)) & trace.mask_names(
+    blocking = in_codes(trace.cat, RUNTIME_CATS) & trace.mask_names(
         lambda n: BLOCKING_RE.search(n) is not None)
     for i in ops[np.argsort(-clipped[ops])][:32]:  # a few nested levels at most
         same = np.flatnonzero((trace.name == trace.name[i]) & (trace.cat == Cat.CPU_OP))
@@ -211,7 +211,7 @@ def _one_step(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
 def _queued_before(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
     """A blocking call that begins in the first 1% of the window and covers most of it: it
     waits for work queued before the profiler started, so the window shows that wait."""
-    blocking = np.isin(trace.cat, np.array(RUNTIME_CATS, dtype=np.int8)) & trace.mask_names(
+    blocking = in_codes(trace.cat, RUNTIME_CATS) & trace.mask_names(
         lambda n: BLOCKING_RE.search(n) is not None)
     clipped = _clipped(trace, r)
     hits = np.flatnonzero(blocking & (trace.start <= r.lo + QUEUED_START * width)

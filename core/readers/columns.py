@@ -189,7 +189,8 @@ class Columns:
         """A ProfilerStep#N seen twice on the CPU keeps its first occurrence."""
         ok = np.ones(len(start), dtype=bool)
         step_ids = np.array([i for i, n in enumerate(names) if is_step_name(n)], np.int32)
-        steps = np.flatnonzero(keep & np.isin(name, step_ids) & (cat != Cat.GPU_USER_ANNOTATION))
+        steps = np.flatnonzero(keep & in_ids(name, step_ids, len(names))
+                                & (cat != Cat.GPU_USER_ANNOTATION))
         if len(steps) == 0:
             return ok
         steps = steps[np.lexsort((start[steps], name[steps]))]
@@ -212,7 +213,7 @@ class Columns:
     @staticmethod
     def _devices(raw: np.ndarray, cat: np.ndarray, track: np.ndarray, track_pid: list[str]):
         dev = _ints(raw, np.int32)
-        gpu = np.isin(cat, np.array(GPU_CATS, dtype=np.int8))
+        gpu = in_codes(cat, GPU_CATS)
         # A GPU event without args.device lives on the device its pid names.
         pid_dev = np.array([int(p) if p.isdigit() and len(p) < 10 else -1 for p in track_pid],
                            dtype=np.int32)
@@ -243,7 +244,7 @@ class Columns:
     def _unanalysed(self, raw_cat: np.ndarray, cat: np.ndarray, props: list[dict]) -> str | None:
         """With no device activity stallscope reads: the accelerator the trace came from, when
         its runtime's launches or device categories stallscope does not know are there."""
-        if np.isin(cat, np.array(GPU_CATS, dtype=np.int8)).any():
+        if in_codes(cat, GPU_CATS).any():
             return None
         counts = (np.bincount(raw_cat, minlength=len(self.cats)) if len(raw_cat)
                   else np.zeros(0, dtype=np.int64))
@@ -255,6 +256,23 @@ class Columns:
         devices = sorted({str(d["name"]) for d in props if d.get("name")})
         label = ", ".join(devices or runtimes or unknown)
         return label + (f" (categories {', '.join(unknown)})" if unknown and devices else "")
+
+
+def in_codes(values: np.ndarray, codes) -> np.ndarray:
+    """np.isin(values, codes) for a column of a few small codes (the int8 categories), by one
+    comparison a code: np.isin takes ~50x as long on int8 (12 ms for 1.6M events)."""
+    out = np.zeros(values.shape, dtype=bool)
+    for code in sorted({int(c) for c in codes}):
+        out |= values == code
+    return out
+
+
+def in_ids(values: np.ndarray, ids, n: int) -> np.ndarray:
+    """np.isin(values, ids) for an id column whose values are all in range(n) (names): a table
+    of n booleans looked up per event, ~2.5x as fast as np.isin."""
+    table = np.zeros(n, dtype=bool)
+    table[np.asarray(ids, dtype=np.int64)] = True
+    return table[values]
 
 
 def _floats_of(events: list, get) -> np.ndarray:

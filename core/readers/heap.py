@@ -7,8 +7,9 @@ next arrays was then a fresh page fault (0.45 s of system time in `finish` alone
 2.0 s in all at 1 GB, measured by tests/bench/bench_load.py --phases). While a trace loads, blocks
 up to 2 GiB come from the heap, whose freed pages the next arrays reuse; afterwards the
 threshold is glibc's own ceiling, 32 MiB. Peak memory is what it was (the same blocks, from
-another place); the heap's top is still trimmed by free() as before. Elsewhere than glibc
-(macOS, musl, Windows) this does nothing.
+another place); the heap's top is still trimmed by free() as before. In a long-lived process
+(the app) whose heap has holes the text may land at the heap's top and be trimmed as before: no
+gain there, no loss. Elsewhere than glibc (macOS, musl, Windows) this does nothing.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The columns' interned ids (names, categories, threads) come out in the order their values first
 appear in the file, and trace.unique (the sort-based np.unique the analysis uses) gives what
-np.unique gives."""
+np.unique gives; in_codes and in_ids are np.isin."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from fixture_traces import fixture_path
 
-from stallscope.core.trace import load, unique
+from stallscope.core.readers.columns import in_ids
+from stallscope.core.trace import in_codes, load, unique
 
 TRACES = ["kineto_nw0", "hta_rank-0", "hta_amd_trace", "hta_mtia_inference"]
 
@@ -77,3 +78,21 @@ def test_unique_of_floats_folds_nans_as_np_unique_does():
     values = np.array([2.0, np.nan, 1.0, np.nan, 2.0])
     assert np.array_equal(unique(values), np.unique(values), equal_nan=True)
     assert len(unique(values)) == 3
+
+
+def test_in_codes_and_in_ids_are_np_isin():
+    rng = np.random.default_rng(3)
+    cats = rng.integers(-3, 40, 20000).astype(np.int8)
+    for codes in [(), (5,), (1, 2, 3), (7, 7, 39, -3), tuple(range(-3, 40))]:
+        assert np.array_equal(in_codes(cats, codes),
+                              np.isin(cats, np.array(codes, dtype=np.int8)))
+    names = rng.integers(0, 500, 20000).astype(np.int32)
+    for ids in [np.zeros(0, np.int32), np.array([0]), np.array([499, 3, 3, 250])]:
+        assert np.array_equal(in_ids(names, ids, 500), np.isin(names, ids))
+
+
+def test_mask_names_is_the_events_whose_name_passes():
+    trace = load(fixture_path("kineto_nw0"))
+    mask = trace.mask_names(lambda n: n.startswith("aten::"))
+    assert mask.any() and not mask.all()
+    assert mask.tolist() == [trace.names[i].startswith("aten::") for i in trace.name]
