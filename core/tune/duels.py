@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,9 @@ class Runner:
     cancel: CancelFlag | None
     running: list
     finish: Callable[[Trial], None]
+    # a rung kept after a recheck: its first trial read it slower, so a repeat of it (the
+    # median pair's) stands in for it as the best and in the first pair against the script
+    stand_in: dict[int, int] = field(default_factory=dict)
 
 
 def duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
@@ -140,6 +143,8 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
                             + (": kept" if decision == noise.ADOPT else
                                f": {decision}, not kept"))
     side = 1 if decision == noise.ADOPT else 0
+    if recheck and decision == noise.ADOPT:
+        run.stand_in[trial.index] = pairs[noise.median_index(result.pair_ratios(pairs))][1]
     trials = [result.trial(p[side]) for p in pairs]
     steps = [t.step_ms for t in trials if t is not None and t.step_ms]
     if steps:  # no repeat ran when the budget ended a recheck first

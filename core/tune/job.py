@@ -198,7 +198,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             if search.record(settings, trial.step_ms if trial.ok else None,
                              trial.data_wait_share, trial.worker_cpu, better,
                              reached=trial.steady_reached):
-                result.best = trial.index
+                result.best = run.stand_in.get(trial.index, trial.index)
                 result.save()
             yield len(result.trials), len(result.trials) + search.estimate_left()
         if not climbed:  # the budget or the limit ended the climb: its leader still
