@@ -12,6 +12,7 @@ from fixture_traces import fixtures_dir as _fixtures_dir
 from spawn_watch import Watch
 
 WATCH = pytest.StashKey[Watch]()
+pytest_plugins = ["cpu_time"]  # CPU seconds per file at the end of the run
 
 
 def pytest_report_header(config) -> str:
