@@ -26,6 +26,9 @@ Figures:
   fewest   the fewest workers among the grid's settings within 5% of its best (plain
            figures): tune's pick should have no more (issue 31: it kept 16 workers where 2
            were as fast)
+  load     the 1-minute load average at each workload's start and end, and per trial (the tune's
+           progress lines): the workers' CPU share, others' share of the machine's CPU and the
+           trial's run-queue share (core/tune/cpu.py; BUSY: other work took the CPU from it)
 tune's settings are the ones its verdict keeps (the confirmed leader, else the script as
 written) and its claim the confirmed speed-up (1.00x when it keeps the script's settings).
 The grid: num_workers 0, 1, 2, 4, 8, 16 x persistent_workers false/true x prefetch_factor 2/4
@@ -56,6 +59,7 @@ from torch.utils.data import DataLoader, Dataset
 
 ITEM_S = float(sys.argv[1]) / 1000.0
 STEP_S = float(sys.argv[2]) / 1000.0
+ITEMS = int(sys.argv[3]) if len(sys.argv) > 3 else 4096
 torch.set_num_threads(1)
 
 def burn(seconds):
@@ -65,7 +69,7 @@ def burn(seconds):
 
 class Costly(Dataset):
     def __len__(self):
-        return 4096
+        return ITEMS
     def __getitem__(self, i):
         burn(ITEM_S)
         return torch.zeros(16), torch.zeros(1)
@@ -235,6 +239,10 @@ def paired(script: Path, args: list[str], a: dict, b: dict, pairs: int, tmp: Pat
     return ratios
 
 
+def pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
+
+
 def run_tune(name: str, script: Path, args: list[str], out: Path) -> tuple:
     from stallscope.core.jobs import run_job
     from stallscope.core.tune import TuneConfig, table, tune_job, verdict
@@ -244,7 +252,10 @@ def run_tune(name: str, script: Path, args: list[str], out: Path) -> tuple:
     result = run_job(tune_job(cfg, on_trial=lambda tr, _r: print(
         f"    trial {tr.index} {tr.label}: "
         f"{'-' if tr.step_ms is None else f'{tr.step_ms:.1f} ms'} over {tr.steady_steps} "
-        f"steps ({tr.status}, {tr.wall_s or 0:.1f} s)", flush=True)))
+        f"steps ({tr.status}, {tr.wall_s or 0:.1f} s; workers on a CPU {pct(tr.worker_cpu)} "
+        f"of the time they could run, others {pct(tr.others)} of the CPU, waited "
+        f"{pct(tr.steal)}{', BUSY' if tr.busy else ''}; load {os.getloadavg()[0]:.1f})",
+        flush=True)))
     seconds = time.perf_counter() - t
     print(table(result))
     print("\n".join(verdict(result)), flush=True)
@@ -252,6 +263,7 @@ def run_tune(name: str, script: Path, args: list[str], out: Path) -> tuple:
 
 
 def bench(name: str, script: Path, args: list[str], tmp: Path, tunes: int, pairs: int) -> dict:
+    load0 = os.getloadavg()[0]
     print(f"\n== {name}: {script.name} {' '.join(args)}   (load {os.getloadavg()[0]:.1f})",
           flush=True)
     tuned, checks = [], []
@@ -283,7 +295,8 @@ def bench(name: str, script: Path, args: list[str], tmp: Path, tunes: int, pairs
     claim, plain_gain = checks[0]
     agree = len({key(r.kept_trial.settings) for r, _ in tuned}) == 1
     print(f"  load average now {os.getloadavg()[0]:.1f}", flush=True)
-    return {"name": name, "tune_s": tune_s, "grid_s": grid_s, "pick": label(pick),
+    return {"name": name, "load": (load0, os.getloadavg()[0]), "tune_s": tune_s,
+            "grid_s": grid_s, "pick": label(pick),
             "grid_best": label(best_settings), "grid_best_ms": best_ms,
             "pick_ms_in_grid": figures.get(key(pick), (None, None))[1],
             "quality": statistics.median(quality), "claim": claim,
@@ -294,7 +307,7 @@ def bench(name: str, script: Path, args: list[str], tmp: Path, tunes: int, pairs
             "picks": [label(r.kept_trial.settings) + f" ({r.outcome})" for r, _ in tuned],
             "claims": [(c, statistics.median(p)) for c, p in checks],
             "climb": next((n for n in result.notes if "CPU" in n or "I/O" in n), ""),
-            "notes": result.notes}
+            "notes": result.notes + ([result.busy] if result.busy else []), "result": result}
 
 
 def rerun(script: Path, args: list[str], result, pairs: int, tmp: Path) -> tuple:
@@ -317,6 +330,8 @@ def main() -> None:
                    help="CPU time of one __getitem__ in the cpu workload (default 2.0)")
     p.add_argument("--step-ms", type=float, default=20.0,
                    help="compute per step in the cpu workload (default 20.0)")
+    p.add_argument("--items", type=int, default=2048,
+                   help="cpu workload samples (default 2048: 128 steps, about 7 s quiet)")
     p.add_argument("--sample-ms", type=float, default=5.0,
                    help="sleep of one __getitem__ in the io workload (default 5.0)")
     p.add_argument("--samples", type=int, default=4800, help="io workload samples (4800)")
@@ -350,8 +365,8 @@ def main() -> None:
         if args.workload in ("cpu", "all"):
             script = tmp / "cpu_bound.py"
             script.write_text(textwrap.dedent(CPU_SCRIPT))
-            rows.append(bench("cpu", script, [str(args.item_ms), str(args.step_ms)], tmp,
-                              args.tunes, args.pairs))
+            rows.append(bench("cpu", script, [str(args.item_ms), str(args.step_ms),
+                                              str(args.items)], tmp, args.tunes, args.pairs))
         if args.workload in ("demo", "all"):
             rows.append(bench("demo", DEMO, ["--epochs", str(args.epochs)], tmp, args.tunes,
                               args.pairs))
@@ -359,9 +374,12 @@ def main() -> None:
     print(f"\n{usable_cores()} usable cores, load average {os.getloadavg()[0]:.1f} "
           "(a shared machine: figures move with the other work on it)")
     for r in rows:
-        print(f"{r['name']}: tune keeps {r['pick']} ({r['decision']}; {r['interval'] or '-'}), "
+        there = r["pick_ms_in_grid"]
+        print(f"{r['name']} (load {r['load'][0]:.1f} -> {r['load'][1]:.1f}): tune keeps "
+              f"{r['pick']} ({r['decision']}; {r['interval'] or '-'}), "
               f"{r['trials']} trials; grid's best {r['grid_best']} "
-              f"({r['grid_best_ms']:.1f} ms; tune's pick {r['pick_ms_in_grid']:.1f} ms there)")
+              f"({r['grid_best_ms']:.1f} ms; tune's pick "
+              + ("not in the grid" if there is None else f"{there:.1f} ms there") + ")")
         print(f"   pick {100 * (r['quality'] - 1):+.1f}% vs the grid's best (goal <= +5%)   "
               f"claim {r['claim']:.2f}x vs plain rerun {r['plain']:.2f}x "
               f"({100 * (r['claim'] / r['plain'] - 1):+.0f}%, goal within 15%; pairs "
@@ -375,6 +393,9 @@ def main() -> None:
               f"best: {r['fewest']} ("
               + ("MORE" if r["pick_workers"] > r["fewest"] else
                  "ok" if r["quality"] <= 1.05 else "fewer, but slower") + ")")
+        busy = sum(t.busy for t in r["result"].trials)
+        print(f"   busy trials (other work took the CPU from them): {busy} of "
+              f"{len(r['result'].trials)}")
         for note in r["notes"]:
             print(f"   note: {note}")
 
