@@ -9,8 +9,9 @@ see a whole file): a million steps stay under 2 MB. The record sees what the ste
 a new DataLoader iterator (an epoch start) and how long until its first batch, time in
 torch.save, time between steps outside the step's own loader (validation, logging), and which
 DataLoader each step came from. Epoch starts and saves also go to events.jsonl (`epoch`,
-`save`). Standard library only (it runs in the user's interpreter); core/session/record.py
-reads it.
+`save`). A step's memory columns hold the stepper's latest reading (capture/stepping.py reads
+memory at most once a MEMORY_EVERY_S). Standard library only (it runs in the user's interpreter);
+core/session/record.py reads it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import struct
 import threading
 import time
 from pathlib import Path
+
+from . import pid
 
 MAGIC = b"SSREC01\n"
 HEADER = struct.Struct("<8sIIIId")  # magic, version, blocks, block size, recent max, t0 (epoch)
@@ -55,6 +58,8 @@ MB = float(1 << 20)
 
 
 def _f(value) -> float:
+    if value.__class__ is float:  # a step's own figures: no conversion
+        return value  # type: ignore[no-any-return]  # a float, as just checked
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else float("nan")
 
@@ -71,6 +76,8 @@ class _Loader:
 class _Pending:
     """What one step saw so far: fetches by loader, new iterators, torch.save time."""
 
+    __slots__ = ("fetches", "iters", "epoch_ms", "end_ms", "last", "save_s")
+
     def __init__(self) -> None:
         self.fetches: dict[int, list[float]] = {}  # loader -> [first start, last end, count]
         self.iters: dict[int, float] = {}           # loader -> start of its new iterator
@@ -86,7 +93,7 @@ class RunRecord:
     def __init__(self, path: Path, emit=None) -> None:
         self.path = Path(path)
         self.emit = emit or (lambda kind, **fields: None)
-        self.pid = os.getpid()
+        self.pid = pid.current
         self.t0 = time.perf_counter()
         self.t0_wall = time.time()
         self.blocks = bytearray()
@@ -120,7 +127,7 @@ class RunRecord:
 
     def close(self) -> None:
         with self._lock:
-            if self._fd is not None and os.getpid() == self.pid:
+            if self._fd is not None and pid.current == self.pid:
                 os.close(self._fd)
             self._fd = None
 
@@ -144,7 +151,7 @@ class RunRecord:
     def iterator_started(self, dataloader, iterator, start: float) -> None:
         """DataLoader.__iter__ returned `iterator` (a new epoch; persistent workers return the
         same iterator again)."""
-        if os.getpid() != self.pid:
+        if pid.current != self.pid:
             return
         try:
             iterator._stallscope_epoch = (start, dataloader)
@@ -153,7 +160,7 @@ class RunRecord:
         self.pending.iters[self._loader(iterator).index] = start
 
     def fetched(self, iterator, start: float, end: float, got: bool) -> None:
-        if os.getpid() != self.pid:
+        if pid.current != self.pid:
             return
         loader = self._loader(iterator)
         if not got:  # StopIteration ends an epoch (and shuts non-persistent workers down)
@@ -185,7 +192,7 @@ class RunRecord:
         loader.end_ms = 0.0
 
     def saved(self, start: float, end: float, target) -> None:
-        if os.getpid() != self.pid:
+        if pid.current != self.pid:
             return
         self.pending.save_s += end - start
         self.saves += 1
@@ -202,7 +209,7 @@ class RunRecord:
     def finish(self) -> None:
         """The script is over: what followed its last step (a last validation, a final
         save) goes to events.jsonl as `run_tail`."""
-        if os.getpid() != self.pid:
+        if pid.current != self.pid:
             return
         p, self.pending = self.pending, _Pending()
         now = time.perf_counter()
@@ -213,35 +220,43 @@ class RunRecord:
 
     # -- one step (from the step event)
     def step(self, fields: dict) -> None:
-        if os.getpid() != self.pid or self._fd is None:
+        if pid.current != self.pid or self._fd is None:
             return
         now = time.perf_counter()
-        wall_ms = _f(fields.get("wall_ms"))
-        start = now - (wall_ms / 1e3 if wall_ms == wall_ms else 0.0)
+        get = fields.get
+        wall_ms = _f(get("wall_ms"))
         p, self.pending = self.pending, _Pending()
         own = p.last
         gap_ms = other_ms = epoch_ms = 0.0
         flags = 0
         if own is not None:
-            begin = min(p.fetches[own][0], p.iters.get(own, float("inf")))
+            start = now - (wall_ms / 1e3 if wall_ms == wall_ms else 0.0)
+            begin = p.fetches[own][0]
+            if p.iters:
+                begin = min(begin, p.iters.get(own, begin))
             gap_ms = max(0.0, (begin - start) * 1e3)
-            others = [f[0] for i, f in p.fetches.items() if i != own and f[0] < begin]
-            if others:
-                other_ms = min(gap_ms, max(0.0, (begin - min(others)) * 1e3))
+            if len(p.fetches) > 1:
+                others = [f[0] for i, f in p.fetches.items() if i != own and f[0] < begin]
+                if others:
+                    other_ms = min(gap_ms, max(0.0, (begin - min(others)) * 1e3))
             if own in p.epoch_ms:  # the pause at the epoch boundary: the old epoch's end too
                 ended = min(p.end_ms.get(own, 0.0), gap_ms)
                 epoch_ms = p.epoch_ms[own] + ended
                 gap_ms -= ended
                 flags |= EPOCH_START
-        if own is not None:
             self.fed[own] = self.fed.get(own, 0) + 1
-        phase = fields.get("phase")
-        flags |= PROFILED if phase == "active" else WARMUP if phase == "warmup" else 0
+        phase = get("phase")
+        if phase == "active":
+            flags |= PROFILED
+        elif phase == "warmup":
+            flags |= WARMUP
+        batches = get("batches")
+        batches = batches if batches.__class__ is int else int(batches or 0)
         row = STEP.pack(
-            self.steps & 0xFFFFFFFF, now - self.t0, wall_ms, _f(fields.get("data_wait_ms")),
-            gap_ms, epoch_ms, p.save_s * 1e3, other_ms, _f(fields.get("rss")) / MB,
-            _f(fields.get("cuda_allocated")) / MB, _f(fields.get("cuda_reserved")) / MB,
-            min(int(fields.get("batches") or 0), 0xFFFF),
+            self.steps & 0xFFFFFFFF, now - self.t0, wall_ms, _f(get("data_wait_ms")),
+            gap_ms, epoch_ms, p.save_s * 1e3, other_ms, _f(get("rss")) / MB,
+            _f(get("cuda_allocated")) / MB, _f(get("cuda_reserved")) / MB,
+            min(max(batches, 0), 0xFFFF),
             OTHER_LOADER if own is None else min(own, OTHER_LOADER - 1), flags)
         with self._lock:
             self.steps += 1
@@ -261,24 +276,30 @@ class RunRecord:
         self._rewrite()
 
 
+def _finite(values: tuple) -> tuple | list:
+    """`values` without its NaNs (the tuple itself when it holds none: the common case)."""
+    total = sum(values)
+    return values if total == total else [v for v in values if v == v]
+
+
 def summarize(rows: list[tuple]) -> bytes:
     """One block summary of step rows (tuples in STEP_FIELDS order)."""
-    col = {name: [r[i] for r in rows] for i, (name, _) in enumerate(STEP_FIELDS)}
-    wall = [w for w in col["wall_ms"] if w == w]
-    at_max = max(range(len(rows)), key=lambda i: col["wall_ms"][i]
-                 if col["wall_ms"][i] == col["wall_ms"][i] else -1.0)
+    col = dict(zip((name for name, _ in STEP_FIELDS), zip(*rows)))
+    walls = col["wall_ms"]
+    wall = _finite(walls)
+    at_max = walls.index(max(wall)) if wall else 0  # the first of the longest
     by_loader = [0.0] * MAX_LOADERS
     steps_by_loader = [0] * MAX_LOADERS
-    for w, lo in zip(col["wall_ms"], col["loader"]):
+    for w, lo in zip(walls, col["loader"]):
         if lo < MAX_LOADERS:
             by_loader[lo] += w if w == w else 0.0
             steps_by_loader[lo] += 1
 
     def total(name: str) -> float:
-        return float(sum(v for v in col[name] if v == v))
+        return float(sum(_finite(col[name])))
 
     def peak(name: str) -> float:
-        vals = [v for v in col[name] if v == v]
+        vals = _finite(col[name])
         return max(vals) if vals else float("nan")
 
     return BLOCK_ROW.pack(
@@ -293,8 +314,9 @@ def summarize(rows: list[tuple]) -> bytes:
 
 def install_record_hooks(torch, record: RunRecord) -> list:
     """DataLoader.__iter__ (epoch starts), iterator __next__ (which loader, first batch) and
-    torch.save (checkpoints); returns undo callables. Installed after the step hooks, so the
-    fetch timed here wraps theirs."""
+    torch.save (checkpoints); returns undo callables. Installed after the step hooks: when
+    theirs already feeds this record its fetches (capture/stepping.py: one wrapper around
+    next(), timed whole), __next__ is left to it."""
     from torch.utils.data import DataLoader, dataloader
 
     base_iter = dataloader._BaseDataLoaderIter
@@ -332,8 +354,10 @@ def install_record_hooks(torch, record: RunRecord) -> list:
     record_save.__wrapped__ = inner_save  # type: ignore[attr-defined]  # the undo mark
     record_save.__doc__ = inner_save.__doc__
     DataLoader.__iter__ = record_iter
-    base_iter.__next__ = record_next
     torch.save = record_save
-    return [lambda: setattr(DataLoader, "__iter__", inner_iter),
-            lambda: setattr(base_iter, "__next__", inner_next),
+    undo = [lambda: setattr(DataLoader, "__iter__", inner_iter),
             lambda: setattr(torch, "save", inner_save)]
+    if getattr(inner_next, "feeds_record", None) is not record:
+        base_iter.__next__ = record_next
+        undo.append(lambda: setattr(base_iter, "__next__", inner_next))
+    return undo

@@ -11,10 +11,14 @@ to the step. Only a script that never constructs an optimizer is stepped once pe
 A batch is counted where the training loop receives it: a DataLoader wrapped by an object whose
 generator `__iter__` fetches ahead (accelerate's DataLoaderShard fetches one batch ahead) is
 counted at the wrapper's yield, so the look-ahead fetch is no extra batch of its own. Data-wait is
-the time spent in DataLoader iterators' __next__. Every backward() call runs inside a
-`stallscope#backward` record_function and every closure passed to Optimizer.step(closure)
-(Lightning's automatic optimization, LBFGS) inside `stallscope#closure` (docs/definitions.md:
-the `backward` idle cause and the optimizer's).
+the time spent in DataLoader iterators' __next__ as the loop calling it sees it: the runner's
+one hook around it (timed_next, which also feeds record.bin) is timed whole. Every backward()
+call runs inside a `stallscope#backward` record_function and every closure passed to
+Optimizer.step(closure) (Lightning's automatic optimization, LBFGS) inside `stallscope#closure`
+(docs/definitions.md: the `backward` idle cause and the optimizer's).
+
+Over 450 lines: the step rule and the hooks that feed it (DataLoader iteration, optimizers,
+backward) run in the user's process on every step and are read, timed and changed together.
 """
 
 from __future__ import annotations
@@ -22,17 +26,22 @@ from __future__ import annotations
 import argparse
 import gc
 import inspect
-import os
+import runpy
 import sys
 import time
 from pathlib import Path
 
+from . import pid
 from .distributed import adopt_rank, launched_rank, rank_options, relaunch_children
 from .environment import read_rss
 from .exits import StopAfterWindow
 from .spawned import hook_spawn
 
 BACKWARD_ANNOTATION = "stallscope#backward"
+# Memory (RSS; CUDA allocated and reserved) is read at a step's end when the last reading is this
+# old: a step shorter than that keeps the reading before it. One CUDA reading (memory_stats) costs
+# tens of µs, an RSS reading a system call: a tight loop must not pay them every step.
+MEMORY_EVERY_S = 0.005
 CLOSURE_ANNOTATION = "stallscope#closure"
 _MARK = "_stallscope_step_hook"
 
@@ -47,7 +56,7 @@ class Stepper:
         cycle = opts.wait + opts.warmup + opts.active
         self.window_end = cycle * opts.repeat if opts.repeat > 0 else None
         self.cuda = bool(torch.cuda.is_available())
-        self.pid = os.getpid()
+        self.pid = pid.current
         self.steps = 0
         self.batches = 0
         self.mode: str | None = None  # "optimizer" (one has been constructed) or "batch"
@@ -62,11 +71,14 @@ class Stepper:
         self.step_start: float | None = None
         self.window_done = False
         # the profiler records the step under way (warmup or active): annotations pay off
+        self.next_phase: str | None = None  # phase(steps), once asked
         self.recording = self.phase(0) in ("warmup", "active")
         self.launched_ranks = 0  # processes started by torch.multiprocessing spawn, as ranks
+        self.memory: dict = {}  # the latest memory reading (rss, cuda_allocated, cuda_reserved)
+        self.memory_due = 0.0   # perf_counter time from which a step reads memory again
 
     def mine(self) -> bool:
-        return os.getpid() == self.pid  # a forked DataLoader worker inherits the hooks
+        return pid.current == self.pid  # a forked DataLoader worker inherits the hooks
 
     def check_rank(self) -> None:
         """Once the script has launched its own ranks (Lightning's DDP launcher sets
@@ -81,8 +93,9 @@ class Stepper:
         self.mode = "optimizer"
         self.check_rank()
 
-    def batch_starting(self) -> bool:
-        """A batch is asked for; False when an outer fetch (a wrapper) already counts it."""
+    def batch_starting(self, start: float | None = None) -> bool:
+        """A batch is asked for (at `start`, perf_counter); False when an outer fetch (a
+        wrapper) already counts it. Stepping per batch, this ends the step before."""
         self.fetching += 1
         if self.fetching > 1:
             return False
@@ -90,7 +103,7 @@ class Stepper:
             self.mode = "batch"
             self.step()
         if self.step_start is None:
-            self.step_start = time.perf_counter()
+            self.step_start = time.perf_counter() if start is None else start
         return True
 
     def batch_fetched(self, outer: bool, got_batch: bool, ahead: bool = False) -> None:
@@ -116,15 +129,34 @@ class Stepper:
         self.step()
 
     # -- one step
+    def read_memory(self) -> dict:
+        """This process's RSS and, once the script has used CUDA, the caching allocator's
+        allocated and reserved bytes (one memory_stats call for both)."""
+        out = {"rss": read_rss()}
+        cuda = self.torch.cuda
+        if self.cuda and cuda.is_initialized():
+            nested = getattr(cuda, "memory_stats_as_nested_dict", None)
+            if nested is None:  # an older torch: two readings
+                out["cuda_allocated"] = cuda.memory_allocated()
+                out["cuda_reserved"] = cuda.memory_reserved()
+                return out
+            stats = nested()
+            try:
+                out["cuda_allocated"] = stats["allocated_bytes"]["all"]["current"]
+                out["cuda_reserved"] = stats["reserved_bytes"]["all"]["current"]
+            except (KeyError, TypeError):  # an allocator that keeps no such figures
+                pass
+        return out
+
     def phase(self, n: int) -> str:
         """active, warmup, wait (before the first window), between (windows) or done."""
+        if self.window_end is not None and n >= self.window_end:
+            return "done"  # past the last window (torch's schedule: no action after `repeat`)
         action = self.schedule(n).name
         if action.startswith("RECORD"):
             return "active"
         if action == "WARMUP":
             return "warmup"
-        if self.window_end is not None and n >= self.window_end:
-            return "done"
         return "between" if self.profiled else "wait"
 
     def step(self) -> None:
@@ -135,20 +167,23 @@ class Stepper:
             gc.freeze()
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else self.t0
+        phase = self.next_phase if self.next_phase is not None else self.phase(self.steps)
+        if now >= self.memory_due:
+            self.memory_due = now + MEMORY_EVERY_S
+            self.memory = self.read_memory()
         fields = {
             "n": self.steps, "wall_ms": round((now - start) * 1e3, 3),
             "data_wait_ms": round(self.data_wait * 1e3, 3), "batches": self.batches_in_step,
-            "by": self.mode, "phase": self.phase(self.steps), "rss": read_rss(),
+            "by": self.mode, "phase": phase, **self.memory,
         }
-        self.profiled = self.profiled or fields["phase"] == "active"
-        if self.cuda and self.torch.cuda.is_initialized():
-            fields["cuda_allocated"] = self.torch.cuda.memory_allocated()
-            fields["cuda_reserved"] = self.torch.cuda.memory_reserved()
-        self.log.emit("step", **fields)
-        if fields["phase"] != "done":  # past the last window the profiler has nothing to do
+        self.profiled = self.profiled or phase == "active"
+        self.log.step(fields)  # record.bin, and a line in events.jsonl now and then
+        if phase != "done":  # past the last window the profiler has nothing to do
             self.prof.step()  # may write the trace (on_trace_ready) when a window closes
         self.steps += 1
-        self.recording = self.phase(self.steps) in ("warmup", "active")
+        # asked once a step (the schedule's answer for a step never changes: Windows)
+        self.next_phase = self.phase(self.steps)
+        self.recording = self.next_phase in ("warmup", "active")
         self.data_wait = 0.0
         self.batches_in_step = 0
         self.step_start = time.perf_counter()
@@ -184,24 +219,36 @@ def hook_dataloaders(stepper: Stepper, capture, loaders) -> list:
     undo = []
     base_iter = dataloader._BaseDataLoaderIter
     original_next = base_iter.__next__
+    record = getattr(stepper.log, "record", None)  # capture/record.RunRecord, fed from here
+    clock = time.perf_counter
+    call = call_cost()
 
     def timed_next(self):
+        # data wait: this whole call as the loop calling next() sees it, the hooks' own work
+        # included (its entry and return, outside any clock in here: `call`), less a step
+        # this fetch ended (stepping per batch)
+        start = clock() - call
         if not stepper.mine():
             return original_next(self)
-        outer = stepper.batch_starting()
+        outer = stepper.batch_starting(start)
+        if stepper.step_start is not None and stepper.step_start > start:
+            start = stepper.step_start  # the step before ended here: its cost is not waiting
         ahead = outer and fetching_ahead(sys._getframe(1))
-        t = time.perf_counter()
         got = False
         try:
             batch = original_next(self)
             got = True
             return batch
         finally:
-            stepper.data_wait += time.perf_counter() - t
+            end = clock()
             stepper.batch_fetched(outer, got, ahead)
             if got and loaders is not None:
                 loaders.count(self)
+            if record is not None:
+                record.fetched(self, start, end, got)
+            stepper.data_wait += clock() - start
 
+    timed_next.feeds_record = record  # type: ignore[attr-defined]  # install_record_hooks
     base_iter.__next__ = timed_next
     undo.append(lambda: setattr(base_iter, "__next__", original_next))
 
@@ -236,8 +283,38 @@ def hook_dataloaders(stepper: Stepper, capture, loaders) -> list:
     return undo
 
 
+def call_cost(tries: int = 7, calls: int = 300) -> float:
+    """Seconds a loop's `next(it)` spends outside the clock of a Python `__next__` timed as
+    timed_next times itself: the call's entry and return (a fraction of a µs; the loop's own
+    clock around next() counts them). The least of a few tries' means (a try the machine
+    interrupted reads long)."""
+    clock = time.perf_counter
+    inner = [0.0]
+
+    class Probe:
+        def __next__(self) -> int:
+            start = clock()
+            try:
+                return 0
+            finally:
+                inner[0] += clock() - start
+
+    it = Probe()
+    best = float("inf")
+    for _ in range(tries):
+        inner[0] = outer = 0.0
+        for _ in range(calls):
+            a = clock()
+            next(it)
+            outer += clock() - a
+        best = min(best, (outer - inner[0]) / calls)
+    return max(0.0, best)
+
+
 CO_GENERATOR = inspect.CO_GENERATOR
 AHEAD_DEPTH = 24  # frames looked at above a fetch
+# the frame running the script (runpy.run_path's): the runner's own frames lie above it
+SCRIPT_TOP = getattr(getattr(runpy, "_run_code", None), "__code__", None)
 
 
 def fetching_ahead(frame) -> bool:
@@ -248,6 +325,8 @@ def fetching_ahead(frame) -> bool:
         if frame is None:
             return False
         code = frame.f_code
+        if code is SCRIPT_TOP:
+            return False
         if code.co_name == "__iter__" and not code.co_flags & CO_GENERATOR:
             return True
         frame = frame.f_back

@@ -54,6 +54,8 @@ class StepEvent(Event):
     cuda_reserved: float = np.nan
     phase: str = ""
     batches: int = 0
+    span_steps: float = np.nan         # a thinned line: the steps it stands for (itself too)
+    span_data_wait_ms: float = np.nan  # ... and their summed data wait
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,9 @@ def typed(record: dict) -> Event:
                          batches=_int(g("batches")), wall_ms=_num(g("wall_ms")),
                          data_wait_ms=_num(g("data_wait_ms")), rss=_num(g("rss")),
                          cuda_allocated=_num(g("cuda_allocated")),
-                         cuda_reserved=_num(g("cuda_reserved")))
+                         cuda_reserved=_num(g("cuda_reserved")),
+                         span_steps=_num(g("span_steps")),
+                         span_data_wait_ms=_num(g("span_data_wait_ms")))
     if kind == layout.STARTED:
         return Started(*base, raw=record, script=str(g("script", "")), args=_strs(g("args")),
                        python=str(g("python", "")), torch=str(g("torch", "")),
@@ -178,7 +182,8 @@ class StepColumns:
     """Growing per-step columns of one rank (amortised appends; readers take slices), with
     the event times and batch counts the steady statistic needs (`steady`)."""
 
-    COLUMNS = (*STEP_FIELDS, "t", "batches", "n")  # n: thinned events skip steps
+    # n: thinned events skip steps; span_*: what a thinned line stands for
+    COLUMNS = (*STEP_FIELDS, "t", "batches", "n", "span_steps", "span_data_wait_ms")
 
     def __init__(self) -> None:
         self.n = 0
@@ -209,4 +214,5 @@ class StepColumns:
         """The steady window of the steps so far (core/session/steady.py): the one statistic
         the run summary, compare and tune state. `queued`: workers x prefetch_factor."""
         return steady(self["t"], self["wall_ms"], self["data_wait_ms"], self["batches"],
-                      self.phases, queued, n=self["n"])
+                      self.phases, queued, n=self["n"], span_steps=self["span_steps"],
+                      span_wait_ms=self["span_data_wait_ms"])

@@ -35,7 +35,7 @@ from stallscope.core.session.whole_run import session_steady
 from stallscope.core.untrusted import CAPS, count, json_lines, read_bytes, read_json
 
 STEP_FIELDS = ("n", "t", "wall_ms", "data_wait_ms", "batches", "rss", "cuda_allocated",
-               "cuda_reserved")
+               "cuda_reserved", "span_steps", "span_data_wait_ms")
 
 
 def is_session(path: str | os.PathLike) -> bool:
@@ -139,6 +139,8 @@ class Steps:
     rss: np.ndarray
     cuda_allocated: np.ndarray
     cuda_reserved: np.ndarray
+    span_steps: np.ndarray         # a thinned step line: the steps it stands for (NaN: itself)
+    span_data_wait_ms: np.ndarray  # ... and their summed data wait
     phase: list[str] = field(default_factory=list)
 
     @classmethod
@@ -155,7 +157,8 @@ class Steps:
     def steady(self, queued: int = 0, epochs: Sequence[dict] = (), **limits) -> Steady | None:
         """The steady window (core/session/steady.py) of these steps."""
         return steady(self.t, self.wall_ms, self.data_wait_ms, self.batches, self.phase,
-                      queued, n=self.n, epochs=epochs, **limits)
+                      queued, n=self.n, epochs=epochs, span_steps=self.span_steps,
+                      span_wait_ms=self.span_data_wait_ms, **limits)
 
 
 def _num(value) -> float:

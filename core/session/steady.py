@@ -97,10 +97,12 @@ def warmup_end(phase: list[str], batches: np.ndarray, queued: int) -> int:
 def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches: np.ndarray,
            phase: list[str], queued: int = 0, min_steps: int = MIN_STEPS,
            min_s: float = MIN_S, n: np.ndarray | None = None,
-           epochs: Sequence[dict] = ()) -> Steady | None:
+           epochs: Sequence[dict] = (), span_steps: np.ndarray | None = None,
+           span_wait_ms: np.ndarray | None = None) -> Steady | None:
     """The steady window of one rank's steps (columns as core/session/reader.Steps holds).
     `n`: the steps' numbers (rows may skip steps: a long run's thinned events); `epochs`: the
-    training loader's epoch starts (core/capture/record.py's `epoch` events)."""
+    training loader's epoch starts (core/capture/record.py's `epoch` events); `span_steps`,
+    `span_wait_ms`: per row, the steps it stands for and their summed wait (NaN: itself only)."""
     k = len(wall_ms)
     if k == 0:
         return None
@@ -129,9 +131,25 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
     if not note and not reached:
         note = (f"only {count} steady steps over {seconds:.1f} s after the warm-up: too short "
                 f"to reach steady state ({min_steps} steps over {min_s:.0f} s)")
-    waited = float(wait.mean()) * count if len(wait) else 0.0  # thinned rows stand for all
+    spans = None if span_steps is None or span_wait_ms is None else \
+        (np.asarray(span_steps, dtype=float)[start:], np.asarray(span_wait_ms, dtype=float)[start:])
+    waited = covered_wait(wait, count, *(spans or (None, None)))
     return window(count, seconds, waited, epoch_waits(epochs, numbers[start], numbers[k - 1]),
                   start, t0, t1, reached, note)
+
+
+def covered_wait(wait: np.ndarray, count: int, span_steps: np.ndarray | None = None,
+                 span_wait_ms: np.ndarray | None = None) -> float:
+    """The summed data wait of `count` steps from the rows recorded of them: a row standing for
+    steps left out (span_steps > 1: a long run's thinned step lines) adds their summed wait,
+    and the mean per step covered stands for any step no row covers."""
+    if not len(wait):
+        return 0.0
+    steps, waits = np.ones(len(wait)), np.array(wait, dtype=float)
+    if span_steps is not None and span_wait_ms is not None:
+        ok = np.isfinite(span_steps) & (span_steps >= 1) & np.isfinite(span_wait_ms)
+        steps[ok], waits[ok] = span_steps[ok], span_wait_ms[ok]
+    return float(waits.sum() / steps.sum()) * count
 
 
 def epoch_waits(epochs: Sequence[dict], first: float, last: float) -> tuple[float, float]:

@@ -6,9 +6,10 @@ A tight loop over a DataLoader (batch_size=None, num_workers=0, optionally sleep
 each item) runs under the runner to its end and prints its time.perf_counter() elapsed and its
 time inside next(). Beside them: analyze's whole-run figures (elapsed from step 0's end, the
 steady step time x steps, the data wait share incl. epoch starts) and the ratio of each. The goal
-is every ratio within 2% of 1. The runner's own hooks around next() are outside stallscope's data
-wait, so a loop of sub-ms steps reads a lower share than its own timing of next() (their cost,
-not the figures' rule). State the load (`uptime`) beside any figure.
+is every ratio within 2% of 1. The data wait is the runner's whole hook around next(), its own
+cost included, plus the call's entry and return (calibrated at the start); what still lies
+outside it (a fraction of a µs a fetch, and the preemptions that land there on a loaded
+machine) shows on a loop of ~10 µs fetches only. State the load (`uptime`) beside any figure.
 """
 
 from __future__ import annotations

@@ -18,9 +18,11 @@ from stallscope.core.session.reader import read_events
 
 pytestmark = pytest.mark.runner
 
-# fields a record carries only sometimes (a GPU, an exception, a warning, a partial window)
+# fields a record carries only sometimes (a GPU, an exception, a warning, a partial window, a
+# thinned step line)
 OPTIONAL = {"cuda_allocated", "cuda_reserved", "exception", "warning", "complete", "code",
-            "python", "traces", "dataloaders", "notes", "overridden", "devices", "rc"}
+            "python", "traces", "dataloaders", "notes", "overridden", "devices", "rc",
+            "span_steps", "span_data_wait_ms"}
 BASE = {f.name for f in dataclasses.fields(ev.Event)}
 
 

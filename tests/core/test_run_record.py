@@ -215,21 +215,27 @@ def test_profile_options_refused_before_anything_runs(tmp_path):
         assert not session.exists()
 
 
-def test_events_thin_out_after_many_steps_but_the_record_keeps_all(tmp_path):
+def test_events_thin_out_after_many_steps_but_the_record_keeps_all(tmp_path, monkeypatch):
     from stallscope.core.capture import writer
 
+    clock = [0.0]  # the writer's clock: each step takes 1 ms
+    monkeypatch.setattr(writer.time, "perf_counter", lambda: clock[0])
     log = writer.EventLog(tmp_path / "events.jsonl", None)
     log.record = RunRecord(tmp_path / "record.bin")
-    n = writer.FULL_STEP_LINES + 3 * writer.THIN + 5
+    full = writer.FULL_STEPS
+    n = full + 3 * 50 + 5
     for i in range(n):
-        phase = "active" if i == writer.FULL_STEP_LINES + 7 else "wait"
+        clock[0] += 0.001
+        phase = "active" if i == full + 120 else "wait"
         log.emit("step", n=i, wall_ms=1.0, data_wait_ms=0.5, phase=phase)
     log.close()
     kept = [e["n"] for e in events(tmp_path, "step")]
-    assert kept[:writer.FULL_STEP_LINES] == list(range(writer.FULL_STEP_LINES))
-    assert kept[writer.FULL_STEP_LINES:] == [writer.FULL_STEP_LINES, writer.FULL_STEP_LINES + 7,
-                                              *(writer.FULL_STEP_LINES + k * writer.THIN
-                                                for k in (1, 2, 3))]
+    assert kept[:full] == list(range(full))
+    # after the first steps, one line a SLICE_S (50 steps here), then every step of a
+    # profiled window and of the FULL_STEPS after it (all the rest here)
+    sliced = [k for k in kept if k < full + 120]
+    assert len(sliced) == full + 2 and {*np.diff(sliced[full - 1:])} <= {50, 51}
+    assert kept[full + 2:] == list(range(full + 120, n))
     assert read_record(tmp_path / "record.bin").n_steps == n
 
 

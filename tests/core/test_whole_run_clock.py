@@ -47,6 +47,11 @@ def test_a_tight_loop_s_elapsed_and_step_time_match_its_own_clock(tmp_path, caps
     # the steady step time over (nearly) every step adds up to the script's time
     assert report.step_ms * 20_000 / 1e3 == pytest.approx(mine["elapsed"], rel=0.02)
     assert report.steady_steps > 19_900
+    # the data wait: the runner's whole hook around next(), its own cost included, as the
+    # script's clock sees it (hooks outside it read ~34% low here). The goal, 2%, is the
+    # benchmark's on a quiet machine: on a loaded one the preemptions that land in the call's
+    # entry and return make a ~10 µs fetch read 1-6% low (0.946-0.992 over six runs at load 7)
+    assert report.data_wait_share == pytest.approx(mine["waited"] / mine["elapsed"], rel=0.10)
 
     rc, out = cli_out(capsys, "analyze", str(session), "--json")
     section = json.loads(out)["run"]
