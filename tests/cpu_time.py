@@ -50,6 +50,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if not _by_file:
         return
     total = sum(_by_file.values())
-    terminalreporter.write_sep("=", f"CPU seconds by file (tests and their children): {total:.0f} s")
+    title = f"CPU seconds by file (tests and their children): {total:.0f} s"
+    terminalreporter.write_sep("=", title)
     for path, seconds in sorted(_by_file.items(), key=lambda kv: -kv[1])[:SHOWN]:
         terminalreporter.write_line(f"{seconds:8.1f}s  {seconds / total:5.1%}  {path}")
