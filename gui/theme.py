@@ -255,7 +255,11 @@ def _render(renderer: QSvgRenderer, size: int) -> QPixmap:
 
 
 def _apply_palette(app: QApplication, pal: Palette, plots: bool = True) -> None:
-    app.setStyle("Fusion")  # the one style that honours a custom palette on every platform
+    # Each of these re-polishes every widget alive (~0.2 s with a main window open), so a
+    # switch to the colours already shown (light -> system on a light desktop) changes nothing.
+    if app.property("stallscope_style") != "Fusion":  # (style() answers a style-sheet wrapper)
+        app.setStyle("Fusion")  # the one style that honours a custom palette on every platform
+        app.setProperty("stallscope_style", "Fusion")
     qp = QPalette()
     role = QPalette.ColorRole
     group = QPalette.ColorGroup
@@ -272,8 +276,11 @@ def _apply_palette(app: QApplication, pal: Palette, plots: bool = True) -> None:
         qp.setColor(r, QColor(value))
     for r in (role.WindowText, role.Text, role.ButtonText):
         qp.setColor(group.Disabled, r, QColor(pal.text_faint))
-    app.setPalette(qp)
-    app.setStyleSheet(style_sheet(pal))
+    if app.palette() != qp:
+        app.setPalette(qp)
+    sheet = style_sheet(pal)
+    if app.styleSheet() != sheet:
+        app.setStyleSheet(sheet)
     if plots:
         _apply_plot_colors(pal)
 
