@@ -5,10 +5,14 @@ PY     := $(VENV)/bin/python
 # The CPU wheel keeps dev/CI light; the package itself asks for torch>=2.2.
 TORCH_SPEC ?= torch==2.13.0
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
-# pytest-xdist workers (one per core by default; JOBS=0 runs in one process). A file's tests
-# stay on one worker (loadfile): module-scoped fixtures are computed once.
-JOBS   ?= auto
-PYTEST := $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 -n $(JOBS) --dist loadfile
+# pytest-xdist workers; JOBS=0 runs in one process. A file's tests stay on one worker
+# (loadfile): module-scoped fixtures are computed once. `make test` runs at least 4: about
+# half its tests wait (scripts that sleep per item, sshd, the app's event loop) while their
+# children work, so on 2 cores 4 workers keep both busy (9.3 min against 11-15 with 2).
+# `make quick` has no children and no waits: one worker per core.
+JOBS   ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 4 ] && n=4; echo $$n)
+QUICK_JOBS ?= auto
+PYTEST := $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --dist loadfile
 
 .PHONY: setup setup-system run test quick package-test lint typecheck bench gpu-check screenshots \
 	package clean
@@ -32,12 +36,12 @@ run: setup
 ## PyInstaller build (`make package-test`); the 25 slowest are listed at the end.
 test: setup setup-system
 	$(VENV)/bin/lint-imports
-	$(PYTEST) -m "not packaging"
+	$(PYTEST) -n $(JOBS) -m "not packaging"
 
 ## The fast loop while developing: no child processes (tests marked `runner` in their files;
 ## tests/conftest.py fails a test that starts one unmarked), no PyInstaller build.
 quick: setup
-	$(PYTEST) -m "not runner and not packaging"
+	$(PYTEST) -n $(QUICK_JOBS) -m "not runner and not packaging"
 
 ## The PyInstaller build of the desktop app, started offscreen on a real trace (tests marked
 ## `packaging`; .ci/run runs it after `make test`).
