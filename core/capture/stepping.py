@@ -172,8 +172,9 @@ class Stepper:
             self.memory_due = now + MEMORY_EVERY_S
             self.memory = self.read_memory()
         fields = {
-            "n": self.steps, "wall_ms": round((now - start) * 1e3, 3),
-            "data_wait_ms": round(self.data_wait * 1e3, 3), "batches": self.batches_in_step,
+            # unrounded: record.bin sums them over a million steps (a line rounds to 1 µs)
+            "n": self.steps, "wall_ms": (now - start) * 1e3,
+            "data_wait_ms": self.data_wait * 1e3, "batches": self.batches_in_step,
             "by": self.mode, "phase": phase, **self.memory,
         }
         self.profiled = self.profiled or phase == "active"

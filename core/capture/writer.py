@@ -86,6 +86,9 @@ class EventLog:
     def _step_line(self, fields: dict) -> None:
         span = self._span
         line = dict(fields)
+        for key in ("wall_ms", "data_wait_ms"):  # to the µs, as every figure a line holds
+            if isinstance(line.get(key), float):
+                line[key] = round(line[key], 3)
         if span[0] > 1:
             line.update(span_steps=span[0], span_wall_ms=round(span[1], 3),
                         span_data_wait_ms=round(span[2], 3))

@@ -122,8 +122,9 @@ while True:
     # the record's row is written before the step's events line: it holds at least as many
     assert rec.n_steps >= len(steps)
     assert list(rec.steps["n"][: len(steps)]) == [s["n"] for s in steps]
+    # the record keeps each step's time whole; a line rounds it to the µs
     np.testing.assert_allclose(rec.steps["wall_ms"][: len(steps)],
-                               [s["wall_ms"] for s in steps], rtol=1e-5)
+                               [s["wall_ms"] for s in steps], rtol=1e-5, atol=5e-4 + 1e-9)
 
 
 def test_a_long_run_folds_into_blocks_and_stays_small(tmp_path):
