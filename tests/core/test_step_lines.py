@@ -13,28 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_clock import Clock
 
 from stallscope.core.capture import layout, stepping, writer
 from stallscope.core.capture.record import RunRecord
 from stallscope.core.session.events import StepColumns, typed
 from stallscope.core.session.reader import Steps
 from stallscope.core.session.record import read_record
-
-
-class Clock:
-    """time for the writer, the event lines and the stepper: the test moves it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return 1.7e9 + self.now
-
-    def strftime(self, fmt: str) -> str:
-        return "x"
 
 
 @pytest.fixture

@@ -5,19 +5,14 @@ fewest workers within noise are kept, the budget is a ceiling and says what it l
 
 from __future__ import annotations
 
-import json
-import types
 from pathlib import Path
 
 import pytest
-from tune_json import assert_one_number
+from fake_tune import SCRIPT, run_on_fake_clock
 
-from stallscope.core.jobs import run_job
-from stallscope.core.tune import Search, TuneConfig, duels, job, noise
+from stallscope.core.tune import Search, noise
 from stallscope.core.tune.trial import OK, OVER_BUDGET
 
-SCRIPT = {"num_workers": 0, "pin_memory": False, "persistent_workers": False,
-          "prefetch_factor": None}
 WALL_S = 10.0
 
 
@@ -45,25 +40,7 @@ class Bench:
 
 
 def tune(tmp_path: Path, monkeypatch, steps, budget_s: float = 1000.0, cpu: float = 0.9):
-    bench = Bench(steps, cpu)
-    clock = types.SimpleNamespace(monotonic=bench.monotonic)
-    for module in (job, duels):
-        monkeypatch.setattr(module, "time", clock)
-        monkeypatch.setattr(module, "run_trial", bench.run_trial)
-    monkeypatch.setattr(job, "usable_cores", lambda: 2)
-
-    def start(result, base, launch, cores, most, min_gain):
-        result.site, base.settings = "train.py:9", dict(SCRIPT)
-        return Search(SCRIPT, cores, False, min_gain, most=most)
-
-    monkeypatch.setattr(job, "_start_search", start)
-    script = tmp_path / "train.py"
-    script.write_text("pass\n")
-    result = run_job(job.tune_job(TuneConfig(script=script, out=tmp_path / "t",
-                                             budget_s=budget_s)))
-    data = json.loads((tmp_path / "t" / "tune.json").read_text())
-    assert_one_number(data)
-    return result, data
+    return run_on_fake_clock(tmp_path, monkeypatch, Bench(steps, cpu), budget_s)
 
 
 def two_workers_win(s: dict) -> float:

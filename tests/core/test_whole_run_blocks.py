@@ -5,6 +5,7 @@ last profiled window and the epoch starts' pause are known to the microsecond.""
 from __future__ import annotations
 
 import pytest
+from fake_clock import Clock
 
 from stallscope.core.capture import record as fmt
 from stallscope.core.capture.record import RunRecord
@@ -14,19 +15,6 @@ from stallscope.core.session.whole_run import record_steady, run_clock
 
 STARTUP_S, WALL_S, GAP_S = 2.0, 0.001, 0.0005  # each step: 1 ms, then 0.5 ms between steps
 PROFILED = range(40_000, 40_004)
-
-
-class Clock:
-    """time.perf_counter for the record: the test moves it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return 1.7e9 + self.now
 
 
 def test_a_folded_run_s_elapsed_and_steady_window(tmp_path, monkeypatch):
