@@ -17,7 +17,7 @@ call runs inside a `stallscope#backward` record_function and every closure passe
 Optimizer.step(closure) (Lightning's automatic optimization, LBFGS) inside `stallscope#closure`
 (docs/definitions.md: the `backward` idle cause and the optimizer's).
 
-Over 450 lines: the step rule and the hooks that feed it (DataLoader iteration, optimizers,
+Long because the step rule and the hooks that feed it (DataLoader iteration, optimizers,
 backward) run in the user's process on every step and are read, timed and changed together.
 """
 

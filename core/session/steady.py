@@ -131,9 +131,10 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
     if not note and not reached:
         note = (f"only {count} steady steps over {seconds:.1f} s after the warm-up: too short "
                 f"to reach steady state ({min_steps} steps over {min_s:.0f} s)")
-    spans = None if span_steps is None or span_wait_ms is None else \
-        (np.asarray(span_steps, dtype=float)[start:], np.asarray(span_wait_ms, dtype=float)[start:])
-    waited = covered_wait(wait, count, *(spans or (None, None)))
+    if span_steps is not None and span_wait_ms is not None:
+        span_steps = np.asarray(span_steps, dtype=float)[start:]
+        span_wait_ms = np.asarray(span_wait_ms, dtype=float)[start:]
+    waited = covered_wait(wait, count, span_steps, span_wait_ms)
     return window(count, seconds, waited, epoch_waits(epochs, numbers[start], numbers[k - 1]),
                   start, t0, t1, reached, note)
 
