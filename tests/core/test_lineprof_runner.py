@@ -20,6 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "core" / "capture" / "runner.py"
 DEMO = ROOT / "resources" / "demo" / "train_demo.py"
 
+# Samples the script fetches: enough that the out-of-place division's cost, not a few long
+# preemptions of a loaded machine, decides the top line (12 flipped once in CI at 4 workers).
+SAMPLES = 48
+
 SCRIPT = """
 import sys
 import torch
@@ -32,7 +36,9 @@ def main():
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     fetched = 0
-    for x in DataLoader(NormDataset(12), batch_size=3, num_workers=int(sys.argv[1])):
+    loader = DataLoader(NormDataset(""" + str(SAMPLES) + """), batch_size=3,
+                        num_workers=int(sys.argv[1]))
+    for x in loader:
         fetched += len(x)
         loss = model(x).mean()
         opt.zero_grad()
@@ -62,13 +68,13 @@ def test_runner_lineprof_auto_counts_every_fetched_sample(tmp_path, workers):
     script.write_text(SCRIPT)
     out, session, events = run_runner(tmp_path, script, "--lineprof", "auto",
                                       "--no-stop-after-window", args=[str(workers)])
-    assert "fetched 12" in out
+    assert f"fetched {SAMPLES}" in out
     (ready,) = [e for e in events if e["event"] == "lineprof_ready"]
     path = session / ready["path"]
     assert path == session / "lineprof" / "NormDataset.__getitem__.json"
     p = lineprof.load(path)
-    assert p.samples == 12 and p.workers == workers
-    assert [ln.hits for ln in p.lines if ln.hits] == [12, 12, 12, 12]
+    assert p.samples == SAMPLES and p.workers == workers
+    assert [ln.hits for ln in p.lines if ln.hits] == [SAMPLES] * 4
     assert p.top_lines(1)[0].source.strip() == "a = x / 255.0"
     assert [e for e in events if e["event"] == "warning"] == []
     assert not (session / "lineprof" / ".parts").exists()
