@@ -344,6 +344,7 @@ class MainWindow(QMainWindow):
         self.heatmaps.closed(widget)
         self.ranks.closed(widget)
         if widget not in (self.compare, self.ranks.view):  # those two are reused
+            widget.close()  # a run view stops its run now, not when the loop gets to the delete
             widget.deleteLater()
         self.runs.update_actions()
         if self.tabs.count() == 1 and self.document is None:

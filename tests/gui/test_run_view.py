@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import psutil
 import pytest
-from PySide6.QtCore import QCoreApplication, QEvent, Qt
+from PySide6.QtCore import Qt
 from scripts import training
 from shots import save_shot
 
@@ -251,16 +251,14 @@ def test_closing_a_running_tab_ends_the_run(qtbot, tmp_path):
     window = MainWindow()
     qtbot.addWidget(window)
     window.show_run(forever_request(tmp_path))
-    run = window.tabs.currentWidget().controller
+    view = window.tabs.currentWidget()  # the run's tab (a trace it writes may open in front)
+    run = view.controller
+    run.grace_s = 60  # as in test_stop_ends_the_whole_process_tree: SIGTERM, not a load-timed kill
     qtbot.waitUntil(lambda: run.series.n >= 2, timeout=60_000)
     tree = tree_of(run) + [psutil.Process(run.handle.local_pid)]
     session = run.session
-    view = window.tabs.currentWidget()
-    window.close_tab(window.tabs.indexOf(view))  # deleteLater: the view stops its run first
-    # the app's event loop deletes it on return; a test's nested waits may not (Qt's loop
-    # levels), and in one full run of these tests it was not deleted within 20 s
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    qtbot.waitUntil(lambda: has_finished(session), timeout=20_000)
+    window.close_tab(window.tabs.indexOf(view))  # the view stops its run before it goes
+    assert has_finished(session)
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive
     assert open_session(session).finished["reason"] == "stopped by SIGTERM"
