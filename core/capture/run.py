@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import layout
+from .contain import become_subreaper
 from .environment import import_torch, torch_info
 from .exits import (
     EXIT_SETUP,
@@ -264,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
     if opts.process_group:
         new_process_group()
+    # a daemon the script double-forks (os.setsid) is re-parented here, not to init, so the
+    # script's end and a stop reach it as they reach any process the script left running
+    become_subreaper()
     try:
         if opts.nproc_per_node > 1 and rank_from_env() is None:
             from .distributed import run_distributed

@@ -1,8 +1,12 @@
 """The runner against a hostile script (issue 29): an exception with a 42 MB message is a
 capped line in events.jsonl and on the CLI's terminal; a script that closes its stdout or
-stderr (the objects or the descriptors) gets no runner traceback."""
+stderr (the objects or the descriptors) gets no runner traceback; a daemon the script
+double-forks does not outlive the run."""
 
 from __future__ import annotations
+
+import os
+import time
 
 import pytest
 from runner_helpers import events, finished, run, write_script
@@ -50,3 +54,42 @@ def test_a_script_that_closes_its_output_gets_no_runner_traceback(tmp_path, body
     else:  # the runner's own words still get out
         assert "no steps were seen" in proc.stderr, proc.stderr
     assert events(session, "started")
+
+
+DAEMON = """
+import os, time
+from pathlib import Path
+
+middle = os.fork()
+if middle == 0:  # the classic double fork: the daemon leads its own session, its parent exits
+    os.setsid()
+    if os.fork() == 0:
+        Path("daemon.pid").write_text(str(os.getpid()))
+        time.sleep(600)
+    os._exit(0)
+os.waitpid(middle, 0)
+while not Path("daemon.pid").exists():
+    time.sleep(0.01)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_daemon_the_script_double_forks_is_ended_with_the_run(tmp_path):
+    proc, session = run(tmp_path, write_script(tmp_path, DAEMON))
+    daemon = int((tmp_path / "daemon.pid").read_text())
+    try:
+        end = finished(session)
+        assert end["rc"] == 0 == proc.returncode, proc.stderr
+        assert [p["pid"] for p in end["left_running"]] == [daemon]
+        assert not _alive(daemon)  # ended and reaped before `finished` was written
+    finally:
+        if _alive(daemon):
+            os.kill(daemon, 9)
+            time.sleep(0.1)
