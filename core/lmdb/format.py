@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stallscope.core import untrusted
 from stallscope.core.errors import StallscopeError
 
 FORMAT = "stallscope-lmdb"
@@ -94,7 +95,16 @@ def dumps(obj) -> bytes:
 
 
 def loads(raw) -> dict:
-    return json.loads(bytes(raw))
+    """A metadata value, read as any file stallscope did not write (core/untrusted.py): capped,
+    depth-limited, undecodable bytes replaced. ValueError saying what is wrong."""
+    data = bytes(raw)
+    cap = untrusted.CAPS["LMDB metadata"]
+    if len(data) > cap:
+        raise ValueError(f"a metadata value of {len(data):,} bytes (at most {cap:,} are read)")
+    try:
+        return untrusted.loads(data, "LMDB metadata")
+    except StallscopeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _pad(n: int) -> int:
