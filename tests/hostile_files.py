@@ -17,6 +17,17 @@ import time
 import zlib
 from pathlib import Path
 
+
+def step_events() -> list[dict]:
+    """The smallest trace worth analysing: one step, one CPU op, one kernel."""
+    return [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+             "ts": 0, "dur": 100},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10,
+             "dur": 20},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 15, "dur": 30,
+             "args": {"device": 0, "stream": 7}}]
+
+
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 
 

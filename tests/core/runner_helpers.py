@@ -88,3 +88,24 @@ def spans(trace: list[dict], prefix: str) -> list[tuple[float, float, str]]:
 
 def session_of(session: Path) -> Session:
     return open_session(session)
+
+
+def alive(pid: int) -> bool:
+    """The process is there and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def frames(data: bytes) -> list[tuple[dict, bytes]]:
+    """The remote agent's follow stream: a JSON header line, then its `n` bytes, per frame."""
+    out = []
+    while data:
+        line, _, data = data.partition(b"\n")
+        header = json.loads(line)
+        n = int(header.get("n") or 0)
+        out.append((header, data[:n]))
+        data = data[n:]
+    return out

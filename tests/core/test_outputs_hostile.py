@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hostile_files import step_events
 
 from stallscope.core import cli
 from stallscope.core.errors import StallscopeError
@@ -21,19 +22,10 @@ from stallscope.core.render.perfetto import PID, _splice
 SESSION = Path(__file__).parent / "steady_sessions" / "io-2workers"
 
 
-def _events() -> list[dict]:
-    return [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-             "ts": 0, "dur": 100},
-            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10,
-             "dur": 20},
-            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 15, "dur": 30,
-             "args": {"device": 0, "stream": 7}}]
-
-
 def test_perfetto_export_adds_to_the_top_level_list_not_a_nested_one(tmp_path, capsys):
     decoy = [{"ph": "i", "name": "decoy", "pid": 9, "tid": 9, "ts": 1}]
     text = ('{"otherData": {"note": "\\"traceEvents\\": [", "traceEvents": '
-            + json.dumps(decoy) + '}, "trace\\u0045vents": ' + json.dumps(_events()) + "}")
+            + json.dumps(decoy) + '}, "trace\\u0045vents": ' + json.dumps(step_events()) + "}")
     src = tmp_path / "nested.json"
     src.write_text(text)
     assert text.index('"traceEvents"') < text.index("trace\\u0045vents")  # the decoy first
@@ -42,7 +34,7 @@ def test_perfetto_export_adds_to_the_top_level_list_not_a_nested_one(tmp_path, c
     doc = json.loads(out.read_text())  # valid JSON
     assert doc["otherData"]["traceEvents"] == decoy  # the nested list untouched
     ours = [e for e in doc["traceEvents"] if e.get("pid") == PID]
-    assert len(ours) > 4 and doc["traceEvents"][len(ours):] == _events()
+    assert len(ours) > 4 and doc["traceEvents"][len(ours):] == step_events()
     assert f"plus {len(ours)} stallscope events" in capsys.readouterr().err
 
 

@@ -11,6 +11,7 @@ import textwrap
 import time
 
 import pytest
+from runner_helpers import alive
 
 from stallscope.core.session.factory_probe import probe
 
@@ -51,19 +52,11 @@ class Flowers:
 '''
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _gone_soon(pid: int, within: float = 2.0) -> bool:
     deadline = time.monotonic() + within
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    return not _alive(pid)
+    return not alive(pid)
 
 
 @pytest.mark.parametrize("after, ok", [("", True), ("while True:\n    time.sleep(0.1)", False)])
@@ -77,7 +70,7 @@ def test_a_daemon_started_at_import_does_not_outlive_the_probe(tmp_path, after, 
     try:
         assert _gone_soon(daemon), f"daemon {daemon} outlived the probe"
     finally:
-        if _alive(daemon):
+        if alive(daemon):
             os.kill(daemon, 9)
 
 
@@ -109,5 +102,5 @@ def test_the_launcher_passes_the_exit_status_and_ends_what_is_left(tmp_path):
     try:
         assert _gone_soon(left), f"{left} outlived the launcher"
     finally:
-        if _alive(left):
+        if alive(left):
             os.kill(left, 9)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from runner_helpers import frames
 
 from stallscope.core.capture import layout, remote_agent
 from stallscope.core.launch import ending_of
@@ -27,17 +28,6 @@ def oldest_python() -> str:
                                        if x.isdigit()))
     found = [p for p in found if p.name.replace("python", "").replace(".", "").isdigit()]
     return str(found[0]) if found else sys.executable
-
-
-def frames(data: bytes) -> list[tuple[dict, bytes]]:
-    out = []
-    while data:
-        line, _, data = data.partition(b"\n")
-        header = json.loads(line)
-        n = int(header.get("n") or 0)
-        out.append((header, data[:n]))
-        data = data[n:]
-    return out
 
 
 def test_the_oldest_python_here_loads_the_runner_and_the_agent():

@@ -9,7 +9,7 @@ import os
 import time
 
 import pytest
-from runner_helpers import events, finished, run, write_script
+from runner_helpers import alive, events, finished, run, write_script
 
 from stallscope.core.capture.writer import MAX_TEXT
 
@@ -73,14 +73,6 @@ while not Path("daemon.pid").exists():
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_a_daemon_the_script_double_forks_is_ended_with_the_run(tmp_path):
     proc, session = run(tmp_path, write_script(tmp_path, DAEMON))
     daemon = int((tmp_path / "daemon.pid").read_text())
@@ -88,8 +80,8 @@ def test_a_daemon_the_script_double_forks_is_ended_with_the_run(tmp_path):
         end = finished(session)
         assert end["rc"] == 0 == proc.returncode, proc.stderr
         assert [p["pid"] for p in end["left_running"]] == [daemon]
-        assert not _alive(daemon)  # ended and reaped before `finished` was written
+        assert not alive(daemon)  # ended and reaped before `finished` was written
     finally:
-        if _alive(daemon):
+        if alive(daemon):
             os.kill(daemon, 9)
             time.sleep(0.1)

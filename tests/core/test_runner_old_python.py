@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from runner_helpers import TRAIN, events, write_script
+from runner_helpers import TRAIN, events, frames, write_script
 
 from stallscope.core.capture import remote_agent
 
@@ -135,17 +135,6 @@ def test_the_old_python_runs_the_runner_by_path_and_names_the_missing_torch(old_
     assert "never runs" not in proc.stdout
 
 
-def _frames(data: bytes) -> list[tuple[dict, bytes]]:
-    out = []
-    while data:
-        line, _, data = data.partition(b"\n")
-        header = json.loads(line)
-        n = int(header.get("n") or 0)
-        out.append((header, data[:n]))
-        data = data[n:]
-    return out
-
-
 def _agent(old_python: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([old_python, str(AGENT), *args], capture_output=True, timeout=timeout)
 
@@ -164,7 +153,7 @@ def test_the_old_agent_streams_a_real_run_byte_for_byte(old_python, tmp_path):
     follow = _agent(old_python, "follow", "--session", str(session), timeout=300)
     assert follow.returncode == 0, follow.stderr
     mirror: dict[str, bytearray] = {}
-    got = _frames(follow.stdout)
+    got = frames(follow.stdout)
     for header, data in got[:-1]:
         if header.get("w"):
             mirror[header["f"]] = bytearray(data)

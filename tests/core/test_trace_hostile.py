@@ -9,7 +9,7 @@ import time
 import warnings
 
 import pytest
-from hostile_files import cli_with_peak, deep_args_trace, repeated_gzip
+from hostile_files import cli_with_peak, deep_args_trace, repeated_gzip, step_events
 
 from stallscope.core import readers
 from stallscope.core.errors import TraceError
@@ -24,15 +24,6 @@ def _one_line_error(rc, err, path, message):
     assert rc == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert str(path) in err and message in err, err
-
-
-def _step_events():
-    return [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-             "ts": 0, "dur": 100},
-            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10,
-             "dur": 20},
-            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 15, "dur": 30,
-             "args": {"device": 0, "stream": 7}}]
 
 
 # ----------------------------------------------------------------------------- file kinds
@@ -91,7 +82,7 @@ def test_nesting_a_trace_can_have_still_loads(tmp_path):
 ])
 def test_metadata_that_does_not_parse_is_ignored_with_a_note(tmp_path, extra, note):
     path = tmp_path / "meta.pt.trace.json"
-    path.write_text(json.dumps({**extra, "traceEvents": _step_events()}))
+    path.write_text(json.dumps({**extra, "traceEvents": step_events()}))
     t = load(path)
     assert t.n_events == 3 and t.gpu_devices() == [0]
     assert t.notes == [note]
@@ -103,7 +94,7 @@ def test_metadata_that_does_not_parse_is_ignored_with_a_note(tmp_path, extra, no
 
 def test_metadata_after_the_events_is_read(tmp_path):
     path = tmp_path / "late.json"
-    path.write_text(json.dumps({"traceEvents": _step_events(),
+    path.write_text(json.dumps({"traceEvents": step_events(),
                                 "distributedInfo": {"rank": 3, "world_size": 8},
                                 "deviceProperties": [{"id": 0, "name": "A100"}]}))
     t = load(path)
@@ -115,7 +106,7 @@ def test_metadata_after_the_events_is_read(tmp_path):
 
 def test_huge_floats_are_dropped_without_a_numpy_warning(tmp_path):
     path = tmp_path / "floats.json"
-    events = _step_events() + [
+    events = step_events() + [
         {"ph": "X", "cat": "cpu_op", "name": "huge", "pid": 1, "tid": 1, "ts": 1e308,
          "dur": 1e308},
         {"ph": "X", "cat": "cpu_op", "name": "far", "pid": 1, "tid": 1, "ts": -1e308, "dur": 1},
@@ -162,7 +153,7 @@ def test_shown_head_is_one_readable_line():
 
 def test_memory_error_is_a_one_line_trace_error(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": _step_events()}))
+    path.write_text(json.dumps({"traceEvents": step_events()}))
 
     def oom(*args, **kwargs):
         raise MemoryError
@@ -175,7 +166,7 @@ def test_memory_error_is_a_one_line_trace_error(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- gzip bombs
 
-HEAD = b'{"traceEvents": [' + json.dumps(_step_events()[0]).encode() + b", "
+HEAD = b'{"traceEvents": [' + json.dumps(step_events()[0]).encode() + b", "
 
 
 def test_gzip_whose_trailer_lies_stops_at_the_budget(tmp_path):
@@ -230,8 +221,8 @@ def test_gigabytes_of_blanks_inside_the_json_stop_at_the_first_16_mib(tmp_path):
 
 def test_gzip_trailer_beyond_the_budget_is_refused_after_the_first_chunk(tmp_path, monkeypatch):
     path = tmp_path / "claims.json.gz"
-    event = json.dumps(_step_events()[1]).encode() + b", "
-    size = repeated_gzip(path, event * 10_000, 30, head=HEAD, tail=json.dumps(_step_events()[1])
+    event = json.dumps(step_events()[1]).encode() + b", "
+    size = repeated_gzip(path, event * 10_000, 30, head=HEAD, tail=json.dumps(step_events()[1])
                          .encode() + b"]}")  # 24 MiB of events
     monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", str(16 * MiB))
     with pytest.raises(TraceError, match=rf"{size / MiB:.1f} MiB of JSON by its gzip trailer; "
@@ -241,7 +232,7 @@ def test_gzip_trailer_beyond_the_budget_is_refused_after_the_first_chunk(tmp_pat
 
 def test_truthful_multi_member_gzip_loads(tmp_path):
     path = tmp_path / "ok.json.gz"
-    body = json.dumps(_step_events())[1:-1].encode()
+    body = json.dumps(step_events())[1:-1].encode()
     repeated_gzip(path, b" ", 3, head=b'{"traceEvents": [' + body, tail=b"]}", members=3)
     assert load(path).n_events == 3
 
@@ -257,14 +248,14 @@ def test_corrupt_gzip_is_one_line(tmp_path):
 
 def repeated_gzip_bytes(tmp_path) -> bytes:
     p = tmp_path / "src.json.gz"
-    body = json.dumps(_step_events() * 200)[1:-1].encode()
+    body = json.dumps(step_events() * 200)[1:-1].encode()
     repeated_gzip(p, b" ", 1, head=b'{"traceEvents": [' + body, tail=b"]}")
     return p.read_bytes()
 
 
 def test_bad_budget_variable_is_one_line(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": _step_events()}))
+    path.write_text(json.dumps({"traceEvents": step_events()}))
     monkeypatch.setenv("STALLSCOPE_MEMORY_LIMIT", "lots")
     with pytest.raises(TraceError, match="STALLSCOPE_MEMORY_LIMIT=lots: not a number of bytes"):
         load(path)
@@ -273,7 +264,7 @@ def test_bad_budget_variable_is_one_line(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- encodings, gzip junk
 
 def _trace_text() -> str:
-    return json.dumps({"traceEvents": _step_events()})
+    return json.dumps({"traceEvents": step_events()})
 
 
 def test_a_utf8_bom_is_read_past(tmp_path):
