@@ -33,6 +33,7 @@ import fnmatch
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -261,7 +262,7 @@ def _plan(root: Path, run: str | None, every: bool) -> FolderPlan:
 SESSION_FILE = "the session's own record, not a trace"
 
 
-def _session_files(root: Path):
+def _session_files(root: Path) -> Callable[[Path], bool]:
     """For a session folder (run.json or events*.jsonl at its top): whether a file is one of
     the runner's records (run.json, events*.jsonl, stdout.log, lineprof/, tune.json)."""
     if not is_session(root):

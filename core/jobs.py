@@ -39,4 +39,5 @@ def run_job(job: Job[T], progress: Callable[[int, int], None] | None = None) -> 
             if progress is not None:
                 progress(done, total)
     except StopIteration as stop:
-        return stop.value
+        result: T = stop.value
+        return result

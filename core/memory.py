@@ -60,7 +60,8 @@ def memory_by_device(trace: Trace, devices: list[int],
     return out
 
 
-def _series(ts, nbytes, total_alloc, total_res, calls: dict) -> MemoryStats:
+def _series(ts: np.ndarray, nbytes: np.ndarray, total_alloc: np.ndarray, total_res: np.ndarray,
+            calls: dict) -> MemoryStats:
     has_totals = len(ts) > 0 and bool(np.isfinite(total_alloc).all())
     allocated = total_alloc if has_totals else np.cumsum(nbytes)
     reserved = total_res if len(ts) and np.isfinite(total_res).all() else np.full(len(ts), np.nan)

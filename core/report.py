@@ -77,7 +77,8 @@ class DeviceStats:
         return _overlap(self.comm_us, self.exposed_comm_us)
 
     def spans_of(self, cause: str) -> np.ndarray:
-        return self.cause_spans[self.cause_codes == causes.index(cause)]
+        spans: np.ndarray = self.cause_spans[self.cause_codes == causes.index(cause)]
+        return spans
 
     def to_json(self, trace: Trace | None = None) -> dict:
         out = {"busy_us": self.busy_us, "idle_us": self.idle_us,

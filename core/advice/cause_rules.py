@@ -4,6 +4,8 @@ the window on a device (without a GPU: of step time), or is the largest cause of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from stallscope.core import units
@@ -12,7 +14,7 @@ from stallscope.core.advice.registry import Context, rule
 from stallscope.core.causes import CAUSES
 from stallscope.core.kineto import Cat
 from stallscope.core.lineprof import evidence as line_evidence
-from stallscope.core.report import Advice
+from stallscope.core.report import Advice, Culprit
 from stallscope.core.units import duration, pct
 
 SMALL_GAP_US = 20.0  # gpu_wait gaps shorter than this are back-to-back kernels
@@ -74,7 +76,7 @@ def _evidence(ctx: Context, cause: str, dev: int | None, us: float) -> str:
             f"over {steps}) goes to {what_cpu}, {rank} (a CPU-only trace).")
 
 
-def _card(ctx: Context, cause: str, fix, extra: str = "",
+def _card(ctx: Context, cause: str, fix: Callable[[list[Culprit]], str], extra: str = "",
           title: str | None = None) -> Advice | None:
     """The cause's card when it fires; `fix(culprits)` writes its fix from its culprits."""
     rule_id, title_gpu, title_cpu, _what, _what_cpu = CAUSE_RULES[cause]

@@ -72,7 +72,7 @@ def analyze(trace: Trace, device: int | None = None,
     return report
 
 
-def explain(report: Report, r: Roles, comm) -> None:
+def explain(report: Report, r: Roles, comm: np.ndarray) -> None:
     """What the advice names beside the numbers: the kind of window, what the trace lacks,
     each cause's culprits, collectives on other threads during the `python` time, the
     runtime's flavour."""

@@ -46,7 +46,8 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if len(a) == 0 or len(b) == 0:
         return iv.EMPTY
     spans, codes = iv.paint(a, [b])
-    return spans[codes == 0]
+    inside: np.ndarray = spans[codes == 0]
+    return inside
 
 
 def _any_inside(spans: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -54,4 +55,5 @@ def _any_inside(spans: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     if len(spans) == 0:
         return np.zeros(len(starts), dtype=bool)
     k = np.searchsorted(spans[:, 0], starts, side="left")
-    return (k < len(spans)) & (spans[np.minimum(k, len(spans) - 1), 0] < ends)
+    holds: np.ndarray = (k < len(spans)) & (spans[np.minimum(k, len(spans) - 1), 0] < ends)
+    return holds

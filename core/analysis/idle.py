@@ -79,7 +79,8 @@ def cause_totals(spans: np.ndarray, codes: np.ndarray) -> dict[str, float]:
 
 
 def comm_mask(trace: Trace, r: Roles) -> np.ndarray:
-    return r.gpu & trace.mask_names(is_comm_name)
+    mask: np.ndarray = r.gpu & trace.mask_names(is_comm_name)
+    return mask
 
 
 def gpu_wait_gaps(trace: Trace, r: Roles, on_dev: np.ndarray, gaps: np.ndarray) -> np.ndarray:

@@ -4,6 +4,8 @@ the culprits (core/analysis/culprits.py) to attribute idle pieces to events."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from stallscope.core import intervals as iv
@@ -98,7 +100,8 @@ def touching(trace: Trace, events: np.ndarray, spans: np.ndarray) -> np.ndarray:
     k = np.searchsorted(spans[:, 1], trace.start[events], side="right")
     ok = k < len(spans)
     ok[ok] = spans[k[ok], 0] < trace.end[events[ok]]
-    return events[ok]
+    found: np.ndarray = events[ok]
+    return found
 
 
 def nest_of(trace: Trace, events: np.ndarray, nests: dict) -> Nest:
@@ -110,7 +113,7 @@ def nest_of(trace: Trace, events: np.ndarray, nests: dict) -> Nest:
     return nest
 
 
-def per_track(trace: Trace, mask: np.ndarray, tracks) -> list[np.ndarray]:
+def per_track(trace: Trace, mask: np.ndarray, tracks: Iterable[int]) -> list[np.ndarray]:
     """The events of `mask`, one array per track, in the order of `tracks`."""
     idx = np.flatnonzero(mask & (trace.dur > 0))
     return [idx[trace.track[idx] == t] for t in tracks]

@@ -81,7 +81,7 @@ def main_track(trace: Trace, steps: np.ndarray) -> int | None:
     frames = trace.cat == Cat.PYTHON_FUNCTION
     busiest = max(work.values())
 
-    def key(k: int):
+    def key(k: int) -> tuple[bool, bool, bool, bool, float, int]:
         mine = trace.track == k
         pid, tid = trace.tracks[k]
         looping = bool((loop & mine).any())
@@ -184,7 +184,8 @@ def closure_mask(trace: Trace) -> np.ndarray:
     """The runner's closure annotation, and user annotations named like a closure."""
     runner = trace.mask_names(lambda n: n == CLOSURE_ANNOTATION)
     named = trace.mask_names(lambda n: n.endswith(CLOSURE_SUFFIXES))
-    return runner | (named & (trace.cat == Cat.USER_ANNOTATION))
+    mask: np.ndarray = runner | (named & (trace.cat == Cat.USER_ANNOTATION))
+    return mask
 
 
 def python_span(trace: Trace, r: Roles, on_main: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ def events_files(session: Path) -> list[Path]:
     return sorted(p for p in Path(session).glob(layout.EVENT_GLOB) if p.is_file())
 
 
-def close_run(session, rc, reason: str) -> list[str]:
+def close_run(session: str | Path, rc: int | None, reason: str) -> list[str]:
     """Append `finished` (rc, reason) to each events file of `session` that has none; the
     names of the files written. A missing session folder stays missing."""
     session = Path(session)

@@ -16,6 +16,10 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 PR_SET_CHILD_SUBREAPER = 36
 SWEEPS = 200  # rounds of "kill every child, reap it"; a fork bomb outpacing this is not ended
@@ -27,7 +31,8 @@ def become_subreaper() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        agreed: bool = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return agreed
     except (OSError, AttributeError):
         return False
 
@@ -98,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.Popen(args, preexec_fn=os.setpgrp)
     stopping: list[int] = []
 
-    def stop(signum, _frame) -> None:
+    def stop(signum: int, _frame: FrameType | None) -> None:
         stopping.append(signum)
         try:
             os.killpg(proc.pid, signal.SIGKILL)

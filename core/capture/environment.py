@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from .exits import SetupError
 
+if TYPE_CHECKING:
+    from types import ModuleType
 
-def import_torch():
+
+def import_torch() -> ModuleType:
     try:
         import torch
         import torch.profiler  # noqa: F401
@@ -20,7 +24,7 @@ def import_torch():
     return torch
 
 
-def torch_info(torch) -> dict:
+def torch_info(torch: ModuleType) -> dict:
     info = {"torch": torch.__version__, "cuda": torch.version.cuda,
             "cuda_available": bool(torch.cuda.is_available()), "devices": []}
     if info["cuda_available"]:

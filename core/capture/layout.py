@@ -79,7 +79,7 @@ def rank_of_file(name: str) -> int | None:
     return None
 
 
-def record(kind: str, rank: int | None = None, **fields) -> dict:
+def record(kind: str, rank: int | None = None, **fields: object) -> dict:
     out = {"event": kind, "t": round(time.time(), 6)}
     if rank is not None:
         out["rank"] = rank
@@ -110,7 +110,7 @@ def has_finished(events_path: str | os.PathLike) -> bool:
 
 
 def append_finished(events_path: str | os.PathLike, rc: int | None, reason: str,
-                    rank: int | None = None, **fields) -> bool:
+                    rank: int | None = None, **fields: object) -> bool:
     """Append the run's `finished` record: the one writer of it.
 
     Returns False (and writes nothing) when the file already ends the run. A torn last line (a

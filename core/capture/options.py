@@ -7,9 +7,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .overrides import FORMS, OverrideError, parse_sets
 from .tee import parse_terminal
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 DEFAULT_SCHEDULE = {"wait": 1, "warmup": 1, "active": 4, "repeat": 1}
 TAKES_VALUE = frozenset({"--session", "--wait", "--warmup", "--active", "--repeat",
@@ -21,11 +26,13 @@ WINDOW_OPTIONS = ("profile_every", "profile_at", "profile_epochs")
 class _OnOff(argparse.Action):
     """--x / --no-x, as argparse.BooleanOptionalAction (Python 3.9+) on the remote's 3.8."""
 
-    def __init__(self, option_strings, dest, default=None, help=None):
+    def __init__(self, option_strings: Sequence[str], dest: str, default: bool | None = None,
+                 help: str | None = None) -> None:
         names = [n for s in option_strings for n in (s, "--no-" + s[2:])]
         super().__init__(names, dest, nargs=0, default=default, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         setattr(namespace, self.dest, not str(option_string).startswith("--no-"))
 
     def format_usage(self) -> str:

@@ -14,8 +14,12 @@ import sys
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING
 
 from .exits import Stopped, say
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 GRACE_S = float(os.environ.get("STALLSCOPE_EXIT_GRACE_S", "5"))
 # Signals whose default action ends the process and that a script sets off itself (alarm(),
@@ -68,7 +72,7 @@ def install_stop_handler() -> None:
     second SIGTERM from outside ends the runner at once."""
     main_pid = os.getpid()
 
-    def on_signal(signum, frame):
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         if os.getpid() != main_pid:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
@@ -117,7 +121,7 @@ def script_over() -> None:
     (a second one still ends it at once); nothing is raised into the runner's own ending."""
     ending_caught()
 
-    def on_term(signum, frame):
+    def on_term(signum: int, frame: FrameType | None) -> None:
         signal.signal(signum, signal.SIG_DFL)
 
     try:

@@ -12,6 +12,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from . import layout
 from .contain import become_subreaper
@@ -53,10 +54,10 @@ from .writer import EventLog, prepare_session, run_info, update_run_json, write_
 RUNNER = Path(__file__).resolve().with_name("runner.py")  # what torchrun launches per rank
 
 
-def loader_emitter(log: EventLog):
+def loader_emitter(log: EventLog) -> Callable[..., None]:
     """The DataLoader record's events, and one line on stderr for each loader overridden."""
 
-    def emit(kind: str, **fields) -> None:
+    def emit(kind: str, **fields: Any) -> None:
         log.emit(kind, **fields)
         if kind == layout.DATALOADER and fields.get("overridden"):
             changes = ", ".join(f"{k} {v['from']!r} -> {v['to']!r}"

@@ -27,6 +27,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 PIPE_BUF = 4096     # POSIX: writes up to this size to a pipe are never interleaved
 PARTIAL_S = 0.2     # a line without its end yet waits this long for the rest
@@ -49,7 +53,7 @@ def whole_lines(data: bytes) -> tuple[bytes, bytes]:
     return data[:cut], data[cut:]
 
 
-def chunks(data: bytes, size: int = PIPE_BUF):
+def chunks(data: bytes, size: int = PIPE_BUF) -> Iterator[bytes]:
     """data in pieces of at most `size` bytes that end at line ends (a longer line whole)."""
     while len(data) > size:
         cut = max(data.rfind(b"\n", 0, size), data.rfind(b"\r", 0, size)) + 1

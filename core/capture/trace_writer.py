@@ -15,13 +15,16 @@ from .exits import say
 from .windows import window_range
 
 if TYPE_CHECKING:
+    from torch.profiler import profile
+
     from .stepping import Stepper
+    from .writer import EventLog
 
 
 class TraceWriter:
     """on_trace_ready: export, gzip under a temporary name, rename, then announce."""
 
-    def __init__(self, session: Path, script: Path, rank: int | None, log) -> None:
+    def __init__(self, session: Path, script: Path, rank: int | None, log: EventLog) -> None:
         self.dir = session / layout.TRACES
         self.stem = layout.trace_stem(script.stem, rank)
         self.log = log
@@ -42,7 +45,7 @@ class TraceWriter:
             return (w[0], min(w[1], hi)) if w else (hi, hi)
         return window_range(self.schedule, hi)
 
-    def __call__(self, prof) -> None:
+    def __call__(self, prof: profile) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
         final = self.dir / f"{self.stem}.{stamp}{layout.TRACE_SUFFIX}"
         n = 1

@@ -22,7 +22,7 @@ from stallscope.core.launch import attach
 SUMMARY = "follow a run on a remote host again and fetch what is missing of its session"
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "attach", help=SUMMARY, usage="stallscope-cli attach HOST:REMOTE_SESSION [options]",
         description="Follow a run started with `run --host` again (it keeps running when the "

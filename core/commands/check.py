@@ -51,7 +51,7 @@ class Outcome:
     line: str
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "check", help="CI guard: exit 1 when a run's data wait, utilization or step time "
                       "crosses a threshold",
@@ -220,7 +220,7 @@ def report_figures(trace: Path, figures: Figures) -> None:
         figures.step_what = "mean profiled step"
 
 
-def conditions(args, f: Figures, base: Figures | None) -> list[Outcome]:
+def conditions(args: argparse.Namespace, f: Figures, base: Figures | None) -> list[Outcome]:
     out = []
     if args.max_data_wait is not None:
         # measure() always fills data_wait: from the whole-run record or from the trace

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stallscope.core.capture.layout import TUNE_JSON
 from stallscope.core.compare import (
@@ -26,8 +27,11 @@ from stallscope.core.compare import (
 from stallscope.core.errors import StallscopeError
 from stallscope.core.jobs import run_job
 
+if TYPE_CHECKING:
+    from stallscope.core.report import Report
 
-def register(sub) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare", help="compare two traces or sessions: step time, data wait, utilization, "
                         "idle by cause",
@@ -66,7 +70,7 @@ def tune_pair(folder: Path) -> tuple[Path, Path]:
     return Path(before), Path(after)
 
 
-def load_report(path: Path, rank: int | None):
+def load_report(path: Path, rank: int | None) -> tuple[Report, str]:
     from stallscope.core.document import load_document_job
 
     doc = run_job(load_document_job(path))

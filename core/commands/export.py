@@ -5,13 +5,14 @@ time, data wait and memory from the first step to the last, and the profiled win
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from stallscope.core.commands.options import add_device_option
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "export", help="write a trace with stallscope's idle causes, steps and advice as extra "
                        "tracks (Perfetto / chrome://tracing)",
@@ -27,7 +28,7 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from stallscope.core.document import analyze_path
     from stallscope.core.errors import StallscopeError
     from stallscope.core.render.perfetto import session_run_events, write_perfetto

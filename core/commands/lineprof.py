@@ -3,13 +3,14 @@ stats of a session's Dataset.__getitem__ as kernprof does (or as JSON)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from stallscope.core import lineprof
 from stallscope.core.render.facts import write_json
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lineprof",
         help="line-by-line time of Dataset.__getitem__ (a session, its JSON, or a kernprof .lprof)",
@@ -22,7 +23,7 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     profiles = lineprof.load_any(args.path, trust_pickle=args.trust_pickle)
     matches = [lineprof.match_source(p) for p in profiles]
     if args.json:

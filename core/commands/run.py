@@ -20,6 +20,7 @@ from stallscope.core.capture.tee import front_terminal
 from stallscope.core.commands.terminal import escape
 from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, start
+from stallscope.core.launch.handle import Output
 from stallscope.core.session.events import StepEvent, TraceReady
 from stallscope.core.session.reader import open_session
 from stallscope.core.units import duration
@@ -30,7 +31,7 @@ RUN_OPTIONS = ("profile_memory", "record_shapes", "with_stack", "stop_after_wind
                *runner_options.WINDOW_OPTIONS)
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run", help="run a training script under torch.profiler into a session folder",
         usage="stallscope-cli run [options] [--host HOST] -- script.py [args]",
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     return ending.exit_status
 
 
-def terminal_output(remote: bool, progress: Progress | None = None):
+def terminal_output(remote: bool, progress: Progress | None = None) -> Output:
     """Where the script's output goes: stdout/stderr as written; a remote host's escaped
     (its bytes are untrusted: no control sequence reaches the terminal)."""
     def write(data: bytes, is_err: bool) -> None:

@@ -3,6 +3,7 @@ and random samples against the source when it is still there."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from stallscope.core.commands.convert import Progress, print_verify, verify_json
@@ -10,7 +11,7 @@ from stallscope.core.jobs import run_job
 from stallscope.core.render.facts import write_json
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "verify",
         help="check a converted LMDB: every record's checksum, and random samples against "
@@ -30,7 +31,7 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from stallscope.core.lmdb.verify import verify
 
     progress = Progress("verifying")

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO, cast
 
 from stallscope.core.capture import options as runner_options
 from stallscope.core.errors import StallscopeError
@@ -39,7 +40,8 @@ def descendants(pid: int) -> list:
     try:
         import psutil
 
-        return psutil.Process(pid).children(recursive=True)
+        found: list = psutil.Process(pid).children(recursive=True)
+        return found
     except Exception:  # noqa: BLE001 - the process just ended
         return []
 
@@ -58,12 +60,12 @@ class LocalRun(RunHandle):
             raise StallscopeError(
                 f"cannot start the interpreter {python}: {exc.strerror or exc}") from None
         self.local_pid = self.proc.pid
-        self._readers = [self._reader(self.proc.stdout, False), self._reader(self.proc.stderr,
-                                                                             True)]
+        self._readers = [self._reader(cast(IO[bytes], self.proc.stdout), False),  # PIPEs: set
+                         self._reader(cast(IO[bytes], self.proc.stderr), True)]
         self._seen: list = []          # descendants seen at the SIGTERM: they may outlive it
         self._kill_at: float | None = None
 
-    def _reader(self, pipe, is_err: bool) -> threading.Thread:
+    def _reader(self, pipe: IO[bytes], is_err: bool) -> threading.Thread:
         def read() -> None:
             fd = pipe.fileno()
             while True:

@@ -15,8 +15,10 @@ import contextlib
 import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import lmdb
 
@@ -171,7 +173,7 @@ def check_resume(dst: Path, state: DestState, meta: dict) -> None:
 
 
 @contextlib.contextmanager
-def os_errors(dst: Path, needed: int):
+def os_errors(dst: Path, needed: int) -> Iterator[None]:
     """An OSError or LMDB error as one line naming dst (a full disk says how much it needs)."""
     try:
         yield
@@ -219,7 +221,7 @@ def _mib(n: int) -> str:
     return f"{n / MiB:,.1f}" if n < 100 * MiB else f"{n / MiB:,.0f}"
 
 
-def lock_destination(dst: Path):
+def lock_destination(dst: Path) -> TextIO:
     """An exclusive lock on dst, held (open) for the whole conversion."""
     handle = open(dst / LOCK_NAME, "a+")  # noqa: SIM115 - held for the whole conversion
     try:

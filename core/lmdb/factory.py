@@ -71,7 +71,7 @@ def _check_length(source: FactorySource) -> int:
 _FACTORIES: dict[str, object] = {}
 
 
-def load_factory(path: str, name: str):
+def load_factory(path: str, name: str) -> Any:
     """The dataset `name` (called when it is a class or factory function) of the file at path,
     imported once per process; SourceError (one line) when it cannot be had."""
     key = f"{path}:{name}"

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -29,7 +30,7 @@ def stored_fields(structure: dict, names: list[str], leaves: list) -> list[dict]
     return out
 
 
-def _shape(shape) -> str:
+def _shape(shape: Iterable[int] | None) -> str:
     if shape is None:
         return "(shape per sample)"
     return "x".join(map(str, shape)) or "scalar"

@@ -8,10 +8,14 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stallscope.core.lmdb.errors import SourceError, one_line
+
+if TYPE_CHECKING:
+    from stallscope.core.jobs import Job
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -90,7 +94,7 @@ def folder_from_listing(root: str, classes: list[str], listing) -> FolderSource:
                         sizes=sizes, mtimes=mtimes)  # fmt: skip
 
 
-def scan_folder_job(root: Path):
+def scan_folder_job(root: Path) -> Job[FolderSource]:
     """Walk an image folder once (one stat per image file, for its size and mtime), in
     torchvision ImageFolder's order. Directory symlinks are followed once: a directory already
     listed (same st_dev, st_ino: a loop, or a second link to it) is skipped and listed, as is

@@ -41,7 +41,8 @@ def _mem_available() -> int | None:
 _SHARED: dict[str, list] = {}  # realpath -> [pid, env, txn, users]
 
 
-def acquire(path: str, readahead: bool):
+def acquire(path: str,
+            readahead: bool) -> tuple[lmdb.Environment, lmdb.Transaction[memoryview]]:
     key = os.path.realpath(path)
     entry = _SHARED.get(key)
     if entry is not None and entry[0] != os.getpid():

@@ -4,6 +4,7 @@ be damaged or hostile (wrong types, absurd counts or nesting)."""
 from __future__ import annotations
 
 import os
+from typing import cast
 
 import lmdb
 
@@ -23,6 +24,8 @@ def read_meta(path: str | os.PathLike) -> tuple[dict, dict]:
         _env, txn = acquire(path, readahead=False)
     except lmdb.Error as exc:
         raise StallscopeError(f"{path}: not an LMDB ({' '.join(str(exc).split())})") from exc
+    meta: object  # the stored bytes, then what they decode to: checked before it is trusted
+    progress: object
     try:
         meta, progress = txn.get(fmt.META_KEY), txn.get(fmt.PROGRESS_KEY)
         meta, progress = (bytes(v) if v is not None else None for v in (meta, progress))
@@ -44,10 +47,10 @@ def read_meta(path: str | os.PathLike) -> tuple[dict, dict]:
     problem = _meta_problem(meta, progress)
     if problem:
         raise StallscopeError(f"{path}: damaged metadata: {problem}")
-    return meta, progress
+    return meta, cast(dict, progress)  # _meta_problem: a dict
 
 
-def _meta_problem(meta: dict, progress) -> str:
+def _meta_problem(meta: dict, progress: object) -> str:
     """What is wrong with metadata read from a file ('' when nothing)."""
     source = meta.get("source")
     if not isinstance(source, dict) or not isinstance(source.get("spec"), str):
@@ -70,5 +73,5 @@ def _meta_problem(meta: dict, progress) -> str:
     return ""
 
 
-def _count(v) -> bool:
+def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= fmt.MAX_SAMPLES

@@ -76,8 +76,9 @@ def lmdb_snippet(dst: str, num_workers: int | None = None, batch_size: int | Non
                     batch_size)  # fmt: skip
 
 
-def _snippet(dst, kind, classes, structure, field_info, sample_bytes, varied, num_workers,
-             batch_size) -> str:  # fmt: skip
+def _snippet(dst: str, kind: str, classes: list[str], structure: dict, field_info: list[str],
+             sample_bytes: float, varied: bool, num_workers: int | None,
+             batch_size: int | None) -> str:  # fmt: skip
     suggested = suggest_loader(sample_bytes)
     workers = suggested[0] if num_workers is None else num_workers
     batch = suggested[1] if batch_size is None else batch_size

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stallscope.core.jobs import run_job
+from stallscope.core.jobs import Job, run_job
 from stallscope.core.lmdb.factory import FactorySource, is_factory_spec, open_factory
 from stallscope.core.lmdb.folder import FolderSource, scan_folder_job
 
@@ -25,7 +25,7 @@ def open_source(spec: str | os.PathLike) -> Source:
     return run_job(open_source_job(spec))
 
 
-def open_source_job(spec: str | os.PathLike):
+def open_source_job(spec: str | os.PathLike) -> Job[Source]:
     """open_source as a job: a folder's scan yields (files found, 0) as it goes."""
     spec = str(spec)
     if is_factory_spec(spec):

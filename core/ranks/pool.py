@@ -14,6 +14,7 @@ import multiprocessing as mp
 import os
 import struct
 from collections.abc import Callable, Sequence
+from multiprocessing.context import BaseContext
 from pathlib import Path
 
 from stallscope.core.errors import StallscopeError
@@ -41,7 +42,7 @@ def json_bytes(path: str | os.PathLike) -> int:
             if f.read(2) != b"\x1f\x8b":
                 return size
             f.seek(-4, os.SEEK_END)
-            isize = struct.unpack("<I", f.read(4))[0]
+            isize: int = struct.unpack("<I", f.read(4))[0]
     except (OSError, struct.error):
         return 0
     while isize < 2 * size:
@@ -143,7 +144,7 @@ def run_local(tasks: Sequence[Task], workers: int | None = None,
     return results  # type: ignore[return-value]
 
 
-def _context():
+def _context() -> BaseContext:
     methods = mp.get_all_start_methods()
     if "forkserver" in methods:
         ctx = mp.get_context("forkserver")

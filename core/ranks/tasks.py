@@ -25,6 +25,7 @@ from stallscope.core.document import analyze_path
 from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import GPU_CATS, is_comm_name
 from stallscope.core.report import Report, device_json
+from stallscope.core.trace import Trace
 
 
 @dataclass
@@ -71,7 +72,8 @@ class RankSummary:
         return self.mean_step_ms
 
     def device_json(self) -> dict | None:
-        return self.report["devices"].get(device_json(self.device))
+        dev: dict | None = self.report["devices"].get(device_json(self.device))
+        return dev
 
     def largest_cause(self) -> str | None:
         """The idle cause holding the most of the compared device's idle time."""
@@ -157,7 +159,7 @@ def step_timings(report: Report, device: int | None) -> list[StepTiming]:
     return out
 
 
-def _collectives(trace, dev: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _collectives(trace: Trace, dev: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Comm kernels on `dev` (name ids, start, end) in start order, and each one's arrival:
     min(start, latest end of the non-comm GPU ops on `dev` that started before it), or its
     start when no such op exists."""

@@ -3,6 +3,8 @@ communication, ceilings, steps, memory, and the advice with what each could save
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from stallscope.core import causes, units
 from stallscope.core.causes import CAUSES
 from stallscope.core.render.facts import (
@@ -11,7 +13,7 @@ from stallscope.core.render.facts import (
     window_kind_text,
     withheld_reason,
 )
-from stallscope.core.report import Report
+from stallscope.core.report import DeviceStats, Report
 from stallscope.core.units import duration, ms, pct
 
 _MAX_ANNOTATIONS = 5
@@ -48,7 +50,7 @@ def render(report: Report) -> str:
 
 
 def _table(by_cause: dict[str, float], total: float, window: float, total_name: str,
-           order=CAUSES, unknown=()) -> list[str]:
+           order: Sequence[str] = CAUSES, unknown: Sequence[str] = ()) -> list[str]:
     out = [f"  {'cause':<14}{'time':>14}{total_name:>12}{'% of window':>13}"]
     for cause in order:
         us = by_cause.get(cause, 0.0)
@@ -84,7 +86,7 @@ def _host(report: Report) -> list[str]:
     return lines + [""]
 
 
-def _device(report: Report, dev: int, s) -> list[str]:
+def _device(report: Report, dev: int, s: DeviceStats) -> list[str]:
     t = report.trace
     lines = [f"{t.device_label(dev)}: utilization {pct(s.utilization):>6}   busy {ms(s.busy_us)}"
              f"   idle {ms(s.idle_us)} in {units.plural(s.idle_gaps, 'gap')}"]

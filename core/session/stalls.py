@@ -69,7 +69,7 @@ class RunReport:
                 for k, v in out.items()}
 
 
-def _num(value) -> float:
+def _num(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
         else 0.0
 

@@ -179,7 +179,7 @@ def window(steps: int, seconds: float, waited_ms: float, epochs: tuple[float, fl
                   first, t0, t1, reached, note, outside, min(inside, waited_ms))
 
 
-def _num(value) -> float:
+def _num(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
         and np.isfinite(value) else 0.0
 

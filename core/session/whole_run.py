@@ -9,6 +9,7 @@ times (step wall times leave out what happens between steps).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from stallscope.core.session.steady import (
     steady,
     window,
 )
+
+if TYPE_CHECKING:
+    from stallscope.core.session.reader import Session
 
 PAUSES = fmt.PROFILED | fmt.WARMUP  # a profiling window's steps: its trace is written after
 
@@ -109,7 +113,7 @@ def _queued(rec: Record) -> int:
     return rec.queued or 2 * max((int(e.get("workers") or 0) for e in rec.epochs), default=0)
 
 
-def session_steady(session, **limits) -> dict[int | None, Steady | None] | None:
+def session_steady(session: Session, **limits: Any) -> dict[int | None, Steady | None] | None:
     """rank -> the steady window of its record (core/session/reader.Session.steady_by_rank's
     shape); None when the session has no record with steps (an older session: its events
     stand)."""

@@ -68,7 +68,8 @@ def cpu_s(proc: psutil.Process) -> float | None:
         times = proc.cpu_times()
     except psutil.Error:
         return None
-    return times.user + times.system
+    total: float = times.user + times.system
+    return total
 
 
 def queued_s(proc: psutil.Process) -> tuple[float, float | None]:
