@@ -20,6 +20,7 @@ import re
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.files import Refused, read_regular
+from stallscope.core.units import mib
 
 MiB = 1 << 20
 # The most stallscope reads of each kind: far above what it writes (run.json is a few kB).
@@ -52,9 +53,13 @@ def _where(path: str | os.PathLike, kind: str) -> str:
     return str(path) if os.path.basename(path) == kind else f"{path}: {kind}"
 
 
-def loads(data: bytes | str, where: str, max_depth: int = MAX_DEPTH):
-    """JSON from bytes no one vouches for: undecodable bytes replaced, numbers no float can hold
+def loads(data: bytes | str, where: str, max_depth: int = MAX_DEPTH, cap: int | None = None):
+    """JSON from bytes no one vouches for: more than `cap` bytes refused (a value that is not in
+    a file of its own, e.g. in an LMDB), undecodable bytes replaced, numbers no float can hold
     left as None, nesting past `max_depth` refused. StallscopeError: `where` + what is wrong."""
+    if cap is not None and len(data) > cap:
+        raise StallscopeError(f"{where}: {mib(len(data))}, larger than the {mib(cap)} read of "
+                              "such a value")
     if isinstance(data, bytes):
         data = data.decode("utf-8", errors="replace")
     try:

@@ -97,12 +97,8 @@ def dumps(obj) -> bytes:
 def loads(raw) -> dict:
     """A metadata value, read as any file stallscope did not write (core/untrusted.py): capped,
     depth-limited, undecodable bytes replaced. ValueError saying what is wrong."""
-    data = bytes(raw)
-    cap = untrusted.CAPS["LMDB metadata"]
-    if len(data) > cap:
-        raise ValueError(f"a metadata value of {len(data):,} bytes (at most {cap:,} are read)")
     try:
-        return untrusted.loads(data, "LMDB metadata")
+        return untrusted.loads(bytes(raw), "LMDB metadata", cap=untrusted.CAPS["LMDB metadata"])
     except StallscopeError as exc:
         raise ValueError(str(exc)) from None
 

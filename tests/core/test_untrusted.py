@@ -55,3 +55,13 @@ def test_loads_limits_nesting():
     with pytest.raises(StallscopeError, match="^x.json is not JSON"):
         loads(b"{broken", "x.json")
     assert loads(b'{"s": "caf\xe9"}', "x") == {"s": "caf\ufffd"}  # undecodable: replaced
+
+
+
+def test_loads_refuses_a_value_past_its_cap():
+    mib = 1 << 20
+    at_cap = b'"' + b"x" * (mib - 2) + b'"'
+    assert loads(at_cap, "x", cap=mib) == "x" * (mib - 2)  # at the cap: read
+    with pytest.raises(StallscopeError,
+                       match=r"^x: 1\.5 MiB, larger than the 1\.0 MiB read of such a value$"):
+        loads(b" " * (mib + mib // 2), "x", cap=mib)
