@@ -109,3 +109,31 @@ def frames(data: bytes) -> list[tuple[dict, bytes]]:
         out.append((header, data[:n]))
         data = data[n:]
     return out
+
+
+# A script's opening that starts a daemon the classic way (fork, setsid, fork; the middle
+# process exits) and waits until it has written its pid to daemon.pid beside the script.
+DOUBLE_FORK = '''
+import os, sys, time
+from pathlib import Path
+
+PIDS = Path(__file__).with_name("daemon.pid")
+
+
+def _daemonize():
+    """The classic double fork: the daemon's parent exits, it leads its own session."""
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            PIDS.write_text(str(os.getpid()))
+            time.sleep(600)
+        os._exit(0)
+    os.waitpid(middle, 0)
+    deadline = time.monotonic() + 10
+    while not PIDS.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+_daemonize()
+'''

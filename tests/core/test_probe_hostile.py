@@ -11,36 +11,13 @@ import textwrap
 import time
 
 import pytest
-from runner_helpers import alive
+from runner_helpers import DOUBLE_FORK, alive
 
 from stallscope.core.session.factory_probe import probe
 
 pytestmark = pytest.mark.runner
 
-DAEMON = '''
-import os, sys, time
-from pathlib import Path
-
-PIDS = Path(__file__).with_name("daemon.pid")
-
-
-def _daemonize():
-    """The classic double fork: the daemon's parent exits, it leads its own session."""
-    middle = os.fork()
-    if middle == 0:
-        os.setsid()
-        if os.fork() == 0:
-            PIDS.write_text(str(os.getpid()))
-            time.sleep(600)
-        os._exit(0)
-    os.waitpid(middle, 0)
-    deadline = time.monotonic() + 10
-    while not PIDS.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-_daemonize()
-{after}
+DAEMON = DOUBLE_FORK + '''{after}
 
 
 class Flowers:

@@ -9,7 +9,7 @@ import os
 import time
 
 import pytest
-from runner_helpers import alive, events, finished, run, write_script
+from runner_helpers import DOUBLE_FORK, alive, events, finished, run, write_script
 
 from stallscope.core.capture.writer import MAX_TEXT
 
@@ -56,25 +56,8 @@ def test_a_script_that_closes_its_output_gets_no_runner_traceback(tmp_path, body
     assert events(session, "started")
 
 
-DAEMON = """
-import os, time
-from pathlib import Path
-
-middle = os.fork()
-if middle == 0:  # the classic double fork: the daemon leads its own session, its parent exits
-    os.setsid()
-    if os.fork() == 0:
-        Path("daemon.pid").write_text(str(os.getpid()))
-        time.sleep(600)
-    os._exit(0)
-os.waitpid(middle, 0)
-while not Path("daemon.pid").exists():
-    time.sleep(0.01)
-"""
-
-
 def test_a_daemon_the_script_double_forks_is_ended_with_the_run(tmp_path):
-    proc, session = run(tmp_path, write_script(tmp_path, DAEMON))
+    proc, session = run(tmp_path, write_script(tmp_path, DOUBLE_FORK))
     daemon = int((tmp_path / "daemon.pid").read_text())
     try:
         end = finished(session)
