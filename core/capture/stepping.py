@@ -1,5 +1,7 @@
 """Steps without editing the script: hooks on optimizers and DataLoader iteration
 (docs/definitions.md, "Steps").
+Long because the step rule and the hooks that feed it (DataLoader iteration, optimizers,
+backward) run in the user's process on every step and are read, timed and changed together.
 
 Once the script has constructed an optimizer (any torch.optim.Optimizer, whoever wraps it), a
 step ends at each optimizer step that ran: the first optimizer to step paces the steps, steps
@@ -16,9 +18,6 @@ one hook around it (timed_next, which also feeds record.bin) is timed whole. Eve
 call runs inside a `stallscope#backward` record_function and every closure passed to
 Optimizer.step(closure) (Lightning's automatic optimization, LBFGS) inside `stallscope#closure`
 (docs/definitions.md: the `backward` idle cause and the optimizer's).
-
-Long because the step rule and the hooks that feed it (DataLoader iteration, optimizers,
-backward) run in the user's process on every step and are read, timed and changed together.
 """
 
 from __future__ import annotations
