@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from runner_helpers import write_script
+from runner_helpers import DOUBLE_FORK, alive, finished, write_script
 from scripts import training
 from sshd import keygen
 
@@ -110,6 +110,19 @@ def test_stop_ends_the_remote_process_group(server, tmp_path):
     assert ending.rc == 128 + signal.SIGTERM and ending.reason == "stopped by SIGTERM"
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert json.loads((tmp_path / "m" / "run.json").read_text())["remote"]["host"]
+
+
+def test_a_daemon_a_remote_script_double_forks_is_ended_with_the_run(host, tmp_path, capfd):
+    script = write_script(tmp_path, DOUBLE_FORK)
+    assert cli.main(["run", *host, "--no-analyze", "--session", str(tmp_path / "mirror"), "--",
+                     str(script)]) == 0
+    daemon = int((tmp_path / "daemon.pid").read_text())
+    try:
+        assert [p["pid"] for p in finished(tmp_path / "mirror")["left_running"]] == [daemon]
+        assert not alive(daemon)  # the remote runner ended it before writing `finished`
+    finally:
+        if alive(daemon):
+            os.kill(daemon, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("case", ["unknown host", "refused key", "unknown host key"])
