@@ -8,8 +8,9 @@ workers=0 decodes in this process. Workers die with the converter (PR_SET_PDEATH
 ignore Ctrl-C (the converter handles it). Workers pull tasks from one queue and answer on their
 own pipe; the parent waits on those pipes and on each worker's exit at once, so a worker that
 dies (a `__getitem__` calling os._exit, a crash in a decoder, the OOM killer) ends the run with
-one line naming the sample it was on (each worker posts its current sample in shared memory)
-instead of a wait that never ends.
+one line naming the sample it was on (each worker posts its current task and sample in shared
+memory) instead of a wait that never ends. The run ends when the parent reaches the dead worker's
+task, so the tasks before it, still decoded by the others, are written first.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ class DecodePool:
     _procs: list = field(default_factory=list, init=False)
     _conns: list = field(default_factory=list, init=False)
     _tasks: object = field(default=None, init=False)
-    # per worker: sample being decoded (a ctypes array in shared memory)
+    # per worker, in shared memory: the sample being decoded and the task (seq) it belongs to
     _current: Any = field(default=None, init=False)
+    _holding: Any = field(default=None, init=False)
     _results: dict = field(default_factory=dict, init=False)  # seq -> answer, out of order
     _seq: int = field(default=0, init=False)
 
@@ -85,12 +87,14 @@ class DecodePool:
         ctx = mp.get_context(self.mp_context or default_context())
         self._tasks = ctx.SimpleQueue()
         self._current = ctx.RawArray("q", self.workers)
+        self._holding = ctx.RawArray("q", self.workers)
+        shared = (self._tasks, self._current, self._holding)
         for w in range(self.workers):
-            self._current[w] = -1
+            self._current[w] = self._holding[w] = -1
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(  # type: ignore[attr-defined]  # typeshed: only on concrete contexts
                 target=_worker_main, daemon=True, name=f"stallscope-decoder-{w}",
-                args=(os.getpid(), prefix, args, self._tasks, writer, self._current, w),
+                args=(os.getpid(), prefix, args, writer, *shared, w),
             )  # fmt: skip
             proc.start()
             writer.close()
@@ -132,10 +136,10 @@ class DecodePool:
     def _wait_for(self, seq: int, task, timeout: float | None):
         while seq not in self._results:
             conns = [c for c in self._conns if c is not None]
-            ready = wait(conns + [p.sentinel for p in self._procs], timeout)
+            live = [p.sentinel for p in self._procs if p.exitcode is None]
+            ready = wait(conns + live, timeout)
             if not ready:
                 raise TimeoutError
-            got = False
             for c in conns:
                 if c in ready:
                     try:
@@ -144,25 +148,32 @@ class DecodePool:
                         self._conns[self._conns.index(c)] = None
                         continue
                     self._results[done_seq] = answer
-                    got = True
-            if not got and seq not in self._results:
-                self._check_alive(task)
+            if seq not in self._results:
+                self._check_deaths(seq)
         return self._results.pop(seq)
 
-    def _check_alive(self, task) -> None:
-        for w, proc in enumerate(self._procs):
-            if proc.exitcode is None:
-                continue
-            index = self._current[w]
-            code = proc.exitcode
-            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
-            if index >= 0:
-                raise WorkerDied(
-                    f"sample {index} ({self.source.name_of(index)}) ended its decoding process "
-                    f"({how}): its __getitem__ must not exit the process; the samples before "
-                    "it are kept, fix it (or remove the sample) and run the same command to resume"
-                )
-            raise WorkerDied(f"a decoding process ended ({how}) before taking a task")
+    def _check_deaths(self, seq: int) -> None:
+        """Raise when the awaited task died with its worker, when a worker died between tasks
+        (a task it had just taken may be lost with it), or when no worker is left. A worker that
+        died on a later task is reported when the parent reaches that task."""
+        dead = [w for w, proc in enumerate(self._procs) if proc.exitcode is not None]
+        for w in dead:
+            if self._holding[w] in (seq, -1):
+                self._raise_died(w)
+        if dead and len(dead) == len(self._procs):
+            self._raise_died(dead[0])
+
+    def _raise_died(self, w: int) -> None:
+        code = self._procs[w].exitcode
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        index = self._current[w]
+        if index >= 0:
+            raise WorkerDied(
+                f"sample {index} ({self.source.name_of(index)}) ended its decoding process "
+                f"({how}): its __getitem__ must not exit the process; the samples before "
+                "it are kept, fix it (or remove the sample) and run the same command to resume"
+            )
+        raise WorkerDied(f"a decoding process ended ({how}) before taking a task")
 
     def discard(self, inflight) -> None:
         """Results that will not be written (after a map growth, or when stopping): waited for,
@@ -233,7 +244,9 @@ _SLOT_PREFIX = ""
 _SLOTS: dict[int, tuple[mmap.mmap, int]] = {}
 
 
-def _worker_main(parent_pid: int, prefix: str, args: tuple, tasks, conn, current, w: int) -> None:
+def _worker_main(
+    parent_pid: int, prefix: str, args: tuple, conn, tasks, current, holding, w: int
+) -> None:
     global _DECODER, _INIT_ERROR, _SLOT_PREFIX
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
@@ -251,6 +264,7 @@ def _worker_main(parent_pid: int, prefix: str, args: tuple, tasks, conn, current
         if item is None:
             return
         seq, slot, task = item
+        holding[w] = seq
         answer: tuple[str, Encoded | str]
         try:
             answer = ("ok", _decode_task(slot, task, current, w))
@@ -258,6 +272,7 @@ def _worker_main(parent_pid: int, prefix: str, args: tuple, tasks, conn, current
             answer = ("error", str(exc))
         current[w] = -1
         conn.send((seq, answer))
+        holding[w] = -1
 
 
 def _decode_task(slot: int, task: list, current=None, w: int = 0) -> Encoded:
