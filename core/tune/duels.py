@@ -136,8 +136,14 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
                     ).replace(" (not repeated)", "")
     if decision == noise.NOISE and search.stage == "workers":
         more, fewer = (int(t.settings.get("num_workers") or 0) for t in (trial, best))
-        result.notes.append(f"{more} workers measured no faster than {fewer} (within noise: "
-                            f"{measured}): keeping {fewer}")
+        ratios = result.pair_ratios(pairs)
+        if ratios and min(ratios) > 1:  # faster in every pair, by less than a rung must gain
+            result.notes.append(f"{more} workers measured faster than {fewer} by less than the "
+                                f"{100 * search.bar:.0f}% a rung must gain ({measured}): "
+                                f"keeping {fewer}")
+        else:
+            result.notes.append(f"{more} workers measured no faster than {fewer} (within "
+                                f"noise: {measured}): keeping {fewer}")
     else:
         result.notes.append(f"{trial.label} against {best.label}: {measured}"
                             + (": kept" if decision == noise.ADOPT else

@@ -105,6 +105,19 @@ def test_more_workers_no_faster_beyond_the_noise_keep_the_fewest(tmp_path, monke
                and n.endswith("): keeping 2") for n in data["notes"]), data["notes"]
 
 
+def test_a_rung_faster_in_every_pair_by_less_than_the_bar_says_so(tmp_path, monkeypatch):
+    # 4 workers 3% faster than 2 in every pair (the CPU-bound bench on 2 cores read 1.03-1.05x):
+    # not "no faster", and not worth two more workers' memory
+    def steps(s):
+        return {0: 300.0, 1: 150.0, 2: 100.0}.get(s["num_workers"], 97.0)
+
+    result, data = tune(tmp_path, monkeypatch, steps)
+    assert data["leader_settings"]["num_workers"] == 2
+    assert ("4 workers measured faster than 2 by less than the 5% a rung must gain (first "
+            "1.03x, measured again 1.03x over 1 pair): keeping 2") in data["notes"], data["notes"]
+    assert not any("4 workers measured no faster" in n for n in data["notes"])
+
+
 def test_settle_keeps_the_fewest_workers_within_the_measured_noise():
     search = Search(SCRIPT, cores=4)
     search.record(search.next(), 200.0, 0.8)
