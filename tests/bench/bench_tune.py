@@ -1,6 +1,7 @@
 """Benchmark: `tune` against the exhaustive grid of plain runs, on three workloads (issue 21).
 
     .venv/bin/python tests/bench/bench_tune.py [--workload demo|cpu|io|iterable|all] [--tunes 2]
+                                              [--background N]   # N busy loops beside it
 
 Workloads: the bundled demo (JPEG decode + resize in __getitem__, on a CPU), a script whose
 __getitem__ burns a known CPU time per item (a busy loop) with a fixed compute per step, one
@@ -347,11 +348,23 @@ def main() -> None:
                    help="CPU time of one sample in the iterable workload (default 1.0)")
     p.add_argument("--stream-samples", type=int, default=3200,
                    help="iterable workload samples (default 3200)")
+    p.add_argument("--background", type=int, default=0, metavar="N",
+                   help="N busy-loop processes for the whole bench: a steady background load")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
-    from stallscope.core.tune import usable_cores
 
     rows = []
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(args.background)]
+    try:
+        bench_all(args, rows)
+    finally:
+        for b in burners:
+            b.kill()
+    report(rows, args.background)
+
+
+def bench_all(args, rows: list) -> None:
     with tempfile.TemporaryDirectory(prefix="stallscope-bench-tune-") as name:
         tmp = Path(name)
         (tmp / "plain.py").write_text(textwrap.dedent(PLAIN))
@@ -376,8 +389,13 @@ def main() -> None:
             rows.append(bench("demo", DEMO, ["--epochs", str(args.epochs)], tmp, args.tunes,
                               args.pairs))
 
+
+def report(rows: list, background: int) -> None:
+    from stallscope.core.tune import usable_cores
+
     print(f"\n{usable_cores()} usable cores, load average {os.getloadavg()[0]:.1f} "
-          "(a shared machine: figures move with the other work on it)")
+          "(a shared machine: figures move with the other work on it)"
+          + (f"; {background} busy-loop process(es) ran beside the bench" if background else ""))
     for r in rows:
         there = r["pick_ms_in_grid"]
         print(f"{r['name']} (load {r['load'][0]:.1f} -> {r['load'][1]:.1f}): tune keeps "
