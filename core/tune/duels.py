@@ -130,14 +130,15 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     decision = yield from duel(run, best, trial, pairs, False, "check",
                                 min_pairs or noise.MIN_PAIRS, search.bar, recheck)
     measured = noise.interval_text(result.pair_ratios(pairs))
+    first = search.gain(step) if recheck else None
     if recheck:  # the first trial read it slower: said beside its repeats
-        first = search.gain(step)
         measured = (f"first {first:.2f}x, measured again {measured}" if first else measured
                     ).replace(" (not repeated)", "")
     if decision == noise.NOISE and search.stage == "workers":
         more, fewer = (int(t.settings.get("num_workers") or 0) for t in (trial, best))
         ratios = result.pair_ratios(pairs)
-        if ratios and min(ratios) > 1:  # faster in every pair, by less than a rung must gain
+        if ratios and min(ratios + ([first] if first else [])) > 1:  # faster every time, by
+            # less than a rung must gain
             result.notes.append(f"{more} workers measured faster than {fewer} by less than the "
                                 f"{100 * search.bar:.0f}% a rung must gain ({measured}): "
                                 f"keeping {fewer}")

@@ -118,6 +118,22 @@ def test_a_rung_faster_in_every_pair_by_less_than_the_bar_says_so(tmp_path, monk
     assert not any("4 workers measured no faster" in n for n in data["notes"])
 
 
+def test_a_rung_read_slower_first_is_no_faster_however_its_repeat_reads(tmp_path, monkeypatch):
+    # 4 workers read 2% slower than 2, then 1% faster when measured again: not "faster"
+    calls = {"n": 0}
+
+    def steps(s):
+        if s["num_workers"] >= 4:
+            calls["n"] += 1
+            return 102.0 if calls["n"] == 1 else 99.0
+        return {0: 300.0, 1: 150.0}.get(s["num_workers"], 100.0)
+
+    result, data = tune(tmp_path, monkeypatch, steps)
+    assert data["leader_settings"]["num_workers"] == 2
+    assert any(n.startswith("4 workers measured no faster than 2 (within noise: first 0.98x")
+               for n in data["notes"]), data["notes"]
+
+
 def test_settle_keeps_the_fewest_workers_within_the_measured_noise():
     search = Search(SCRIPT, cores=4)
     search.record(search.next(), 200.0, 0.8)
