@@ -116,7 +116,7 @@ class DecodePool:
         seq = self._seq
         self._seq += 1
         self._tasks.put((seq, slot, task))
-        return seq, slot, task
+        return seq, slot
 
     def take(self, pending, timeout: float | None = None):
         """The result of a submitted task; its slot is free again once the writer is done,
@@ -124,8 +124,8 @@ class DecodePool:
         if isinstance(pending, _Local):
             assert self._local is not None  # workers=0 made it
             return encode(self._local.decode(pending.task), _inline)
-        seq, slot, task = pending
-        answer = self._wait_for(seq, task, timeout)
+        seq, slot = pending
+        answer = self._wait_for(seq, timeout)
         if slot >= 0:
             self._free.append(slot)
         kind, value = answer
@@ -133,7 +133,7 @@ class DecodePool:
             raise StallscopeError(value)
         return value
 
-    def _wait_for(self, seq: int, task, timeout: float | None):
+    def _wait_for(self, seq: int, timeout: float | None):
         while seq not in self._results:
             conns = [c for c in self._conns if c is not None]
             live = [p.sentinel for p in self._procs if p.exitcode is None]
