@@ -137,8 +137,8 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     if decision == noise.NOISE and search.stage == "workers":
         more, fewer = (int(t.settings.get("num_workers") or 0) for t in (trial, best))
         ratios = result.pair_ratios(pairs)
-        if ratios and min(ratios + ([first] if first else [])) > 1:  # faster every time, by
-            # less than a rung must gain
+        readings = ratios + ([first] if first else [])
+        if ratios and min(readings) > 1:  # faster every time, by less than a rung must gain
             result.notes.append(f"{more} workers measured faster than {fewer} by less than the "
                                 f"{100 * search.bar:.0f}% a rung must gain ({measured}): "
                                 f"keeping {fewer}")

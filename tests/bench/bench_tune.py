@@ -353,18 +353,18 @@ def main() -> None:
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
 
-    rows = []
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                for _ in range(args.background)]
     try:
-        bench_all(args, rows)
+        rows = bench_all(args)
     finally:
         for b in burners:
             b.kill()
     report(rows, args.background)
 
 
-def bench_all(args, rows: list) -> None:
+def bench_all(args) -> list[dict]:
+    rows = []
     with tempfile.TemporaryDirectory(prefix="stallscope-bench-tune-") as name:
         tmp = Path(name)
         (tmp / "plain.py").write_text(textwrap.dedent(PLAIN))
@@ -388,6 +388,7 @@ def bench_all(args, rows: list) -> None:
         if args.workload in ("demo", "all"):
             rows.append(bench("demo", DEMO, ["--epochs", str(args.epochs)], tmp, args.tunes,
                               args.pairs))
+    return rows
 
 
 def report(rows: list, background: int) -> None:
