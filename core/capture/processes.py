@@ -45,11 +45,23 @@ def end_children(timeout: float = 2.0) -> None:
     import multiprocessing
 
     children = multiprocessing.active_children()
+    quiet_child_deaths()
     for child in children:
         child.terminate()
     deadline = time.monotonic() + timeout
     for child in children:
         child.join(max(0.0, deadline - time.monotonic()))
+
+
+def quiet_child_deaths() -> None:
+    """The runner ends the children itself now: their deaths are not the script's error.
+    torch's SIGCHLD handler raises in the main thread for a DataLoader worker that died of a
+    signal, which one still starting (before its loop sets torch's own SIGTERM handler) does
+    when it is ended."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except (AttributeError, ValueError, OSError):  # no SIGCHLD (Windows), not the main thread
+        pass
 
 
 class _Ending:
@@ -199,6 +211,8 @@ def end_leftovers(wait_s: float = 1.0) -> list[dict]:
     """After the script: processes it left running (a forked child, a worker never joined)
     are ended (SIGTERM, then SIGKILL); returns them as {pid, command}."""
     left = [(pid, cmd) for pid, cmd in descendants() if not any(k in cmd for k in KEEP)]
+    if left:
+        quiet_child_deaths()
     for pid, _ in left:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait_s

@@ -262,3 +262,25 @@ while True:
             pytest.fail("the Stop was swallowed: the run went on")
         assert rc == 128 + signal.SIGTERM, rc
         assert finished(folder)["reason"] == "stopped by SIGTERM"
+
+
+def test_a_stop_while_dataloader_workers_are_still_starting_is_a_stop(tmp_path):
+    """Ended by the runner before torch's worker loop has set its own SIGTERM handler, a
+    worker dies of the signal; torch's SIGCHLD handler must not turn that into the run's
+    error (seen in CI on a loaded machine: "DataLoader worker ... killed by signal")."""
+    script = write_script(tmp_path, """
+import multiprocessing.util, os, signal, time, torch
+from torch.utils.data import DataLoader, TensorDataset
+
+multiprocessing.util.register_after_fork(time, lambda _: time.sleep(5))  # workers start slowly
+it = iter(DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8, num_workers=2))
+os.kill(os.getpid(), signal.SIGTERM)  # the Stop lands while the iterator is alive
+time.sleep(30)
+""")
+    session = tmp_path / "session"
+    proc = subprocess.run([sys.executable, str(RUNNER), "--session", str(session), "--",
+                           str(script)], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    fin = finished(session)
+    assert (proc.returncode, fin["reason"]) == (128 + signal.SIGTERM, "stopped by SIGTERM"), \
+        proc.stderr
