@@ -150,6 +150,7 @@ class RankSpawns:
         self.spec = json.dumps({"script": script, "runner": runner, "parent": self.pid,
                                 "options": options})
         self.pids: list[int] = []  # the ranks started, to wait for
+        self.relaunch = f"{RELAUNCH_ENV}={self.spec}".encode()  # as /proc/PID/environ has it
         self.active = True
         self.execve = os.execve
 
@@ -199,25 +200,29 @@ class RankSpawns:
         """The ranks started that still run (Linux: /proc): children of this process, not
         yet reaped, that run the runner or are about to (their environment still holds the
         relaunch: the sitecustomize has not yet turned them into the runner)."""
-        out = []
-        relaunch = f"{RELAUNCH_ENV}={self.spec}".encode()
-        for pid in self.pids:
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    stat = f.read()
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    words = f.read().split(b"\0")
-                fields = stat[stat.rfind(b")") + 2:].split()
-                if fields[:1] == [b"Z"] or fields[1:2] != [str(self.pid).encode()]:
-                    continue
-                if os.fsencode(self.runner) not in words:
-                    with open(f"/proc/{pid}/environ", "rb") as f:
-                        if relaunch not in f.read().split(b"\0"):
-                            continue
-            except OSError:
-                continue
-            out.append(pid)
-        return out
+        return [pid for pid in self.pids if self.runs_a_rank(pid)]
+
+    def runs_a_rank(self, pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rfind(b")") + 2:].split()
+            if fields[:1] == [b"Z"] or fields[1:2] != [str(self.pid).encode()]:
+                return False
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = [w for w in f.read().split(b"\0") if w]
+            if not words:
+                # between two programs: the sitecustomize's os.execv of the runner has
+                # replaced the process's memory but not yet laid out its arguments
+                return True
+            if os.fsencode(self.runner) in words:
+                return True
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            return False
+        # an environment read as nothing is one read across that same exec
+        return not environ or self.relaunch in environ.split(b"\0")
 
     def install(self):
         """Hook the spawn points of the script's process; returns the undo callable."""

@@ -208,3 +208,47 @@ def test_the_runner_waits_for_a_rank_the_script_did_not_wait_for(tmp_path):
     assert fin["event"] == "finished" and fin["rank"] == 1, fin
     assert fin["rc"] == 0 and fin["reason"] == "completed", fin
     assert "RANK done" in (session / "stdout.rank1.log").read_text()
+
+
+# A child that blanks its own argument area, as /proc shows a process in the middle of an
+# exec (its new memory mapped, its arguments not yet laid out): the sitecustomize's os.execv
+# of the runner passes through that state, and a rank seen in it is still a rank.
+BLANKED = """
+import sys, time
+stat = open("/proc/self/stat", "rb").read()
+start, end = map(int, stat[stat.rfind(b")") + 2:].split()[45:47])
+with open("/proc/self/mem", "r+b", buffering=0) as mem:
+    mem.seek(start)
+    mem.write(bytes(end - start))
+print("blank", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_rank_counts_as_running_until_it_has_ended(tmp_path):
+    from stallscope.core.capture.distributed import RankSpawns
+
+    spawns = RankSpawns(str(tmp_path / "train.py"), str(RUNNER), ["--session", "s"])
+    sleep = [sys.executable, "-c", "import sys, time; print('up', flush=True); time.sleep(30)"]
+    children = {
+        "relaunched": subprocess.Popen(sleep, env=spawns.environment(None),
+                                       stdout=subprocess.PIPE),
+        "runner": subprocess.Popen([*sleep, str(RUNNER)], stdout=subprocess.PIPE),
+        "between": subprocess.Popen([sys.executable, "-c", BLANKED], stdout=subprocess.PIPE),
+        "other": subprocess.Popen(sleep, stdout=subprocess.PIPE),
+    }
+    try:
+        for child in children.values():
+            assert child.stdout.readline()  # started (and for "between": blanked)
+            spawns.started(child.pid)
+        running = {name for name, c in children.items() if c.pid in spawns.running()}
+        assert running == {"relaunched", "runner", "between"}
+        for child in children.values():
+            child.kill()
+        for child in children.values():
+            os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # a zombie, not reaped
+        assert spawns.running() == []
+    finally:
+        for child in children.values():
+            child.kill()
+            child.wait()
