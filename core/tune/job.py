@@ -144,6 +144,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         result.best = base.index if base.ok else None
         yield 1, 1 + search.estimate_left()
         climbed = False  # the climb's leader was confirmed (or not) against the script
+        pending: Trial | None = None  # the next rung, measured before this one's duel
         while True:
             search.noise = duels.measured_noise(result)
             settings = search.next()
@@ -162,31 +163,35 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
             # the noise
             keep = (2 * (noise.MIN_PAIRS - 1) if search.stage == "workers"
                     and result.best not in (None, base.index) else 0)
-            if cfg.max_trials is not None and index > cfg.max_trials - keep:
-                result.stopped = "trial limit"
-                result.notes.append(f"stopped at the limit of {cfg.max_trials} trials"
-                                    + (f" (the last {keep} repeat the leader against the "
-                                       "noise)" if keep else "")
-                                    + f": {_unanswered(result, search, settings)}")
-                break
-            changes = changes_from(search.script, settings)
-            trial = Trial(index, duels.trial_name(index, changes), settings, changes)
-            why_not = _memory_check(result, settings, limit, nproc)
-            if why_not:
-                trial.status, trial.message = SKIPPED, why_not
-                search.record(settings, None)
+            if pending is not None and pending.settings == settings:
+                trial, pending = pending, None  # measured ahead of the last rung's duel
+            else:
+                pending = None
+                if cfg.max_trials is not None and index > cfg.max_trials - keep:
+                    result.stopped = "trial limit"
+                    result.notes.append(f"stopped at the limit of {cfg.max_trials} trials"
+                                        + (f" (the last {keep} repeat the leader against the "
+                                           "noise)" if keep else "")
+                                        + f": {_unanswered(result, search, settings)}")
+                    break
+                changes = changes_from(search.script, settings)
+                trial = Trial(index, duels.trial_name(index, changes), settings, changes)
+                why_not = _memory_check(result, settings, limit, nproc)
+                if why_not:
+                    trial.status, trial.message = SKIPPED, why_not
+                    search.record(settings, None)
+                    finish(trial)
+                    continue
+                left, typical = deadline - time.monotonic(), _typical_s(result)
+                if left < 0.5 * typical:
+                    result.stopped = "budget"
+                    result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out after "
+                                        f"{len(result.trials)} trials: "
+                                        f"{_unanswered(result, search, settings)}")
+                    break
+                running.append(trial)
+                run_trial(launch, trial, folder, deadline, limit, cancel)
                 finish(trial)
-                continue
-            left, typical = deadline - time.monotonic(), _typical_s(result)
-            if left < 0.5 * typical:
-                result.stopped = "budget"
-                result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out after "
-                                    f"{len(result.trials)} trials: "
-                                    f"{_unanswered(result, search, settings)}")
-                break
-            running.append(trial)
-            run_trial(launch, trial, folder, deadline, limit, cancel)
-            finish(trial)
             if trial.status == OVER_BUDGET:
                 result.stopped = "budget"
                 result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "
@@ -194,6 +199,19 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
                                     f"{_unanswered(result, search, settings)}")
                 search.record(settings, None)
                 break
+            if trial.ok and search.ahead(trial.step_ms, trial.data_wait_share,
+                                         trial.steady_reached) is not None:
+                pending = yield from _run_ahead(run, search, trial, keep)
+                if pending is not None and search.beyond_doubt(pending.step_ms,
+                                                               pending.steady_reached):
+                    best = result.best_trial
+                    result.notes.append(
+                        f"{trial.label} measured {search.gain(trial.step_ms):.2f}x over "
+                        f"{best.label if best else 'the best'}, not repeated: {pending.label} "
+                        f"measured {search.gain(pending.step_ms):.2f}x over it")
+                    search.record(settings, trial.step_ms, trial.data_wait_share,
+                                  trial.worker_cpu, False, reached=trial.steady_reached)
+                    continue
             better = yield from duels.confirmed(run, search, trial)
             if search.record(settings, trial.step_ms if trial.ok else None,
                              trial.data_wait_share, trial.worker_cpu, better,
@@ -219,6 +237,26 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
     finally:
         result.elapsed_s = time.monotonic() - t0
         result.save()
+
+
+def _run_ahead(run: duels.Runner, search: Search, trial: Trial, keep: int) -> Job[Trial | None]:
+    """The next rung of the climb, run before `trial`'s duel (Search.ahead); None when the
+    trial limit, memory or the budget leave no room for it (the duel then comes first)."""
+    cfg, result = run.cfg, run.result
+    settings = search.ahead(trial.step_ms, trial.data_wait_share, trial.steady_reached)
+    index = len(result.trials) + 1
+    room = cfg.max_trials is None or index + 2 * noise.SMALL_GAIN_PAIRS <= cfg.max_trials - keep
+    if (settings is None or not room
+            or _memory_check(result, settings, run.limit, max(1, int(cfg.nproc_per_node)))
+            or run.deadline - time.monotonic() < 2 * _typical_s(result)):
+        return None
+    changes = changes_from(search.script, settings)
+    ahead = Trial(index, duels.trial_name(index, changes), settings, changes)
+    run.running.append(ahead)
+    run_trial(run.launch, ahead, run.folder, run.deadline, run.limit, run.cancel)
+    run.finish(ahead)
+    yield len(result.trials), len(result.trials) + search.estimate_left()
+    return ahead
 
 
 def _unanswered(result: TuneResult, search: Search, settings: dict) -> str:

@@ -15,7 +15,8 @@
    With short epochs (`epoch_steps`) the rungs keep their workers across epochs.
    A rung whose gain is small, or whose trial ended before steady state, counts only when
    alternating pairs against the best all show it (`duel_pairs`); one such duel that does
-   not is "no faster than <fewer> (within noise)". A rung not better, but within the noise
+   not is "no faster than <fewer> (within noise)". Before a small gain's duel the next rung
+   is measured (`ahead`): when it beats the best beyond doubt, the duel is moot. A rung not better, but within the noise
    of the best, whose miss would end the climb is measured again in alternating pairs
    against the best first (`recheck`): a single slow trial under load does not end it.
    When the climb ends, the fewest workers
@@ -284,6 +285,27 @@ class Search:
         if self.stage == "around" or not reached:
             return noise.MIN_PAIRS
         return noise.SMALL_GAIN_PAIRS if gain < 1 + OBVIOUS_GAIN else None
+
+    def ahead(self, step_ms: float | None, data_wait_share: float | None,
+              reached: bool = True) -> dict | None:
+        """The next rung's settings when it is worth measuring before the duel a rung's small
+        gain asks for (core/tune/job.py): should that next rung beat the best beyond doubt
+        (`beyond_doubt`), the smaller rung's duel is moot (the demo and an IterableDataset
+        script spent 4 of their ~15 trials confirming 1 worker at 1.1-1.2x when 2 workers
+        read 1.7-2x). None when the duel decides where the climb goes: the last rung, a miss
+        that would end the climb, or steps that would no longer wait for data."""
+        if (self.stage != "workers" or len(self._rungs) < 2
+                or self.duel_pairs(step_ms, reached) != noise.SMALL_GAIN_PAIRS
+                or self._misses + 1 >= self.patience
+                or data_wait_share is None or data_wait_share < DONE_SHARE):
+            return None
+        return self.with_workers(self._rungs[1])
+
+    def beyond_doubt(self, step_ms: float | None, reached: bool = True) -> bool:
+        """A rung beats the best by OBVIOUS_GAIN at steady state: it needs no duel."""
+        gain = self.gain(step_ms)
+        return self.stage == "workers" and reached and gain is not None and (
+            gain >= 1 + OBVIOUS_GAIN)
 
     @property
     def patience(self) -> int:

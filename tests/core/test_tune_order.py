@@ -185,3 +185,37 @@ def test_settings_beside_the_leader_are_measured_against_its_repeats(tmp_path, m
     assert data["verdict"] == "faster" and data["best_settings"]["persistent_workers"] is True
     assert "num_workers=2, persistent_workers=true against num_workers=2: 1.14x, 1.14-1.14x " \
            "over 3 pairs: kept" in data["notes"]
+
+
+def test_a_small_gain_is_not_repeated_when_the_next_rung_wins_beyond_doubt(tmp_path,
+                                                                          monkeypatch):
+    # 1 worker 1.15x over the script (a small gain: 3 pairs would confirm it), 2 workers 2x:
+    # the next rung is measured first, and the duel over 1 worker is moot
+    def steps(s):
+        return {0: 300.0, 1: 260.0}.get(s["num_workers"], 150.0)
+
+    result, data = tune(tmp_path, monkeypatch, steps)
+    names = [t.name for t in result.trials]
+    assert [t.settings["num_workers"] for t in result.trials[:4]] == [0, 1, 2, 4], names
+    assert not [n for n in names if "-check" in n and "num_workers=1" in n], names
+    assert ("num_workers=1 measured 1.15x over as written, not repeated: num_workers=2 "
+            "measured 2.00x over it") in data["notes"], data["notes"]
+    assert data["verdict"] == "faster" and data["best_settings"]["num_workers"] == 2
+
+
+def test_a_rung_measured_ahead_is_not_run_again_after_the_duel(tmp_path, monkeypatch):
+    # 1 worker 1.15x, 2 workers 1.25x over the script (not beyond doubt): 1 worker's duel
+    # still runs, and the 2-worker trial measured ahead of it is the rung's trial
+    def steps(s):
+        return {0: 300.0, 1: 260.0}.get(s["num_workers"], 240.0)
+
+    result, data = tune(tmp_path, monkeypatch, steps)
+    names = [t.name for t in result.trials]
+    assert [t.settings["num_workers"] for t in result.trials[:3]] == [0, 1, 2], names
+    checks = [n for n in names if "-check" in n]
+    assert any("num_workers=1" in n for n in checks[:2]), names  # 1 worker's duel ran
+    plain_two = [n for n in names if n.split("-", 1)[1] == "num_workers=2"]
+    assert plain_two == [names[2]], names  # measured once, ahead, and used as the rung
+    assert ("num_workers=1 against as written: 1.15x, 1.15-1.15x over 3 pairs: kept"
+            in data["notes"]), data["notes"]
+    assert not any("not repeated" in n for n in data["notes"]), data["notes"]
