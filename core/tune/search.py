@@ -16,13 +16,13 @@
    A rung whose gain is small, or whose trial ended before steady state, counts only when
    alternating pairs against the best all show it (`duel_pairs`); one such duel that does
    not is "no faster than <fewer> (within noise)". Before a small gain's duel the next rung
-   is measured (`ahead`): when it beats the best beyond doubt, the duel is moot. A rung not better, but within the noise
-   of the best, whose miss would end the climb is measured again in alternating pairs
-   against the best first (`recheck`): a single slow trial under load does not end it.
-   When the climb ends, the fewest workers
-   within the noise of the best are kept (`settle`): a rung no faster than a smaller one
-   beyond the measured noise (`noise`, the spread of repeated trials of one setting, at
-   least the bar) costs memory for nothing. core/tune/job.py then confirms that leader
+   is measured (`ahead`): when it beats the best beyond doubt, the duel is moot. A rung not
+   better, but within the noise of the best, whose miss would end the climb is measured
+   again in alternating pairs against the best first (`recheck`): a single slow trial under
+   load does not end it. When the climb ends, the fewest workers within the noise of the
+   best are kept (`settle`): a rung no faster than a smaller one beyond the measured noise
+   (`noise`, the spread of repeated trials of one setting, at least the bar) costs memory
+   for nothing. core/tune/job.py then confirms that leader
    against the script as written before anything else is tried.
 3. Around the best, while steps still wait for data (a setting of the DataLoader cannot speed
    up steps that do not wait for it): pin_memory (only with a CUDA device: it does nothing
