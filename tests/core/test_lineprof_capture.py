@@ -288,7 +288,7 @@ def test_out_of_place_division_is_the_top_line(tmp_path, workers):
     assert r["fetched"] == 12
     p = r["profiles"]["NormDataset.__getitem__"]
     assert p.samples == 12 and body_hits(p) == [12] * 4
-    heavy, light = line_with(p, "x / 255.0"), line_with(p, "x.div_(255.0)")
+    heavy, light = line_with(p, "x / 255.0"), line_with(p, "div_(255.0)")
     assert p.top_lines(1)[0] is heavy, lineprof.format_table(p)
     assert heavy.total_s > light.total_s
     # The saved source is the file's source, line for line.

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "core" / "capture" / "runner.py"
 DEMO = ROOT / "resources" / "demo" / "train_demo.py"
 
-# Samples the script fetches: enough that the out-of-place division's cost, not a few long
-# preemptions of a loaded machine, decides the top line (12 flipped once in CI at 4 workers).
+# Samples the script fetches (the top line is the whole-image division by construction: see
+# NORM_DATASET).
 SAMPLES = 48
 
 SCRIPT = """
