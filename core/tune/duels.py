@@ -44,6 +44,13 @@ class Runner:
     # median pair's) stands in for it as the best and in the first pair against the script
     stand_in: dict[int, int] = field(default_factory=dict)
 
+    def measure(self, trial: Trial) -> Trial:
+        """Run one trial to its end (or the budget's) and record it."""
+        self.running.append(trial)
+        run_trial(self.launch, trial, self.folder, self.deadline, self.limit, self.cancel)
+        self.finish(trial)
+        return trial
+
 
 def duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
           tag: str, min_pairs: int = noise.MIN_PAIRS, gain: float | None = None,
@@ -91,12 +98,8 @@ def duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
         for which in order:
             index = len(result.trials) + 1
             name = f"{trial_name(index, which.changes)}-{tag}{len(pairs) + 1}"
-            trial = Trial(index, name, dict(which.settings), dict(which.changes),
-                          profiled=profiled)
-            run.running.append(trial)
-            run_trial(run.launch, trial, run.folder, run.deadline, run.limit, run.cancel)
-            run.finish(trial)
-            pair[which.index] = trial
+            pair[which.index] = run.measure(Trial(index, name, dict(which.settings),
+                                                  dict(which.changes), profiled=profiled))
         s, f = pair[slow.index], pair[fast.index]
         if not (s.ok and f.ok):
             result.notes.append(f"a repeat of {fast.label} against {slow.label} failed "

@@ -174,8 +174,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
                                            "noise)" if keep else "")
                                         + f": {_unanswered(result, search, settings)}")
                     break
-                changes = changes_from(search.script, settings)
-                trial = Trial(index, duels.trial_name(index, changes), settings, changes)
+                trial = _rung_trial(index, search, settings)
                 why_not = _memory_check(result, settings, limit, nproc)
                 if why_not:
                     trial.status, trial.message = SKIPPED, why_not
@@ -189,9 +188,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
                                         f"{len(result.trials)} trials: "
                                         f"{_unanswered(result, search, settings)}")
                     break
-                running.append(trial)
-                run_trial(launch, trial, folder, deadline, limit, cancel)
-                finish(trial)
+                run.measure(trial)
             if trial.status == OVER_BUDGET:
                 result.stopped = "budget"
                 result.notes.append(f"the time budget ({cfg.budget_s:.0f} s) ran out during "
@@ -199,9 +196,9 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
                                     f"{_unanswered(result, search, settings)}")
                 search.record(settings, None)
                 break
-            if trial.ok and search.ahead(trial.step_ms, trial.data_wait_share,
-                                         trial.steady_reached) is not None:
-                pending = yield from _run_ahead(run, search, trial, keep)
+            ahead = search.ahead(trial.step_ms, trial.data_wait_share, trial.steady_reached)
+            if trial.ok and ahead is not None:
+                pending = yield from _run_ahead(run, search, ahead, keep)
                 if pending is not None and search.beyond_doubt(pending.step_ms,
                                                                pending.steady_reached):
                     best = result.best_trial
@@ -239,24 +236,26 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         result.save()
 
 
-def _run_ahead(run: duels.Runner, search: Search, trial: Trial, keep: int) -> Job[Trial | None]:
-    """The next rung of the climb, run before `trial`'s duel (Search.ahead); None when the
-    trial limit, memory or the budget leave no room for it (the duel then comes first)."""
+def _run_ahead(run: duels.Runner, search: Search, settings: dict,
+               keep: int) -> Job[Trial | None]:
+    """The next rung of the climb (Search.ahead's `settings`), run before the last rung's duel;
+    None when the trial limit, memory or the budget leave no room for it (the duel then comes
+    first)."""
     cfg, result = run.cfg, run.result
-    settings = search.ahead(trial.step_ms, trial.data_wait_share, trial.steady_reached)
     index = len(result.trials) + 1
     room = cfg.max_trials is None or index + 2 * noise.SMALL_GAIN_PAIRS <= cfg.max_trials - keep
-    if (settings is None or not room
+    if (not room
             or _memory_check(result, settings, run.limit, max(1, int(cfg.nproc_per_node)))
             or run.deadline - time.monotonic() < 2 * _typical_s(result)):
         return None
-    changes = changes_from(search.script, settings)
-    ahead = Trial(index, duels.trial_name(index, changes), settings, changes)
-    run.running.append(ahead)
-    run_trial(run.launch, ahead, run.folder, run.deadline, run.limit, run.cancel)
-    run.finish(ahead)
+    ahead = run.measure(_rung_trial(index, search, settings))
     yield len(result.trials), len(result.trials) + search.estimate_left()
     return ahead
+
+
+def _rung_trial(index: int, search: Search, settings: dict) -> Trial:
+    changes = changes_from(search.script, settings)
+    return Trial(index, duels.trial_name(index, changes), settings, changes)
 
 
 def _unanswered(result: TuneResult, search: Search, settings: dict) -> str:
