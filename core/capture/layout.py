@@ -79,6 +79,20 @@ def rank_of_file(name: str) -> int | None:
     return None
 
 
+def earlier_run(folder: str | os.PathLike) -> str | None:
+    """What of an earlier run (or tune) a folder holds, e.g. "events.jsonl"; None when it
+    holds none. A run never writes into such a folder: its events, records and traces would
+    mix with the earlier run's, and every figure read from it would be both runs'."""
+    p = Path(folder)
+    if not p.is_dir():
+        return None
+    for pattern in (RUN_JSON, EVENT_GLOB, RECORD_GLOB, TUNE_JSON, f"{TRACES}/*"):
+        found = next(iter(sorted(p.glob(pattern))), None)
+        if found is not None:
+            return found.relative_to(p).as_posix()
+    return None
+
+
 def record(kind: str, rank: int | None = None, **fields: object) -> dict:
     out = {"event": kind, "t": round(time.time(), 6)}
     if rank is not None:

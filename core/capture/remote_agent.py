@@ -75,10 +75,13 @@ def _read(path: str) -> str:
 # ---------------------------------------------------------------- start / keep
 def start(opts) -> int:
     session = _path(opts.session)
-    os.makedirs(session, exist_ok=True)
-    for name in (PID_FILE, RC_FILE, STOP_FILE):
-        if os.path.exists(os.path.join(session, name)):
-            os.unlink(os.path.join(session, name))
+    os.makedirs(os.path.dirname(session), exist_ok=True)
+    try:
+        os.mkdir(session)  # a new folder: an earlier run's files would mix with this run's
+    except FileExistsError:
+        print(f"stallscope agent: {session} exists already (an earlier run's folder)",
+              file=sys.stderr)
+        return 2
     argv = [sys.executable, os.path.abspath(__file__), "keep", "--session", session]
     argv += ["--cwd", opts.cwd] if opts.cwd else []
     for item in opts.env:

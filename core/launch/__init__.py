@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stallscope.core.capture import layout
+from stallscope.core.errors import StallscopeError
 from stallscope.core.launch.handle import Output, RunHandle, ending_of
 from stallscope.core.launch.job import (
     INTERRUPTED,
@@ -44,7 +46,12 @@ __all__ = ["INTERRUPTED", "STOPPED_BY_USER", "STOP_GRACE_S", "Ending", "Job", "R
 
 def start(where: Where, job: Job, on_output: Output | None = None) -> RunHandle:
     """Start the runner for `job` at `where`; returns at once. A StallscopeError (one line)
-    when it cannot start (no such interpreter, ssh refused)."""
+    when it cannot start (no such interpreter, ssh refused), or when the session folder holds
+    an earlier run (its files would mix with this run's)."""
+    held = layout.earlier_run(job.session)
+    if held is not None:
+        raise StallscopeError(f"{job.session}: holds an earlier run ({held}); give a new "
+                              "session folder (or move that one away)")
     if where.remote:
         from stallscope.core.launch.remote import RemoteRun
 

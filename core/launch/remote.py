@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import re
+import secrets
 import subprocess
 import threading
 from pathlib import Path
@@ -52,7 +53,10 @@ class RemoteRun(RunHandle):
     @classmethod
     def start(cls, where: Where, job: Job, on_output: Output | None) -> RemoteRun:
         session = Path(job.session)
-        remote = job.remote_session or f"{ssh.cache(where)}/sessions/{session.name}"
+        # a folder of its own there: a name taken from the local one alone would be an earlier
+        # run's (another tune's trial 01-as-written) and mix with it (the agent refuses one)
+        remote = job.remote_session or \
+            f"{ssh.cache(where)}/sessions/{session.name}-{secrets.token_hex(4)}"
         name, tar = ssh.bundle()
         deploy, agent = ssh.deploy_line(where, name)
         argv = runner_options.build_argv(remote, job.script, list(job.args), job.schedule,

@@ -28,6 +28,7 @@ from pathlib import Path
 
 # the advice's num_workers and its DataLoader are the tune's
 from stallscope.core.advice.fixes import usable_cores
+from stallscope.core.capture.layout import earlier_run
 from stallscope.core.capture.options import default_session_dir
 from stallscope.core.capture.overrides import DEFAULTS, KEYS
 from stallscope.core.errors import Cancelled, StallscopeError
@@ -83,6 +84,23 @@ class TuneConfig:
         return default_session_dir(f"tune-{self.script.stem}")
 
 
+def earlier_tune(folder: Path) -> str | None:
+    """What of an earlier tune or run a tune folder holds (its tune.json, a trial's session):
+    the trials' sessions would mix with the earlier ones (trial 1 is always 01-as-written)."""
+    held = earlier_run(folder)
+    if held is not None or not folder.is_dir():
+        return held
+    try:
+        children = sorted(c for c in folder.iterdir() if c.is_dir())
+    except OSError:
+        return None  # unreadable: mkdir and the first trial say why
+    for child in children:
+        held = earlier_run(child)
+        if held is not None:
+            return f"{child.name}/{held}"
+    return None
+
+
 def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
              on_trial: Callable[[Trial, TuneResult], None] | None = None) -> Job[TuneResult]:
     import sys
@@ -92,6 +110,10 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
     if not remote and not script.exists():
         raise StallscopeError(f"script not found: {script}")
     folder = cfg.folder()
+    held = earlier_tune(folder)
+    if held is not None:
+        raise StallscopeError(f"{folder}: holds an earlier tune ({held}); give a new --out "
+                              "folder (or move that one away)")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

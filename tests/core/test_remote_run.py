@@ -19,6 +19,7 @@ from scripts import training
 from sshd import keygen
 
 from stallscope.core import cli
+from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import Job, Where, start
 from stallscope.core.session.events import StepEvent
 from stallscope.core.session.reader import open_session
@@ -60,6 +61,29 @@ def test_a_remote_run_states_what_a_local_run_states(host, tmp_path, capfd):
     for name in ("events.jsonl", "stdout.log", "record.bin"):
         assert (mirror.path / name).read_bytes() == (Path(remote["session"]) / name).read_bytes()
     assert f"running on {host[1]}: {remote['session']}" in remote_out.err
+
+
+def test_each_run_gets_a_folder_of_its_own_there(server, host, tmp_path, capfd):
+    # Two local folders of one name (another tune's trial 01-as-written, a session folder
+    # removed and made again): the runs went into one folder there, and the second mirror
+    # held both runs (two `started`, the first run's output replayed, its end reported).
+    script = write_script(tmp_path, training(items=64, head="print('run', sys.argv[1])"))
+    for name in ("a", "b"):
+        assert cli.main(["run", *host, "--no-analyze", "--session", str(tmp_path / name / "s"),
+                         "--", str(script), name]) == 0
+    a, b = open_session(tmp_path / "a" / "s"), open_session(tmp_path / "b" / "s")
+    there = [Path(s.run["remote"]["session"]) for s in (a, b)]
+    assert there[0] != there[1] and all(p.is_dir() for p in there)
+    for name, mirror in (("a", a), ("b", b)):
+        assert [e.get("event") for e in mirror.events].count("started") == 1
+        assert len(mirror.traces()) == 1
+        assert (mirror.path / "stdout.log").read_text().splitlines()[0] == f"run {name}"
+    capfd.readouterr()
+    # a folder there that exists is refused, never written into
+    with pytest.raises(StallscopeError, match="exists already"):
+        start(where(server, tmp_path), Job(script=str(script), session=tmp_path / "c",
+                                           remote_session=str(there[1])))
+    assert [e.get("event") for e in open_session(there[1]).events].count("started") == 1
 
 
 def test_a_dropped_connection_loses_nothing_after_attach(server, host, tmp_path, capfd):
