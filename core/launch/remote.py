@@ -24,7 +24,7 @@ from stallscope.core.capture.remote_agent import APPENDED, OUT_FILE
 from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import ssh
 from stallscope.core.launch.handle import Output, RunHandle
-from stallscope.core.launch.job import STOP_GRACE_S, Ending, Job, Where
+from stallscope.core.launch.job import INTERRUPTED, STOP_GRACE_S, Ending, Job, Where
 
 # what a remote session may hold (anything else it sends is dropped)
 NAME = re.compile(r"^(?:(?:traces|lineprof)/)?[A-Za-z0-9_.@+=,-][A-Za-z0-9_.@+=, -]{0,200}$")
@@ -69,7 +69,7 @@ class RemoteRun(RunHandle):
             words += ["--env", ssh.word(f"{key}={value}")]
         words += ["--", ssh.word(python), *map(ssh.word, argv)]
         line = f"{deploy} && exec {ssh.word(python)} {' '.join(words)}"
-        out = ssh.run(where, line, stdin=tar)
+        out, interrupted = ssh.run_whole(where, line, stdin=tar)
         try:
             started = json.loads(out.strip().splitlines()[-1])
             remote_abs = str(started["session"])
@@ -79,6 +79,8 @@ class RemoteRun(RunHandle):
         session.mkdir(parents=True, exist_ok=True)
         run = cls(where, session, remote_abs, on_output)
         run._follow_remote()
+        if interrupted:  # Ctrl-C while it started: a stop, as for a run under way
+            run.stop(INTERRUPTED)
         return run
 
     @classmethod
@@ -106,9 +108,11 @@ class RemoteRun(RunHandle):
         line = (f"exec {ssh.word(python)} {agent} follow --session {ssh.word(self.remote)}"
                 f" --offsets {ssh.word(json.dumps(offsets or {}))}")
         try:
+            # ssh in a session of its own (here and for the stop): a terminal's Ctrl-C reaches
+            # this process only, which stops the run; ssh would die of it, and the run with it
             self._stream = subprocess.Popen(ssh.command(self.where, line),
                                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE)
+                                            stderr=subprocess.PIPE, start_new_session=True)
         except FileNotFoundError:
             raise StallscopeError("no ssh client here: install OpenSSH") from None
         threading.Thread(target=self._read_frames, args=(self._stream,), daemon=True,
@@ -217,7 +221,8 @@ class RemoteRun(RunHandle):
         line = (f"exec {ssh.word(python)} {agent} stop --session {ssh.word(self.remote)}"
                 f" --reason {ssh.word(self.stop_reason)} --grace {grace:g}")
         self._stopper = subprocess.Popen(ssh.command(self.where, line), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True)
 
     def _finish(self, rc: int | None, reason: str) -> None:
         if not self.lost:  # the remote end closed the session; the mirror holds it all

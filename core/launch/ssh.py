@@ -14,6 +14,7 @@ import io
 import shlex
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 from stallscope.core import __version__
@@ -101,15 +102,40 @@ def explain(host: str, stderr: str, rc: int) -> str:
 
 def run(where: Where, remote: str, stdin: bytes = b"", timeout: float = 120) -> str:
     """Run `remote` on the host to its end; its stdout. A StallscopeError (one line) when
-    ssh or the command fails."""
+    ssh or the command fails; a Ctrl-C meanwhile is raised once it has ended (`run_whole`)."""
+    out, interrupted = run_whole(where, remote, stdin, timeout)
+    if interrupted:
+        raise KeyboardInterrupt
+    return out
+
+
+def run_whole(where: Where, remote: str, stdin: bytes = b"",
+              timeout: float = 120) -> tuple[str, bool]:
+    """`run`, never cut short by Ctrl-C: (its stdout, whether a Ctrl-C came meanwhile). ssh
+    runs in a session of its own, so a terminal's Ctrl-C reaches this process only, and the
+    command finishes: a start cut short leaves a run going on the host that nobody sees (no
+    folder to attach to, nothing to stop). The caller decides what the Ctrl-C means."""
     try:
-        proc = subprocess.run(command(where, remote), input=stdin, capture_output=True,
-                              timeout=timeout)
+        proc = subprocess.Popen(command(where, remote), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
     except FileNotFoundError:
         raise StallscopeError("no ssh client here: install OpenSSH (openssh-client)") from None
-    except subprocess.TimeoutExpired:
-        raise StallscopeError(f"ssh {where.host}: no answer within {timeout:.0f} s") from None
-    err = proc.stderr.decode("utf-8", errors="replace")
+    deadline = time.monotonic() + timeout
+    interrupted = False
+    data: bytes | None = stdin
+    while True:
+        try:
+            out, err = proc.communicate(data, timeout=max(0.0, deadline - time.monotonic()))
+            break
+        except KeyboardInterrupt:
+            interrupted, data = True, None  # communicate goes on with the rest of stdin
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise StallscopeError(f"ssh {where.host}: no answer within {timeout:.0f} s") \
+                from None
     if proc.returncode != 0:
-        raise StallscopeError(explain(str(where.host), err, proc.returncode))
-    return proc.stdout.decode("utf-8", errors="replace")
+        raise StallscopeError(explain(str(where.host), err.decode("utf-8", errors="replace"),
+                                      proc.returncode))
+    return out.decode("utf-8", errors="replace"), interrupted

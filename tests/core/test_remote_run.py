@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -134,6 +135,67 @@ def test_stop_ends_the_remote_process_group(server, tmp_path):
     assert ending.rc == 128 + signal.SIGTERM and ending.reason == "stopped by SIGTERM"
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert json.loads((tmp_path / "m" / "run.json").read_text())["remote"]["host"]
+
+
+def cli_in_a_terminal_group(host: list[str], session: Path, script: Path, env=None):
+    """`stallscope-cli run --host ...` as a terminal starts it: a process group of its own, so
+    a Ctrl-C (SIGINT to the whole group) reaches it and whatever it started in the group."""
+    return subprocess.Popen([sys.executable, "-m", "stallscope.core.cli", "run", *host,
+                             "--no-analyze", "--no-stop-after-window", "--session",
+                             str(session), "--", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
+
+
+def stopped_there(session: Path, err: str) -> None:
+    """A run ended by the Ctrl-C, on both sides: the remote folder the CLI named, a finished
+    record there and in the mirror, the remote runner gone."""
+    line = next(x for x in err.splitlines() if x.startswith("stallscope: running on "))
+    remote = Path(line.split(": ", 2)[2].split("; local copy ")[0])
+    for folder in (session, remote):
+        assert finished(folder)["reason"] in ("stopped by SIGTERM", "interrupted"), folder
+    pid = int((remote / ".runner.pid").read_text())
+    assert pid == 0 or not alive(pid)  # 0: it never started
+
+
+def test_a_terminal_s_ctrl_c_stops_the_remote_run(host, tmp_path):
+    # ssh was in the CLI's process group: the Ctrl-C killed it with the CLI's, so the remote
+    # run stopped while the CLI said "the connection ... ended; the run goes on there"
+    script = write_script(tmp_path, training(forever=True, step_s=0.05))
+    session = tmp_path / "m"
+    proc = cli_in_a_terminal_group(host, session, script, env=os.environ)
+    while not (session / "events.jsonl").exists() or \
+            '"step"' not in (session / "events.jsonl").read_text():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "the run goes on there" not in err and proc.returncode != 2, err
+    stopped_there(session, err)
+    assert f"session {session}:" in err  # the summary of a run that ended
+
+
+def test_a_ctrl_c_while_the_run_starts_stops_it_there(host, tmp_path):
+    # A Ctrl-C during the start's ssh cut it short: the runner started there anyway, with no
+    # "running on" line, no local folder and nothing to stop it. The host's interpreter is
+    # made slow to start (a wrapper that sleeps), so the Ctrl-C lands in that ssh every time.
+    mark = tmp_path / "starting"
+    slow = tmp_path / "slow-python"
+    slow.write_text(f"#!/bin/sh\nif [ \"$2\" = start ]; then touch {mark}; fi\n"
+                    f"sleep 1\nexec {sys.executable} \"$@\"\n")
+    slow.chmod(0o755)
+    script = write_script(tmp_path, training(forever=True, step_s=0.05))
+    session = tmp_path / "m"
+    options = [*host[:host.index("--remote-python")], "--remote-python", str(slow),
+               *host[host.index("--remote-python") + 2:]]
+    proc = cli_in_a_terminal_group(options, session, script, env=os.environ)
+    while not mark.exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode != 2, err
+    stopped_there(session, err)
 
 
 def test_a_daemon_a_remote_script_double_forks_is_ended_with_the_run(host, tmp_path, capfd):
