@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import psutil
 
@@ -153,18 +154,27 @@ class WorkerCpu:
     def share(self, t0: float | None = None, t1: float | None = None) -> float | None:
         """Workers' CPU seconds / (their wall time less their run-queue waits) between the
         first and last sample inside [t0, t1] (the whole trial when unset or too few samples
-        fall inside); None without two samples that saw workers."""
+        fall inside); None without two samples that saw workers.
+
+        Each worker counts over its own life: every stretch between two samples that both saw
+        it adds its CPU, its run-queue waits and the stretch's wall time. Workers that a
+        DataLoader without persistent workers ends at each epoch's end and starts anew (the
+        trial outlives its epochs) are then counted whole; reading the CPU of the workers alive
+        at the last sample only, beside the wall time of all of them, read a spinning worker
+        0-12% busy (hunt: s1_trainval.py), and the climb went past the cores as for I/O."""
         span = self._span(t0, t1, True)
         if span is None:
             return None
-        a, b, within = span
-        used = waited = 0.0
-        for pid, (cpu, queued) in b.workers.items():
-            cpu0, queued0 = a.workers.get(pid, (0.0, 0.0))
-            used += max(0.0, cpu - cpu0)
-            waited += max(0.0, queued - queued0)
-        alive = sum(len(s.workers) for s in within) / len(within)
-        could_run = (b.t - a.t) * alive - waited
+        a, b, _ = span
+        used = waited = alive = 0.0
+        stretch = [s for s in self.samples if a.t <= s.t <= b.t]  # with the worker-less ones
+        for before, after in pairwise(stretch):
+            for pid in before.workers.keys() & after.workers.keys():
+                (cpu0, queued0), (cpu, queued) = before.workers[pid], after.workers[pid]
+                used += max(0.0, cpu - cpu0)
+                waited += max(0.0, queued - queued0)
+                alive += after.t - before.t
+        could_run = alive - waited
         if could_run <= 0:
             return 1.0 if used or waited else None
         return min(1.0, used / could_run)
