@@ -68,7 +68,15 @@ def record_name(rank: int | None) -> str:
 
 
 def trace_stem(script_stem: str, rank: int | None) -> str:
-    return f"{script_stem}{rank_part(rank, '_')}"
+    return f"{safe_stem(script_stem)}{rank_part(rank, '_')}"
+
+
+def safe_stem(text: str) -> str:
+    """A file name's stem from a script's name: letters and digits of any script, `.`, `_`
+    and `-` kept, anything else `_` (as lineprof_capture names its files): `train (1).py` or
+    `it's.py` gives a trace every file system takes and a remote mirror accepts (a name
+    from the host is checked before it is written here, core/launch/remote.py)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text) or "script"
 
 
 def rank_of_file(name: str) -> int | None:

@@ -26,8 +26,9 @@ from stallscope.core.launch import ssh
 from stallscope.core.launch.handle import Output, RunHandle
 from stallscope.core.launch.job import INTERRUPTED, STOP_GRACE_S, Ending, Job, Where
 
-# what a remote session may hold (anything else it sends is dropped)
-NAME = re.compile(r"^(?:(?:traces|lineprof)/)?[A-Za-z0-9_.@+=,-][A-Za-z0-9_.@+=, -]{0,200}$")
+# what a remote session may hold (anything else it sends is dropped): the runner's own names,
+# traces and line profiles named from the script by layout.safe_stem (letters of any script)
+NAME = re.compile(r"^(?:(?:traces|lineprof)/)?[\w.@+=,-][\w.@+=, -]{0,200}$")
 MAX_HEADER = 4096
 MAX_FRAME = 4 << 20  # the agent sends at most 1 MiB a frame; a whole run.json or record.bin
 

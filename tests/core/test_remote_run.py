@@ -87,6 +87,20 @@ def test_each_run_gets_a_folder_of_its_own_there(server, host, tmp_path, capfd):
     assert [e.get("event") for e in open_session(there[1]).events].count("started") == 1
 
 
+def test_a_script_named_with_brackets_and_quotes_has_its_trace_here(host, tmp_path, capfd):
+    # the trace took the script's name, which the mirror's name check refused: the run said
+    # "trace written" and the local copy had no trace, without a word
+    script = write_script(tmp_path, training(items=64), name="train (1) it's é.py")
+    session = tmp_path / "m"
+    assert cli.main(["run", *host, "--no-analyze", "--session", str(session), "--",
+                     str(script)]) == 0
+    traces = open_session(session).traces()
+    assert [p.name.split(".")[0] for p in traces] == ["train__1__it_s_é"]
+    remote = Path(open_session(session).run["remote"]["session"])
+    assert [p.read_bytes() for p in traces] == [p.read_bytes()
+                                                for p in open_session(remote).traces()]
+
+
 def test_a_dropped_connection_loses_nothing_after_attach(server, host, tmp_path, capfd):
     script = write_script(tmp_path, training(items=48, step_s=0.25))  # 6 steps, ~2 s
     session = tmp_path / "mirror"
