@@ -183,13 +183,19 @@ class WorkerCpu:
                    t1: float | None = None) -> tuple[float | None, float | None]:
         """(others, steal) over [t0, t1]: the share of the machine's CPU time processes
         outside the trial used, and the share of the trial's CPU want (CPU seconds + run-queue
-        waits of every process in its tree) it waited for a CPU. None where not measured."""
+        waits of every process in its tree) it waited for a CPU. None where not measured.
+        Every process the samples saw counts to its last reading: workers that ended at an
+        epoch's end used the trial's CPU, not other work's (counting the processes alive at
+        the last sample only made their CPU the others')."""
         span = self._span(t0, t1, False)
         if span is None:
             return None, None
-        a, b, _ = span
+        a, b, within = span
+        last: dict[int, tuple[float, float]] = {}
+        for s in within:
+            last.update(s.tree)
         used = waited = 0.0
-        for pid, (cpu, queued) in b.tree.items():
+        for pid, (cpu, queued) in last.items():
             cpu0, queued0 = a.tree.get(pid, (0.0, 0.0))  # born after a: all of it inside
             used += max(0.0, cpu - cpu0)
             waited += max(0.0, queued - queued0)
