@@ -19,7 +19,7 @@ def import_torch() -> ModuleType:
     except ImportError as exc:
         raise SetupError(
             f"the interpreter {sys.executable} has no torch ({exc}); install torch into it or "
-            "choose an interpreter that has it"
+            "choose an interpreter that has it (--python; on a host, --remote-python)"
         ) from None
     return torch
 

@@ -75,6 +75,10 @@ def _read(path: str) -> str:
 # ---------------------------------------------------------------- start / keep
 def start(opts) -> int:
     session = _path(opts.session)
+    if opts.cwd and not os.path.isdir(_path(opts.cwd)):
+        print(f"stallscope agent: the script's folder {opts.cwd} is not a folder there "
+              "(--remote-cwd)", file=sys.stderr)
+        return 2
     os.makedirs(os.path.dirname(session), exist_ok=True)
     try:
         os.mkdir(session)  # a new folder: an earlier run's files would mix with this run's

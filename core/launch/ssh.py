@@ -25,6 +25,7 @@ from stallscope.core.launch.job import Where
 CAPTURE = Path(runner_options.__file__).resolve().parent
 DEFAULT_CACHE = "~/.cache/stallscope"
 BATCH = ("-o", "BatchMode=yes")
+AGENT = "stallscope agent: "  # how core/capture/remote_agent.py begins its one-line failures
 
 
 def word(text: str) -> str:
@@ -93,8 +94,12 @@ def explain(host: str, stderr: str, rc: int) -> str:
         what = f"cannot reach {host}"
     elif rc == 127 or "not found" in text:
         what = f"{host} could not run the interpreter (give --remote-python)"
-    elif rc != 255:  # the remote command failed, not ssh
-        what = f"on {host}"
+    elif said.startswith(AGENT):  # the agent's own one line: what is wrong there
+        return f"on {host}: {said.removeprefix(AGENT)}"
+    elif rc != 255:  # the remote command failed, not ssh: the interpreter that runs the agent
+        detail = f"exit code {rc}" + (f": {said}" if lines else "")
+        return (f"on {host}: the interpreter failed ({detail}); give --remote-python a "
+                "Python 3.8+ with torch")
     else:
         what = f"ssh {host} failed"
     return f"{what} (ssh: {said})"

@@ -247,6 +247,32 @@ def test_ssh_failures_are_one_line_exit_2(server, host, tmp_path, capfd, monkeyp
     assert expect in err[0] and "(ssh: " in err[0]
 
 
+@pytest.mark.parametrize("case", ["no such folder", "an interpreter that fails",
+                                  "an interpreter that is a folder"])
+def test_a_wrong_folder_or_interpreter_there_is_named(host, tmp_path, capfd, case):
+    # a missing --remote-cwd read "cannot start the interpreter ...: No such file or
+    # directory" after a run line and a session of 0 steps; /bin/false read "on HOST (ssh:
+    # exit code 1)", with nothing to say what to do
+    script = write_script(tmp_path, "print(1)\n")
+    python = host.index("--remote-python") + 1
+    if case == "no such folder":
+        host += ["--remote-cwd", str(tmp_path / "no-such-folder")]
+        expect = f"{tmp_path / 'no-such-folder'} is not a folder there (--remote-cwd)"
+    elif case == "an interpreter that fails":
+        host[python] = "/bin/false"
+        expect = "the interpreter failed (exit code 1); give --remote-python"
+    else:
+        host[python] = str(tmp_path)
+        expect = "give --remote-python"
+    session = tmp_path / "m"
+    rc = cli.main(["run", *host, "--session", str(session), "--", str(script)])
+    err = capfd.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("stallscope: error: "), err
+    assert expect in err[0] and "(ssh: " not in err[0] and "Traceback" not in err[0], err
+    assert not session.exists()
+    assert not list((tmp_path / "remote-cache").glob("sessions/*"))
+
+
 def test_torchrun_and_line_stats_on_a_host(host, tmp_path, capfd):
     """--nproc-per-node 2 runs torchrun there; every rank's files, traces and line stats come
     back, each rank ending with its record."""
