@@ -79,7 +79,8 @@ class _Pending:
     __slots__ = ("fetches", "iters", "epoch_ms", "end_ms", "last", "save_s")
 
     def __init__(self) -> None:
-        self.fetches: dict[int, list[float]] = {}  # loader -> [first start, last end, count]
+        # loader -> [first start, last end, count, seconds in its fetches]
+        self.fetches: dict[int, list[float]] = {}
         self.iters: dict[int, float] = {}           # loader -> start of its new iterator
         self.epoch_ms: dict[int, float] = {}        # loader -> iterator start to first batch
         self.end_ms: dict[int, float] = {}          # loader -> its epoch's end (StopIteration)
@@ -170,9 +171,9 @@ class RunRecord:
             return
         f = self.pending.fetches.get(loader.index)
         if f is None:
-            self.pending.fetches[loader.index] = [start, end, 1]
+            self.pending.fetches[loader.index] = [start, end, 1, end - start]
         else:
-            f[1], f[2] = end, f[2] + 1
+            f[1], f[2], f[3] = end, f[2] + 1, f[3] + end - start
         self.pending.last = loader.index
         epoch = getattr(iterator, "_stallscope_epoch", None)
         if epoch is None:
@@ -220,6 +221,11 @@ class RunRecord:
 
     # -- one step (from the step event)
     def step(self, fields: dict) -> None:
+        """One step's row. Fetches from other loaders before the step's own first batch (a
+        validation loop between optimizer steps) are the record's `other_ms`, validation:
+        their time and batches are taken out of the step event's `data_wait_ms` and
+        `batches` here, in `fields` itself, so the event line written after this row says
+        the same (docs/definitions.md, "Steps")."""
         if pid.current != self.pid or self._fd is None:
             return
         now = time.perf_counter()
@@ -236,9 +242,11 @@ class RunRecord:
                 begin = min(begin, p.iters.get(own, begin))
             gap_ms = max(0.0, (begin - start) * 1e3)
             if len(p.fetches) > 1:
-                others = [f[0] for i, f in p.fetches.items() if i != own and f[0] < begin]
+                others = {i: f for i, f in p.fetches.items() if i != own and f[0] < begin}
                 if others:
-                    other_ms = min(gap_ms, max(0.0, (begin - min(others)) * 1e3))
+                    first = min(f[0] for f in others.values())
+                    other_ms = min(gap_ms, max(0.0, (begin - first) * 1e3))
+                    _not_the_steps(fields, others, p.end_ms)
             if own in p.epoch_ms:  # the pause at the epoch boundary: the old epoch's end too
                 ended = min(p.end_ms.get(own, 0.0), gap_ms)
                 epoch_ms = p.epoch_ms[own] + ended
@@ -274,6 +282,19 @@ class RunRecord:
             self.blocks += summarize(rows[i:i + BLOCK])
         self.first_recent += len(rows)
         self._rewrite()
+
+
+def _not_the_steps(fields: dict, others: dict[int, list[float]],
+                   end_ms: dict[int, float]) -> None:
+    """The step event's data wait and batches without the fetches of `others` (loader ->
+    [first start, last end, count, seconds]) and their loaders' epoch ends (StopIteration)."""
+    wait = fields.get("data_wait_ms")
+    if isinstance(wait, float) and wait == wait:
+        ms = sum(f[3] * 1e3 + end_ms.get(i, 0.0) for i, f in others.items())
+        fields["data_wait_ms"] = max(0.0, wait - ms)
+    batches = fields.get("batches")
+    if isinstance(batches, int) and not isinstance(batches, bool):
+        fields["batches"] = max(0, batches - int(sum(f[2] for f in others.values())))
 
 
 def _finite(values: tuple) -> tuple | list:

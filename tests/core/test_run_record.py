@@ -95,6 +95,45 @@ def test_epoch_start_pauses_named_then_gone_with_persistent_workers(tmp_path, ca
     assert len(later) == 4 and max(later) < 250
 
 
+# Validation between epochs: 4 batches whose items sleep 50 ms each (>= 200 ms a pass), fetched
+# between two optimizer steps (the pass after the last epoch follows the last step).
+TRAIN_AND_VAL = training(
+    items=16, epochs=2,
+    head="""
+        class Val(Dataset):
+            def __len__(self):
+                return 4
+            def __getitem__(self, i):
+                time.sleep(0.05)
+                return torch.randn(8), torch.randn(1)
+    """,
+    before_loop="val = DataLoader(Val(), batch_size=1)",
+    after_epoch="""
+        with torch.no_grad():
+            for x, y in val:
+                model(x)
+    """)
+
+
+def test_validation_fetches_are_validation_not_the_next_steps_data_wait(tmp_path):
+    script = write_script(tmp_path, TRAIN_AND_VAL)
+    proc, session = run(tmp_path, script, "--no-stop-after-window")
+    assert proc.returncode == 0, proc.stderr
+    steps = events(session, "step")
+    assert len(steps) == 4
+    # step 2 follows the first validation pass: its one training batch, not the 4 val ones,
+    # and not their >= 200 ms of fetching
+    assert [s["batches"] for s in steps] == [1, 1, 1, 1]
+    assert steps[2]["data_wait_ms"] < 200
+    rec = load_record(open_session(session))
+    assert list(rec.steps["batches"]) == [1, 1, 1, 1]
+    assert float(rec.steps["data_wait_ms"][2]) == pytest.approx(steps[2]["data_wait_ms"],
+                                                                abs=1e-3)
+    val = stall(analyze_run(rec), "validation")  # the same seconds, counted here once
+    assert val is not None and val.cost_s >= 2 * 0.2
+    assert f"DataLoader script.py:{line_of(TRAIN_AND_VAL, 'val = DataLoader(')}" in val.evidence
+
+
 def test_record_keeps_every_step_of_a_killed_run(tmp_path):
     script = write_script(tmp_path, """
 import torch
