@@ -154,13 +154,14 @@ def _saves(rec: Record, wall_ms: float, med: float) -> Stall | None:
 
 
 def _validation(rec: Record, wall_ms: float, med: float) -> Stall | None:
+    """Other loaders before a step's own batch (optimizer steps), and after the last step:
+    time no step's data wait holds (capture/record.py takes those fetches out of it). Stepping
+    per batch, another loader's batches are steps of their own: their time is step time and
+    data wait, never validation as well (docs/definitions.md, "Steps")."""
     main = main_loader(rec)
     if main is None:
         return None
-    # other loaders before a step's own batch (optimizer steps), and after the last step
-    other = rec.total("other_ms") + _num(rec.tail.get("other_ms"))
-    side = sum(w for i, (_, w) in rec.loader_wall().items() if i not in (main, 255))
-    cost = other + side  # steps fed by another loader (steps per batch)
+    cost = rec.total("other_ms") + _num(rec.tail.get("other_ms"))
     if cost <= 0:
         return None
     sites = [site for i, site in sorted(rec.loaders.items()) if i != main]

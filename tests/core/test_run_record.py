@@ -134,6 +134,36 @@ def test_validation_fetches_are_validation_not_the_next_steps_data_wait(tmp_path
     assert f"DataLoader script.py:{line_of(TRAIN_AND_VAL, 'val = DataLoader(')}" in val.evidence
 
 
+def test_stepping_per_batch_another_loaders_batches_are_steps_not_validation(tmp_path):
+    script = write_script(tmp_path, """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        time.sleep(0.01)
+        return torch.randn(8)
+
+train = DataLoader(Slow(), batch_size=2)
+val = DataLoader(Slow(), batch_size=4)
+for epoch in range(2):
+    for x in train:
+        x.sum()
+    for x in val:
+        x.sum()
+""")
+    proc, session = run(tmp_path, script, "--no-stop-after-window")
+    assert proc.returncode == 0, proc.stderr
+    fin = finished(session)
+    assert fin["stepping"] == "batch" and fin["steps"] == 2 * (4 + 2)
+    rec = load_record(open_session(session))
+    assert (rec.steps["loader"] == 1).sum() == 4  # val's batches: steps of their own
+    # their fetches are those steps' data wait: not listed again as validation
+    assert stall(analyze_run(rec), "validation") is None
+
+
 def test_record_keeps_every_step_of_a_killed_run(tmp_path):
     script = write_script(tmp_path, """
 import torch
