@@ -43,6 +43,9 @@ class Runner:
     # a rung kept after a recheck: its first trial read it slower, so a repeat of it (the
     # median pair's) stands in for it as the best and in the first pair against the script
     stand_in: dict[int, int] = field(default_factory=dict)
+    # the last duel against the script's own settings that kept nothing: (the setting's
+    # trial, its pairs as result.pairs holds them, the decision); see script_duel_leader
+    script_duel: tuple[int, list, str] | None = None
 
     def measure(self, trial: Trial) -> Trial:
         """Run one trial to its end (or the budget's) and record it."""
@@ -152,6 +155,7 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
         result.notes.append(f"{trial.label} against {best.label}: {measured}"
                             + (": kept" if decision == noise.ADOPT else
                                f": {decision}, not kept"))
+    _keep_script_duel(run, best, trial, pairs, recheck, decision)
     side = 1 if decision == noise.ADOPT else 0
     if recheck and decision == noise.ADOPT:
         run.stand_in[trial.index] = pairs[noise.median_index(result.pair_ratios(pairs))][1]
@@ -160,6 +164,34 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     if steps:  # no repeat ran when the budget ended a recheck first
         search.rebase(float(np.median(steps)), decision == noise.ADOPT)
     return decision == noise.ADOPT
+
+
+def _keep_script_duel(run: Runner, best: Trial, trial: Trial, pairs: list, recheck: bool,
+                      decision: str) -> None:
+    """A duel whose slow side ran the script's own settings is a setting against the script as
+    written: when it kept nothing, its pairs are kept for script_duel_leader. A recheck's
+    pairs start with the search's own pair (the one that read the setting slower), as
+    result.pairs does."""
+    base = run.result.baseline_trial
+    if (decision == noise.ADOPT or base is None or best.settings != base.settings
+            or not run.result.measured_pairs(pairs)):
+        return
+    first = [(best.index, trial.index)] if recheck else []
+    run.script_duel = (trial.index, first + list(pairs), decision)
+
+
+def script_duel_leader(run: Runner) -> None:
+    """The search is over and no leader met the script as written, but a duel of the search
+    did (a rung or a setting that read no faster than the script's settings, within the
+    noise, or whose pairs the budget cut): that setting is the tune's leader and those pairs
+    its pairs, so the verdict and tune.json say what they showed. Without it the verdict said
+    "nothing tried was at least 5% faster" and tune.json held no pairs, beside a note on 3
+    pairs that read 0.80-1.48x (hunt item 5)."""
+    result = run.result
+    if result.leader is not None or run.script_duel is None:
+        return
+    leader, pairs, decision = run.script_duel
+    result.leader, result.pairs, result.decision = leader, list(pairs), decision
 
 
 def against_script(run: Runner) -> Job[None]:

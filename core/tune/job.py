@@ -241,6 +241,7 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
         if not climbed:  # the budget or the limit ended the climb: its leader still
             yield from duels.leader_first(run, search)
         yield from duels.side_confirmed(run)
+        duels.script_duel_leader(run)
         if search.climb_note():
             result.notes.append(search.climb_note())
         if search.settled:

@@ -296,3 +296,26 @@ def test_a_rung_kept_after_a_recheck_meets_the_script_with_its_repeat(tmp_path, 
                    Bench(sequence(table), lambda s: (0.75, 0.7), 1.0, load=7.6))
     assert busy["verdict"] == "busy machine" and busy["speedup"] is None
     assert busy["leader_interval"] == "1.27x, 1.11-1.44x over 3 pairs"
+
+
+def test_pairs_against_the_script_that_kept_nothing_are_the_verdicts(tmp_path, monkeypatch):
+    # hunt item 5, s2_numpy_cfg.py at load 3.4, its 9 trials as measured: 2 workers read
+    # slower than the script once (161 vs 128 ms), then 1.48x, 1.13x and 0.80x in pairs
+    # against it, within noise. The verdict said "nothing tried was at least 5% faster"
+    # beside that note, and tune.json held verdict "no gain" and no pairs.
+    table = {0: [127.62, 71.90, 173.76, 67.39], 1: [243.43], 2: [161.14, 48.46, 153.38, 83.72]}
+    result, data = tune(tmp_path, monkeypatch,
+                        Bench(sequence(table), lambda s: (0.9, 0.5), 0.95, load=3.4))
+    assert ("2 workers measured no faster than 0 (within noise: first 0.79x, measured again "
+            "1.13x, 0.80-1.48x over 3 pairs): keeping 0") in data["notes"], data["notes"]
+    assert (data["verdict"], data["decision"]) == ("within noise", noise.NOISE)
+    assert data["leader"] == 3 and data["leader_settings"]["num_workers"] == 2
+    assert data["pairs"] == [[1, 3], [4, 5], [7, 6], [8, 9]]  # the search's pair, 3 repeats
+    assert data["leader_interval"] == "1.13x, 0.79-1.48x over 4 pairs"  # the note's 1.13x
+    assert data["best"] == 1 and data["best_settings"] == SCRIPT and data["speedup"] is None
+    lines = verdict(result)
+    assert lines[0] == ("keep your settings (num_workers=0, pin_memory=false, "
+                        "persistent_workers=false): nothing measured faster beyond the noise")
+    assert lines[1] == ("leader, within noise, not kept: num_workers=2 measured 1.13x, "
+                        "0.79-1.48x over 4 pairs against the script as written")
+    assert not any("nothing tried" in line for line in lines), lines
