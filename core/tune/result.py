@@ -283,12 +283,10 @@ def verdict(result: TuneResult) -> list[str]:
         return [f"note: {note}" for note in result.notes] or ["nothing to tune"]
     leader = result.leader_trial
     if leader is not None and not result.confirmed:
-        ran_out = result.stopped in ("budget", "trial limit")
         why = ("nothing measured faster beyond the noise" if result.outcome == noise.NOISE
                else "busy machine: other work took the CPU from the trials and the gain is "
                "within the noise it caused (see the notes)" if result.outcome == noise.BUSY
-               else "no gain was confirmed " + ("(the notes say what ran out)" if ran_out
-                                               else f"(the tune was {result.stopped})"))
+               else f"no gain was confirmed ({_unconfirmed_why(result.stopped)})")
         lines.append(f"keep your settings ({settings_text(base.settings)}): {why}")
         lines.append(f"leader, {result.outcome}, not kept: {leader.label} measured "
                      f"{result.leader_interval or 'nothing'} against the script as written")
@@ -316,6 +314,17 @@ def verdict(result: TuneResult) -> list[str]:
     for note in result.notes:
         lines.append(f"note: {note}")
     return lines
+
+
+def _unconfirmed_why(stopped: str) -> str:
+    """Why a leader was not confirmed, in the verdict: the budget or the trial limit, the tune
+    stopped by hand, or a repeat that failed (the search ended on its own: "the tune was
+    search done" said nothing)."""
+    if stopped in ("budget", "trial limit"):
+        return "the notes say what ran out"
+    if stopped in ("interrupted", "cancelled", "running"):
+        return f"the tune was {stopped}"
+    return "the notes say why"
 
 
 def format_settings(settings: dict) -> str:

@@ -77,6 +77,16 @@ def test_a_leader_not_confirmed_is_no_speedup(tmp_path, ratios, decision, stoppe
     assert not any(line.startswith(("best:", "change:")) for line in lines)
 
 
+def test_a_leader_whose_repeat_failed_says_the_notes_tell_why(tmp_path):
+    # a repeat that crashed leaves the decision unconfirmed and the search ends on its own:
+    # the verdict said "(the tune was search done)"
+    result = tuned(tmp_path, [2.16], noise.UNCONFIRMED, notes=[
+        "a repeat of num_workers=2 against as written failed (crashed, ok): its gain is not "
+        "confirmed"])
+    assert_one_number(read(result))
+    assert verdict(result)[0].endswith(": no gain was confirmed (the notes say why)")
+
+
 def test_a_tune_stopped_mid_search_holds_its_leader_as_a_leader(tmp_path):
     result = tuned(tmp_path, [2.0], "", stopped="interrupted")
     result.leader, result.pairs, result.best = None, [], 2  # the search's best so far
