@@ -170,6 +170,15 @@ class TuneResult:
         return self.best_trial if self.confirmed else self.baseline_trial
 
     @property
+    def quoted_trial(self) -> Trial | None:
+        """The trial whose step time the verdict quotes for the settings it keeps, the one the
+        table marks: the confirmed claim's (its median pair's leader side), else the script as
+        written. The leader's first trial, which the claim's pairs repeated, is not it (the
+        table starred trial 18 at 4.48 ms beside "best: ... at 3.69 ms", trial 23's)."""
+        pair = self.claim_pair if self.confirmed else None
+        return pair[1] if pair is not None else self.kept_trial
+
+    @property
     def change(self) -> str:
         """The line to edit, e.g. "train.py:57: DataLoader(..., num_workers=0) -> num_workers=2,
         pin_memory=True"; empty when the script's settings stay (nothing confirmed)."""
@@ -249,13 +258,13 @@ def _ms(value: float | None) -> str:
 
 
 def table(result: TuneResult) -> str:
-    """The trials, one row each, the kept one (the verdict's) marked."""
+    """The trials, one row each, the one whose step time the verdict quotes marked."""
     gpu = any(t.utilization is not None for t in result.trials)
     rows: list[tuple[str, ...]] = [
         ("#", "settings", "step", "data wait", "GPU util", "peak RSS", "status")]
-    kept = result.kept_trial
+    quoted = result.quoted_trial
     for t in result.trials:
-        mark = " *" if kept is not None and t.index == kept.index else ""
+        mark = " *" if quoted is not None and t.index == quoted.index else ""
         rows.append((f"{t.index}{mark}", t.label, _ms(t.step_ms), _ms(t.data_wait_ms),
                      "-" if t.utilization is None else units.pct(t.utilization),
                      "-" if not t.peak_rss else units.size(t.peak_rss),

@@ -10,7 +10,7 @@ import pytest
 from tune_json import assert_one_number
 
 from stallscope.core.cli import main
-from stallscope.core.tune import Trial, TuneResult, noise, verdict
+from stallscope.core.tune import Trial, TuneResult, noise, table, verdict
 
 SCRIPT = {"num_workers": 0, "pin_memory": False, "persistent_workers": False,
           "prefetch_factor": None}
@@ -52,6 +52,28 @@ def test_a_confirmed_gain_is_the_speedup(tmp_path):
     assert data["interval"] == "2.60x, 2.60-3.00x over 3 pairs"
     assert data["change"] == "train.py:9: DataLoader(..., num_workers=0) -> num_workers=2"
     assert (data["baseline_session"], data["best_session"]) == ("/s/3", "/s/4")
+
+
+def test_the_table_marks_the_trial_whose_figure_the_verdict_quotes(tmp_path):
+    # hunt item 3 (s3_iterable.py): the leader's first trial, 18, read 4.48 ms; the claim is
+    # the repeated pair (24, 23). The table starred 18 beside "best: ... at 3.69 ms" (23's).
+    sixteen = {**SCRIPT, "num_workers": 16}
+    trials = [trial(1, SCRIPT, 49.81), trial(18, sixteen, 4.48), trial(23, sixteen, 3.69),
+              trial(24, SCRIPT, 49.72)]
+    result = TuneResult(tmp_path, "/w/train.py", [], site="train.py:9",
+                        passed={"num_workers": 0}, trials=trials, baseline=1, leader=18,
+                        best=18, pairs=[(1, 18), (24, 23)], decision=noise.ADOPT,
+                        stopped="search done")
+    assert_one_number(read(result))
+    assert verdict(result)[0].startswith("best: num_workers=16 at 3.69 ms per step vs 49.72 ms "
+                                         "as written: faster by 13.47x")
+    assert verdict(result)[0].endswith("(trials 24 and 23)")
+    starred = [row.split()[:3] for row in table(result).splitlines()[1:] if " * " in row]
+    assert starred == [["23", "*", "num_workers=16"]]
+    # nothing confirmed: the script as written, whose figure the verdict quotes
+    result.decision, result.best = noise.NOISE, 1
+    starred = [row.split()[0] for row in table(result).splitlines()[1:] if " * " in row]
+    assert starred == ["1"]
 
 
 @pytest.mark.parametrize("ratios, decision, stopped, kind, why", [
