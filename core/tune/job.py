@@ -21,9 +21,11 @@ figure is the slowest rank's.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 # the advice's num_workers and its DataLoader are the tune's
@@ -320,12 +322,22 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
               and str(e.get("site", "")) == str(tuned.get("site", ""))]
     epoch_steps = None
     if len(epochs) >= SHORT_EPOCHS and base.steps:
-        epoch_steps = base.steps / len(epochs)
+        epoch_steps = epoch_length(epochs) or base.steps / len(epochs)
         result.notes.append(f"the script starts its DataLoader anew every {epoch_steps:.0f} "
                             "steps: workers in the climb are kept across epochs "
                             "(persistent_workers=True)")
     return Search(script, cores, bool(s.run.get("cuda_available")), min_gain, most=most,
                   epoch_steps=epoch_steps)
+
+
+def epoch_length(epochs: list[dict]) -> float | None:
+    """Steps from one epoch start to the next (the median; the events' `n`, the steps done
+    when the epoch's first batch came), None without two starts apart. Not the trial's steps
+    over its epoch starts: a last epoch that `max_steps` cut short read 40-step epochs as 30
+    (hunt item 8: 90 steps, 3 starts)."""
+    starts = sorted(int(e["n"]) for e in epochs if isinstance(e.get("n"), int))
+    gaps = [b - a for a, b in pairwise(starts) if b > a]  # ranks' equal starts: no gap
+    return float(statistics.median(gaps)) if gaps else None
 
 
 def load_note(loads: list[float], cores: int, trials: list[Trial] | None = None) -> str:
