@@ -19,6 +19,7 @@ from stallscope.core.tune import noise
 from stallscope.core.tune.result import TuneResult
 from stallscope.core.tune.search import OBVIOUS_GAIN, Search
 from stallscope.core.tune.trial import Launch, Trial, run_trial
+from stallscope.core.units import plural
 
 
 def trial_name(index: int, changes: dict) -> str:
@@ -145,12 +146,12 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
         ratios = result.pair_ratios(pairs)
         readings = ratios + ([first] if first else [])
         if ratios and min(readings) > 1:  # faster every time, by less than a rung must gain
-            result.notes.append(f"{more} workers measured faster than {fewer} by less than the "
-                                f"{100 * search.bar:.0f}% a rung must gain ({measured}): "
-                                f"keeping {fewer}")
+            result.notes.append(f"{plural(more, 'worker')} measured faster than {fewer} by less "
+                                f"than the {100 * search.bar:.0f}% a rung must gain "
+                                f"({measured}): keeping {fewer}")
         else:
-            result.notes.append(f"{more} workers measured no faster than {fewer} (within "
-                                f"noise: {measured}): keeping {fewer}")
+            result.notes.append(f"{plural(more, 'worker')} measured no faster than {fewer} "
+                                f"(within noise: {measured}): keeping {fewer}")
     else:
         result.notes.append(f"{trial.label} against {best.label}: {measured}"
                             + (": kept" if decision == noise.ADOPT else

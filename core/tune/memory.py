@@ -107,5 +107,6 @@ def predicted(workers: int, main: int, per_worker: int) -> int:
 
 def over_limit_text(workers: int, main: int, per_worker: int, limit: int, source: str) -> str:
     need = predicted(workers, main, per_worker)
-    return (f"{workers} workers x {units.size(per_worker)} (per worker in {source}) + "
-            f"{units.size(main)} main = {units.size(need)} > {units.size(limit)} available")
+    return (f"{units.plural(workers, 'worker')} x {units.size(per_worker)} (per worker in "
+            f"{source}) + {units.size(main)} main = {units.size(need)} > "
+            f"{units.size(limit)} available")

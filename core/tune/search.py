@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from stallscope.core.tune import noise
 from stallscope.core.tune.cpu import BUSY_SHARE
+from stallscope.core.units import plural
 
 MIN_GAIN = 0.05     # a trial counts as better when at least 5% faster than the best so far
 OBVIOUS_GAIN = 0.3   # a smaller gain is repeated against the best before it counts (job.py):
@@ -193,22 +194,22 @@ class Search:
             bound = (f"workers are on a CPU {100 * cpu:.0f}% of the time they could run "
                      "(CPU-bound)")
             if workers >= self.most:
-                self.climb = f"{bound}: stopped at the limit of {self.most} workers"
+                self.climb = f"{bound}: stopped at the limit of {plural(self.most, 'worker')}"
                 return
             self._rungs = [n for n in ladder(self.most) if n > workers][:1]
             self._past_cores = True
-            self.climb = f"{bound}: tried one rung past the {self.cores} cores"
+            self.climb = f"{bound}: tried one rung past the {plural(self.cores, 'core')}"
             return
         waits = f"workers wait on I/O {100 * (1 - cpu):.0f}% of the time"
         if share < LARGE_WAIT:
             return
         if workers >= self.most:
-            self.climb = f"{waits}, but the limit is {self.most} workers"
+            self.climb = f"{waits}, but the limit is {plural(self.most, 'worker')}"
             return
         self._rungs = [n for n in ladder(self.most) if n > workers]
         self._past_cores = True
         self.climb = (f"{waits} and steps still wait for data {100 * share:.0f}% of theirs: "
-                      f"tried past the {self.cores} cores")
+                      f"tried past the {plural(self.cores, 'core')}")
 
     def settle(self) -> None:
         """The climb is over: among the rungs within the noise of the best (fewer workers,
@@ -224,9 +225,10 @@ class Search:
         if not within:
             return
         pick = min(within, key=lambda o: o.workers)
-        self.settled = (f"{best.workers} workers measured no faster than {pick.workers} "
-                        f"(within noise: {best.step_ms:.1f} vs {pick.step_ms:.1f} ms per step, "
-                        f"noise {100 * band:.0f}%): keeping {pick.workers}")
+        self.settled = (f"{plural(best.workers, 'worker')} measured no faster than "
+                        f"{pick.workers} (within noise: {best.step_ms:.1f} vs "
+                        f"{pick.step_ms:.1f} ms per step, noise {100 * band:.0f}%): keeping "
+                        f"{pick.workers}")
         self.best = pick
 
     def _enter_around(self) -> None:
