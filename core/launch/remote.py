@@ -14,6 +14,7 @@ import os
 import queue
 import re
 import secrets
+import shlex
 import subprocess
 import threading
 from pathlib import Path
@@ -33,9 +34,35 @@ MAX_HEADER = 4096
 MAX_FRAME = 4 << 20  # the agent sends at most 1 MiB a frame; a whole run.json or record.bin
 
 
-def lost_text(host: str, remote_session: str) -> str:
-    return (f"the connection to {host} ended; the run goes on there: stallscope-cli attach "
-            f"{host}:{remote_session} follows it again")
+def lost_text(where: Where, remote_session: str) -> str:
+    return (f"the connection to {where.host} ended; the run goes on there: "
+            f"{attach_command(where, remote_session)} follows it again")
+
+
+def attach_command(where: Where, remote_session: str) -> str:
+    """The CLI line that follows the run again, with the options it was started with (an
+    ssh config from STALLSCOPE_SSH_CONFIG applies again by itself)."""
+    options = list(where.ssh_options)
+    config = os.environ.get("STALLSCOPE_SSH_CONFIG")
+    if config and options[:2] == ["-F", config]:
+        options = options[2:]
+    words = ["stallscope-cli", "attach", f"{where.host}:{remote_session}"]
+    if where.python and where.python != "python3":
+        words += ["--remote-python", where.python]
+    if where.cache:
+        words += ["--remote-cache", where.cache]
+    words += [f"--ssh-option={o}" for o in options]
+    return shlex.join(words)
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    """Write `data` to the process's stdin and close it (ssh forwards it as it connects)."""
+    try:
+        assert proc.stdin is not None
+        with proc.stdin:
+            proc.stdin.write(data)
+    except (OSError, ValueError):
+        pass  # ssh ended first: its exit says why
 
 
 class RemoteRun(RunHandle):
@@ -87,9 +114,9 @@ class RemoteRun(RunHandle):
     @classmethod
     def attach(cls, where: Where, remote_session: str, session: Path,
                on_output: Output | None) -> RemoteRun:
-        session.mkdir(parents=True, exist_ok=True)
+        # the mirror's folder comes with its first file: a wrong folder there makes none here
         run = cls(where, session, remote_session, on_output)
-        run._follow_remote(run._offsets())
+        run._follow_remote(run._offsets(), deploy=True)  # this version's agent may not be there
         return run
 
     def _offsets(self) -> dict[str, int]:
@@ -102,20 +129,27 @@ class RemoteRun(RunHandle):
                 out[rel] = path.stat().st_size
         return out
 
-    def _follow_remote(self, offsets: dict | None = None) -> None:
+    def _follow_remote(self, offsets: dict | None = None, deploy: bool = False) -> None:
+        """The stream of the session's bytes; `deploy`: the runner (and agent) unpacked there
+        first unless present (attach: the run may have been started by another version)."""
         python = self.where.python or "python3"
-        name, _ = ssh.bundle()
-        _, agent = ssh.deploy_line(self.where, name)
+        name, tar = ssh.bundle()
+        unpack, agent = ssh.deploy_line(self.where, name)
         line = (f"exec {ssh.word(python)} {agent} follow --session {ssh.word(self.remote)}"
                 f" --offsets {ssh.word(json.dumps(offsets or {}))}")
+        line = f"{unpack} && {line}" if deploy else line
         try:
             # ssh in a session of its own (here and for the stop): a terminal's Ctrl-C reaches
             # this process only, which stops the run; ssh would die of it, and the run with it
             self._stream = subprocess.Popen(ssh.command(self.where, line),
-                                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, start_new_session=True)
+                                            stdin=subprocess.PIPE if deploy else subprocess.DEVNULL,
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            start_new_session=True)
         except FileNotFoundError:
             raise StallscopeError("no ssh client here: install OpenSSH") from None
+        if deploy:
+            threading.Thread(target=_feed, args=(self._stream, tar), daemon=True,
+                             name="stallscope-deploy").start()
         threading.Thread(target=self._read_frames, args=(self._stream,), daemon=True,
                          name="stallscope-remote").start()
 
@@ -166,7 +200,7 @@ class RemoteRun(RunHandle):
                 self.lost = f"on {self.where.host}: {frame['error']}"
                 self._exit = (None, self.lost)
             elif "gone" in frame:
-                self.lost = lost_text(str(self.where.host), self.remote)
+                self.lost = lost_text(self.where, self.remote)
                 if frame["gone"] == 255 and frame.get("stderr"):
                     self.lost = ssh.explain(str(self.where.host), frame["stderr"], 255) \
                         + "; " + self.lost

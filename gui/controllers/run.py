@@ -305,7 +305,7 @@ class RunController(QObject):
             where, remote_session = self.remote
             text = f"Connection to {where.host} lost: the run goes on there. Reconnect " \
                    "follows it again, fetching what it wrote meanwhile."
-            if reason != lost_text(str(where.host), remote_session):
+            if reason != lost_text(where, remote_session):
                 text += "\n" + reason
         else:
             text = f"Connection lost: {reason}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -119,9 +120,11 @@ def test_a_dropped_connection_loses_nothing_after_attach(server, host, tmp_path,
     while not (remote / ".runner.rc").exists():  # the script went on there
         time.sleep(0.1)
     assert steps_of(session) != steps_of(remote)
-    rc = cli.main(["attach", f"{server.alias}:{run.remote_session}", "--session", str(session),
-                   "--remote-python", sys.executable, "--remote-cache",
-                   str(tmp_path / "remote-cache"), "--no-analyze"])
+    # the line it printed works as pasted: the interpreter and the cache it ran with included
+    words = shlex.split(ending.reason.split("the run goes on there: ")[1]
+                        .removesuffix(" follows it again"))
+    assert words[:2] == ["stallscope-cli", "attach"] and "--remote-python" in words
+    rc = cli.main([*words[1:], "--session", str(session), "--no-analyze"])
     assert rc == 0, capfd.readouterr().err
     assert steps_of(session) == list(range(6))  # each step once
     traces = open_session(session).traces()
@@ -130,6 +133,18 @@ def test_a_dropped_connection_loses_nothing_after_attach(server, host, tmp_path,
                                                 for p in traces]
     for name in ("events.jsonl", "stdout.log", "record.bin", ".runner.out"):
         assert (session / name).read_bytes() == (remote / name).read_bytes(), name
+
+
+def test_attach_to_a_wrong_folder_says_so_and_makes_nothing_here(host, tmp_path, capfd):
+    # attach ran an agent it never deployed (a new cache, another stallscope version): ssh
+    # failed and it said "the connection ended; the run goes on there" for a run that never
+    # was; it also left an empty local folder
+    session = tmp_path / "here"
+    rc = cli.main(["attach", f"{host[1]}:{tmp_path / 'no-such-run'}", "--session", str(session),
+                   "--remote-python", sys.executable, "--remote-cache", str(tmp_path / "new")])
+    err = capfd.readouterr().err
+    assert rc == 2 and f"no session folder {tmp_path / 'no-such-run'}" in err, err
+    assert "goes on there" not in err and not session.exists()
 
 
 def test_stop_ends_the_remote_process_group(server, tmp_path):
