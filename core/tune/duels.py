@@ -93,7 +93,7 @@ def duel(run: Runner, slow: Trial, fast: Trial, pairs: list, profiled: bool,
                                  f"before {fast.label} was repeated against {slow.label}"
                                  if done == 1 else
                                  f"after {done} pairs of {fast.label} against {slow.label} "
-                                 f"({noise.interval_text(result.pair_ratios(pairs))}; "
+                                 f"({result.interval_of(pairs, recheck)}; "
                                  "they straddle the bar)")
                 + ": its gain is not confirmed")
             return noise.UNCONFIRMED
@@ -136,7 +136,7 @@ def confirmed(run: Runner, search: Search, trial: Trial) -> Job[bool | None]:
     pairs = [] if recheck else [(best.index, trial.index)]
     decision = yield from duel(run, best, trial, pairs, False, "check",
                                 min_pairs or noise.MIN_PAIRS, search.bar, recheck)
-    measured = noise.interval_text(result.pair_ratios(pairs))
+    measured = result.interval_of(pairs, recheck)
     first = search.gain(step) if recheck else None
     if recheck:  # the first trial read it slower: said beside its repeats
         measured = (f"first {first:.2f}x, measured again {measured}" if first else measured

@@ -77,15 +77,27 @@ class TuneResult:
 
     @property
     def claim_pair(self) -> tuple[Trial, Trial] | None:
-        """(as written, leader) of the pair whose ratio is the claim: the median of the
-        repeated pairs (back to back, with traces), or the search's pair alone."""
-        measured = self.measured_pairs(self.pairs)
+        """(as written, leader) of the pair whose ratio is the claim (claim_of)."""
+        return self.claim_of(self.pairs)
+
+    def claim_of(self, pairs: list) -> tuple[Trial, Trial] | None:
+        """(slow, fast) of the pair whose ratio is the claim among `pairs`, whose first is the
+        search's own trials: the median of the repeated pairs (back to back), or the search's
+        pair alone (noise.py). The duels' notes state the same claim as the verdict."""
+        measured = self.measured_pairs(pairs)
         repeats = [m for m in measured if m[0] > 0]  # pairs[0] is the search's own trials
         pick = repeats or measured
         if not pick:
             return None
         _, tb, tl = pick[noise.median_index([_ratio(tb, tl) for _, tb, tl in pick])]
         return tb, tl
+
+    def interval_of(self, pairs: list, repeats_only: bool = False) -> str:
+        """noise.interval_text of `pairs` with the claim of claim_of ('repeats_only': every
+        pair is a repeat, as a recheck's are: the median of them all)."""
+        pair = None if repeats_only else self.claim_of(pairs)
+        return noise.interval_text(self.pair_ratios(pairs),
+                                   None if pair is None else _ratio(*pair))
 
     @property
     def confirmed(self) -> bool:

@@ -319,3 +319,20 @@ def test_pairs_against_the_script_that_kept_nothing_are_the_verdicts(tmp_path, m
     assert lines[1] == ("leader, within noise, not kept: num_workers=2 measured 1.13x, "
                         "0.79-1.48x over 4 pairs against the script as written")
     assert not any("nothing tried" in line for line in lines), lines
+
+
+def test_a_duels_note_and_the_verdict_state_one_claim(tmp_path, monkeypatch):
+    # hunt item 5, s5_while_next.py at load 3.4: 2 workers read 1.20x over the script in the
+    # search's own pair, 0.52x and 1.33x in the repeats. The note's headline was the median of
+    # all three (1.20x), the verdict's claim the median of the repeats (noise.py): now both
+    # are the repeats'.
+    table = {0: [25.73, 25.24, 47.64], 1: [38.35], 2: [21.47, 48.15, 35.73]}
+    result, data = tune(tmp_path, monkeypatch,
+                        Bench(sequence(table), lambda s: (0.9, 0.5), 0.61, load=3.4))
+    assert data["pairs"] == [[1, 3], [5, 4], [6, 7]] and data["leader"] == 3
+    assert ("2 workers measured no faster than 0 (within noise: 0.52x, 0.52-1.33x over 3 "
+            "pairs): keeping 0") in data["notes"], data["notes"]
+    assert (data["verdict"], data["leader_interval"]) == ("within noise",
+                                                          "0.52x, 0.52-1.33x over 3 pairs")
+    assert verdict(result)[1] == ("leader, within noise, not kept: num_workers=2 measured "
+                                  "0.52x, 0.52-1.33x over 3 pairs against the script as written")
