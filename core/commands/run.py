@@ -153,6 +153,8 @@ def terminal_output(remote: bool, progress: Progress | None = None) -> Output:
     def write(data: bytes, is_err: bool) -> None:
         if progress is not None:
             progress.clear()
+        if data:
+            OPEN_LINE[0] = not data.endswith(b"\n")
         stream = sys.stderr if is_err else sys.stdout
         if remote:
             stream.write(escape(data.decode("utf-8", errors="replace")))
@@ -197,6 +199,7 @@ class Progress:
         if text != self.text:
             self.at, self.text = now, text
             self.clear()
+            new_line()
             sys.stderr.write("\r" + text)  # (terminal.py passes a carriage return first only)
             sys.stderr.flush()
             self.shown = len(text)
@@ -232,7 +235,20 @@ def follow(handle: RunHandle, progress: Progress | None = None) -> Ending:
                 handle.stop(INTERRUPTED)
 
 
+# Whether the script's output ended mid-line (a progress bar's "\r 58/500"): stallscope's own
+# lines start on a line of their own, not glued to it or written over it.
+OPEN_LINE = [False]
+
+
+def new_line() -> None:
+    if OPEN_LINE[0]:
+        sys.stdout.flush()
+        sys.stderr.write("\n")
+        OPEN_LINE[0] = False
+
+
 def say(text: str) -> None:
+    new_line()
     print(f"stallscope: {text}", file=sys.stderr, flush=True)
 
 
@@ -261,6 +277,7 @@ def _report(session: Path, analyze: bool) -> None:
         s = open_session(session).summary()
     except StallscopeError:
         return
+    new_line()
     print(f"stallscope: {summary_line(s)}", file=sys.stderr)
     for trace in s["traces"]:
         print(f"stallscope: trace {trace}", file=sys.stderr)

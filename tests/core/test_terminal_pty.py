@@ -123,3 +123,19 @@ def test_a_script_that_closes_its_terminal_gets_no_runner_traceback(tmp_path, bo
     assert rc == finished(session)["rc"] == (1 if raised else 0), text
     said = "RuntimeError: after closing" if raised else "no steps were seen"
     assert said in text and said in (session / "stdout.log").read_text()
+
+
+def test_stallscope_s_lines_start_a_line_of_their_own_after_an_open_one(tmp_path):
+    # a script whose last output is a progress line without its newline: stallscope's summary
+    # was glued to it ("58/500stallscope: session ...")
+    script = write_script(tmp_path, "import sys\nsys.stdout.write('58/500 loss=0.53')\n")
+    rc, shown = run_in_terminal([*CLI, "--session", str(tmp_path / "s"), "--", str(script)],
+                                tmp_path)
+    text = shown.decode(errors="replace")
+    assert rc == 0, text
+    assert "58/500 loss=0.53" in text and "0.53stallscope" not in text, text
+    assert "\nstallscope: session " in text.replace("\r", ""), text
+    proc = subprocess.run([*CLI, "--session", str(tmp_path / "p"), "--", str(script)],
+                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=240)
+    assert b"58/500 loss=0.53\nstallscope: " in proc.stdout, proc.stdout
