@@ -63,8 +63,9 @@ def tune_pair(folder: Path) -> tuple[Path, Path]:
         lead = result.leader_sessions
         also = (f"; its unconfirmed leader: stallscope-cli compare {lead[0]} {lead[1]}"
                 if lead[0] and lead[1] else "")
-        raise StallscopeError(f"{folder}: the tune confirmed no gain ({result.outcome}): the "
-                              f"script's settings stay, nothing to compare{also}")
+        why = "" if result.outcome == "no gain" else f" ({result.outcome})"
+        raise StallscopeError(f"{folder}: the tune confirmed no gain{why}: the script's "
+                              f"settings stay, nothing to compare{also}")
     if not before or not after:
         raise StallscopeError(f"{folder}: the tune has no measured baseline and best trial")
     return Path(before), Path(after)

@@ -7,6 +7,7 @@ import io
 
 from stallscope.core.lineprof.source import SourceMatch
 from stallscope.core.lineprof.stats import Profile
+from stallscope.core.units import plural
 
 
 def format_table(profile: Profile, match: SourceMatch | None = None) -> str:
@@ -19,7 +20,8 @@ def format_table(profile: Profile, match: SourceMatch | None = None) -> str:
     out.write(f"Function: {profile.qualname} at line {profile.first_line}\n")
     per = f"{total / profile.samples * 1e3:.3f} ms/sample" if profile.samples else "n/a"
     out.write(f"Samples: {profile.samples} ({per})"
-              + (f", merged over {profile.workers} worker processes" if profile.workers else "")
+              + (f", merged over {plural(profile.workers, 'worker process', 'worker processes')}"
+                 if profile.workers else "")
               + "\n")
     for w in [*profile.warnings, *([match.warning] if match and match.warning else [])]:
         out.write(f"Warning: {w}\n")

@@ -172,6 +172,9 @@ def test_cli_prints_a_kernprof_table_and_json(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Total time: 0.081 s"
     assert "Samples: 10 (8.100 ms/sample), merged over 2 worker processes" in out
+    one = make_profile(tmp_path, DS, {3: (10, 0.02)})
+    one.workers = 1
+    assert "merged over 1 worker process\n" in lineprof.format_table(one)  # not "processes"
     header = next(i for i, s in enumerate(out) if s.startswith("Line #"))
     assert out[header].split() == ["Line", "#", "Hits", "Time", "Per", "Hit", "%", "Time",
                                    "Line", "Contents"]

@@ -145,6 +145,16 @@ def test_compare_of_a_tune_folder_without_a_confirmed_gain_says_so(tmp_path, cap
     assert len(err.strip().splitlines()) == 1
 
 
+def test_compare_of_a_tune_folder_with_no_gain_says_it_once(tmp_path, capsys):
+    result = tuned(tmp_path, [1.0], "")
+    result.leader, result.pairs, result.best = None, [], 1
+    result.save()
+    assert main(["compare", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"stallscope: error: {tmp_path}: the tune confirmed no gain: the "
+                          "script's settings stay, nothing to compare"), err  # not "(no gain)"
+
+
 def test_notes_that_contradict_each_other_are_caught(tmp_path):
     # the check itself can fail: the pair of notes for one setting
     result = tuned(tmp_path, [1.2, 1.1], noise.UNCONFIRMED, "budget", notes=[
