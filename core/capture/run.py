@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,10 @@ def run_script(opts: argparse.Namespace, session: Path, log: EventLog, script: P
         sched = Windows(opts, record)
         step_opts = argparse.Namespace(**{**vars(opts), "repeat": 0})
     else:
-        sched = schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active,
-                         repeat=opts.repeat)
+        with warnings.catch_warnings():  # --warmup 0 is asked for: torch's warning about it
+            warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+            sched = schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active,
+                             repeat=opts.repeat)
     writer = TraceWriter(session, script, rank, log)
     writer.schedule = sched
     prof = profile(activities=activities, schedule=sched, on_trace_ready=writer,
