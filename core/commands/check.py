@@ -15,7 +15,8 @@ The figures are the ones `analyze` states for the whole run (core/session/stalls
 elapsed over the steps after the warm-up, divided by their count, and the data wait summed over
 those steps, epoch starts included, over their elapsed time (the run header's figure too).
 Without a whole-run record (a trace alone) they come from the profiled window: the mean of its
-steps and their data-loading share.
+steps and their data-loading share. A run without steps (the runner saw none, or a trace holds
+none) has no data wait or step time to check: that is bad input (exit 2, one line).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Figures:
     step_ms: float | None = None
     step_what: str = "steady step"       # or "mean profiled step": a trace without a record
     wait_what: str = "incl. epoch starts"  # or "of the profiled steps"
+    no_steps: str = ""                   # why there are no steps to measure ("" when there are)
 
 
 @dataclass
@@ -188,6 +190,9 @@ def measure(path: Path) -> Figures:
         if run is not None and run.steady_steps > 0:
             figures.data_wait = run.data_wait_share
             figures.step_ms = run.step_ms
+        if (rec is None or not rec.n_steps) and not len(session.steps()):
+            # a trace of a run without steps holds the profiler's own span (ProfilerStep#0)
+            figures.no_steps = f"{path}: the runner saw no steps in this run"
         traces = session.traces()
         if not traces:
             if figures.step_ms is None:
@@ -209,6 +214,10 @@ def report_figures(trace: Path, figures: Figures) -> None:
     if report.devices:
         figures.utilization = max(s.utilization for s in report.devices.values())
     steps = report.steps
+    if not steps and not figures.no_steps:
+        figures.no_steps = f"{trace}: its trace holds no steps"
+    if figures.no_steps:
+        return
     if figures.data_wait is None:
         figures.wait_what = "of the profiled steps"
         total = sum(s.dur_us for s in steps)
@@ -223,8 +232,10 @@ def report_figures(trace: Path, figures: Figures) -> None:
 def conditions(args: argparse.Namespace, f: Figures, base: Figures | None) -> list[Outcome]:
     out = []
     if args.max_data_wait is not None:
-        # measure() always fills data_wait: from the whole-run record or from the trace
-        assert f.data_wait is not None
+        # measure() fills data_wait from the whole-run record or the trace's steps
+        if f.data_wait is None:
+            raise StallscopeError(f"{f.no_steps or f.source + ': no steps'}, so its data "
+                                  "wait cannot be checked")
         out.append(Outcome("max-data-wait", f.data_wait <= args.max_data_wait,
                            f"data wait {pct(f.data_wait)} {f.wait_what} "
                            f"{'<=' if f.data_wait <= args.max_data_wait else '>'} "
@@ -257,7 +268,8 @@ def conditions(args: argparse.Namespace, f: Figures, base: Figures | None) -> li
 
 def _step(f: Figures) -> float:
     if f.step_ms is None or f.step_ms != f.step_ms:
-        raise StallscopeError(f"{f.source}: no steps, so its step time cannot be checked")
+        raise StallscopeError(f"{f.no_steps or f.source + ': no steps'}, so its step time "
+                              "cannot be checked")
     return float(f.step_ms)
 
 

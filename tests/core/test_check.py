@@ -116,6 +116,25 @@ def test_bad_input_is_one_line_exit_2(sessions, capsys, tmp_path):
         assert message in err[0], (argv, err)
 
 
+def test_a_run_without_steps_is_not_checked(tmp_path, capsys):
+    """The runner saw no step (a script without optimizer or DataLoader, recorded whole): its
+    trace's one span is the profiler's own, no step to measure, so nothing passes silently."""
+    script = write_script(tmp_path, """
+import torch
+m = torch.nn.Linear(10, 10)
+for i in range(50):
+    y = m(torch.randn(64, 10)).sum()
+""")
+    proc, session = run(tmp_path, script, "--wait", "0", "--warmup", "0")
+    assert proc.returncode == 0 and (session / "traces").is_dir(), proc.stderr
+    for option, value, what in (("--max-data-wait", "10%", "data wait"),
+                                ("--max-step-ms", "1000", "step time")):
+        rc, out, err = check(capsys, session, option, value)
+        assert rc == 2 and out == [], option
+        assert err == [f"stallscope: error: {session}: the runner saw no steps in this run, "
+                       f"so its {what} cannot be checked"]
+
+
 def test_check_a_trace_file(capsys):
     trace = fixture_path("kineto_nw0")
     rc, out, _ = check(capsys, trace, "--min-utilization", "99%")
