@@ -2,7 +2,8 @@
 causes (docs/definitions.md "Busy, idle and the eight causes"), per-step figures,
 communication, ceilings; then the advice and headlines read the finished Report.
 
-    report = analyze(trace)                        # pure: reads only the Trace
+    report = analyze(trace)                        # reads the Trace (and, for a trace in a
+                                                   # session, the runner's record of its steps)
     report = analyze(trace, line_stats=profiles)   # + the line heatmap's numbers for the advice
     report = analyze(trace, loaders=entries)       # + the session's DataLoaders (run.json)
 
@@ -28,6 +29,7 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.kineto import RUNTIME_CATS
 from stallscope.core.memory import memory_by_device
 from stallscope.core.report import Report
+from stallscope.core.session.trace_steps import runner_window
 from stallscope.core.trace import Trace, in_codes, unique
 
 __all__ = ["analyze"]
@@ -78,7 +80,7 @@ def explain(report: Report, r: Roles, comm: np.ndarray) -> None:
     runtime's flavour."""
     trace = report.trace
     report.script = entry_script(trace)
-    found = window_finding(trace, r, report.script)
+    found = window_finding(trace, r, report.script, runner_window(trace.path))
     report.window_finding = found
     report.window_kind = found.kind if found is not None else "steady"
     report.lacks, report.unknown_causes = lacks(trace, r, report)

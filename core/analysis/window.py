@@ -4,7 +4,9 @@ that starts inside work queued before it, one step, a last step cut by the profi
 A window that is not steady training says so before any cause card, and its ceilings are not
 quoted: start-up (one runtime call, the first op of a kind, or compilation taking a large share
 of the window: context creation, lazy loading, cuDNN/MIOpen autotuning, torch.compile),
-CUDA/HIP graph capture (*StreamBeginCapture ... *GraphInstantiate*), a single step.
+CUDA/HIP graph capture (*StreamBeginCapture ... *GraphInstantiate*), a single step. For a trace
+inside a session the runner's record (core/session/trace_steps.py) says which steps are whole: a
+ProfilerStep with a step event is, whatever its length; the last one without is cut.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from stallscope.core.kineto import (
     frame_tier,
 )
 from stallscope.core.report import Culprit, WindowFinding
+from stallscope.core.session.trace_steps import RunnerWindow
 from stallscope.core.trace import Trace, in_codes, unique
 from stallscope.core.units import duration, pct, plural
 
@@ -60,20 +63,34 @@ FIXES = {
                  "(`stallscope-cli run --active 4 -- {script}`, torch.profiler.schedule("
                  "wait=1, warmup=1, active=4)) rather than stopping it mid-step. The cause "
                  "cards and ceilings are withheld for this window."),
+    # a session's trace: the runner's record says the script ended inside the window
+    "script_end": ("Let the window close before the script ends: {schedule} The cause cards "
+                   "and ceilings are withheld for this window."),
+    "no_steps": ("No schedule records more of it: the runner ends a step at each "
+                 "optimizer.step() (at each DataLoader batch in a script without an "
+                 "optimizer), and {what}. Several steps need a loop that does one of those. "
+                 "The cause cards and ceilings are withheld for this window: start-up and "
+                 "one-off costs cannot be told from steady ones."),
 }
 
 
-def window_finding(trace: Trace, r: Roles, script: str = "") -> WindowFinding | None:
-    """The window's kind when it is not steady training, decided before any cause card."""
+def window_finding(trace: Trace, r: Roles, script: str = "",
+                   runner: RunnerWindow | None = None) -> WindowFinding | None:
+    """The window's kind when it is not steady training, decided before any cause card;
+    `runner`: what the runner recorded of this trace's window (a session's trace)."""
     width = r.hi - r.lo
     if width <= 0:
         return None
-    for detect in (_graph_capture, _queued_before, _startup, _tail_cut, _one_step):
-        found = detect(trace, r, width)
+    # a script of no step or one: no schedule records more (start-up is part of it)
+    found = _few_steps(trace, r, width, runner) if runner is not None else None
+    for detect in (_graph_capture, _queued_before, _startup):
         if found is not None:
-            found.fix = found.fix.format(script=script or "your_script.py")
-            return found
-    return None
+            break
+        found = detect(trace, r, width)
+    found = found or _tail_cut(trace, r, width, runner) or _one_step(trace, r, width)
+    if found is not None:
+        found.fix = found.fix.replace("{script}", script or "your_script.py")
+    return found
 
 
 def _graph_capture(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
@@ -245,8 +262,45 @@ def _waits_on_the_window(trace: Trace, r: Roles, i: int) -> bool:
     return iv.length(busy) >= QUEUED_SHARE * (hi - lo)
 
 
-def _tail_cut(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
-    """The last step ends at the profiler's stop and is far shorter than the others."""
+def _few_steps(trace: Trace, r: Roles, width: float,
+               runner: RunnerWindow) -> WindowFinding | None:
+    """The window's one step, when the runner says the script has no more than it: no step
+    at all (ProfilerStep#0 is the profiler's own span over the script, recorded whole under
+    `--wait 0 --warmup 0`) or a single one. A schedule of several steps cannot be the fix."""
+    if len(r.steps) != 1:
+        return None
+    name = trace.names[trace.name[r.steps[0]]]
+    k = _number(name)
+    if k is None:
+        return None
+    if not runner.ended and runner.steps_seen == 0:
+        return WindowFinding(
+            "one_step", "This window is the whole script: the runner saw no steps",
+            f"The runner ended no step in this script (no optimizer.step(), no DataLoader "
+            f"batch), so the profiler recorded all of it: {name} is the profiler's own span "
+            f"over the {duration(width)} window, not a step.",
+            FIXES["no_steps"].replace("{what}", "this script does neither"))
+    if runner.whole(k) and runner.run_steps is not None and runner.run_steps <= 1:
+        return WindowFinding(
+            "one_step", "This window is a single step: the script has one",
+            f"The {duration(width)} window holds the script's one step ({name}): a one-off "
+            "cost (start-up, compilation, a first allocation) cannot be told from a steady "
+            "one.", FIXES["no_steps"].replace("{what}", "this script ended one step"))
+    return None
+
+
+def _number(name: str) -> int | None:
+    m = STEP_NUMBER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def _tail_cut(trace: Trace, r: Roles, width: float,
+              runner: RunnerWindow | None = None) -> WindowFinding | None:
+    """The last step was cut: in a session's trace, it has no step event (the runner never
+    ended it: the script ended inside the window) while an earlier one has; in a bare trace,
+    it ends at the profiler's stop and is far shorter than the others."""
+    if runner is not None:
+        return _cut_by_the_script(trace, r, width, runner)
     spans = np.flatnonzero(trace.cat == Cat.PROFILER)
     if len(r.steps) < 3 or len(spans) == 0:
         return None
@@ -265,6 +319,52 @@ def _tail_cut(trace: Trace, r: Roles, width: float) -> WindowFinding | None:
         f"take at least {duration(shortest)}: the step was cut short, so its share of the "
         f"{duration(width)} window ({pct(us / width)}) is not a whole step.",
         FIXES["tail_cut"], [Culprit(name, "annotation", 1, us)])
+
+
+def _cut_by_the_script(trace: Trace, r: Roles, width: float,
+                       runner: RunnerWindow) -> WindowFinding | None:
+    """The runner's record decides: the last ProfilerStep without a step event, after one
+    with, is what ran from the runner's last step to the script's end."""
+    if len(r.steps) < 2:
+        return None
+    last = r.steps[np.argmax(trace.end[r.steps])]
+    name = trace.names[trace.name[last]]
+    k = _number(name)
+    if k is None or runner.whole(k):
+        return None
+    numbers = [_number(trace.names[trace.name[i]]) for i in r.steps if i != last]
+    whole = sorted(n for n in numbers if n is not None and runner.whole(n))
+    if not whole:
+        return None
+    us = float(trace.dur[last])
+    m = len(whole)
+    if m >= 2:
+        schedule = (f"a window of the {m} steps it holds whole, `stallscope-cli run "
+                    f"{_window_options(whole[0], m)} -- {{script}}`, ends with the schedule "
+                    "after a whole step.")
+    else:
+        schedule = ("the script ended one step into this window, too few after its start for "
+                    "several whole ones: start it earlier (a smaller --wait).")
+    return WindowFinding(
+        "tail_cut", "This window's last step was cut by the script's end",
+        f"The runner ended {plural(m, 'step')} of this window ({_steps_text(whole)}) and no "
+        f"{name}: the script ended {duration(us)} into it, inside the window, so its share of "
+        f"the {duration(width)} window ({pct(us / width)}) is not a whole step.",
+        FIXES["script_end"].replace("{schedule}", schedule),
+        [Culprit(name, "annotation", 1, us)])
+
+
+def _window_options(first: int, active: int) -> str:
+    """The runner's options for a window of `active` steps from step `first`."""
+    if first == 0:
+        return f"--wait 0 --warmup 0 --active {active}"
+    return f"--wait {first - 1} --active {active}"
+
+
+def _steps_text(numbers: list[int]) -> str:
+    if len(numbers) > 1 and numbers[-1] - numbers[0] == len(numbers) - 1:
+        return f"steps {numbers[0]}-{numbers[-1]}"
+    return "step" + ("s " if len(numbers) > 1 else " ") + ", ".join(map(str, numbers))
 
 
 def _blocked(trace: Trace, blocking: np.ndarray, i: int) -> float:
