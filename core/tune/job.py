@@ -21,11 +21,9 @@ figure is the slowest rank's.
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 
 # the advice's num_workers and its DataLoader are the tune's
@@ -48,6 +46,7 @@ from stallscope.core.tune.trial import (
     Launch,
     Trial,
     changes_from,
+    epoch_length,
     run_trial,
     settings_text,
 )
@@ -138,6 +137,10 @@ def tune_job(cfg: TuneConfig, cancel: CancelFlag | None = None,
 
     def finish(trial: Trial) -> None:
         running.clear()
+        base = result.baseline_trial
+        note = per_script_batches(trial, base) if base is not None else None
+        if note and note not in result.notes:
+            result.notes.append(note)
         loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
         result.trials.append(trial)
         result.elapsed_s = time.monotonic() - t0
@@ -330,14 +333,31 @@ def _start_search(result: TuneResult, base: Trial, launch: Launch, cores: int, m
                   epoch_steps=epoch_steps)
 
 
-def epoch_length(epochs: list[dict]) -> float | None:
-    """Steps from one epoch start to the next (the median; the events' `n`, the steps done
-    when the epoch's first batch came), None without two starts apart. Not the trial's steps
-    over its epoch starts: a last epoch that `max_steps` cut short read 40-step epochs as 30
-    (hunt item 8: 90 steps, 3 starts)."""
-    starts = sorted(int(e["n"]) for e in epochs if isinstance(e.get("n"), int))
-    gaps = [b - a for a, b in pairwise(starts) if b > a]  # ranks' equal starts: no gap
-    return float(statistics.median(gaps)) if gaps else None
+BATCHING_TOLERANCE = 0.01  # steps an epoch that differ by less are the same batching
+
+
+def per_script_batches(trial: Trial, base: Trial) -> str | None:
+    """A trial whose loader cuts an epoch into another number of steps than the script as
+    written does another amount of work a step (an IterableDataset sharded over the workers:
+    each worker's shard ends in a partial batch; hunt: 100 steps an epoch as written, 112 with
+    16 workers, whose per-step figure overstated the gain by 12%). Its step time and data
+    wait become per step of the script as written (its time an epoch over the script's steps
+    an epoch) and the note says so; None when the steps an epoch agree or are unknown."""
+    if trial is base or not trial.ok or trial.batching is not None or not base.epoch_steps \
+            or not trial.epoch_steps or trial.step_ms is None:
+        return None
+    scale = trial.epoch_steps / base.epoch_steps
+    if abs(scale - 1) <= BATCHING_TOLERANCE:
+        return None
+    trial.batching = scale
+    trial.step_ms *= scale
+    if trial.data_wait_ms is not None:
+        trial.data_wait_ms *= scale
+    return (f"{trial.label} cuts an epoch into {trial.epoch_steps:.0f} steps where the script "
+            f"as written cuts it into {base.epoch_steps:.0f} (its batches split the data "
+            "otherwise, e.g. each worker's shard of an IterableDataset ends in a partial "
+            "batch): its figures are per step of the script as written, time an epoch over "
+            f"{base.epoch_steps:.0f}")
 
 
 def load_note(loads: list[float], cores: int, trials: list[Trial] | None = None) -> str:

@@ -13,8 +13,10 @@ script ends by itself. Under torchrun
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +79,9 @@ class Trial:
     worker_private: int | None = None  # the largest one worker used
     wall_s: float | None = None
     effective: dict = field(default_factory=dict)  # what the DataLoader really got
+    epoch_steps: float | None = None  # steps between its loader's epoch starts (two seen)
+    batching: float | None = None  # its steps an epoch over the script as written's, when
+    #                                they differ: step_ms and data_wait_ms were scaled by it
 
     @property
     def ok(self) -> bool:
@@ -190,7 +195,8 @@ def run_trial(launch: Launch, trial: Trial, tune_dir: Path, deadline: float, lim
     _fill_memory(trial, memory)
     if trial.status == "pending":
         measure(trial, session, bytes(tail).decode("utf-8", errors="replace"),
-                stopped=stop_reason == MEASURED, cpu=cpu if run.local_pid else None)
+                stopped=stop_reason == MEASURED, cpu=cpu if run.local_pid else None,
+                site=launch.site or "")
     return trial
 
 
@@ -269,9 +275,10 @@ def _fill_memory(trial: Trial, memory: TreeMemory) -> None:
 
 
 def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
-            cpu: WorkerCpu | None = None) -> None:
+            cpu: WorkerCpu | None = None, site: str = "") -> None:
     """Status and figures of a trial that ended by itself (or that the tune stopped once its
-    steady window was measured), read from its session folder."""
+    steady window was measured), read from its session folder. `site`: the tuned DataLoader
+    (its epochs; default the busiest)."""
     try:
         s = open_session(session)
     except Exception:  # noqa: BLE001 - no session at all: the runner did not start
@@ -283,7 +290,11 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
     trial.steps = len(steps)
     loaders = s.loaders()
     if loaders:
-        trial.effective = busiest_loader(loaders).get("effective", {})
+        busiest = busiest_loader(loaders)
+        trial.effective = busiest.get("effective", {})
+        site = site or str(busiest.get("site") or "")
+    trial.epoch_steps = epoch_length([e for e in s.events if e.get("event") == "epoch"
+                                      and str(e.get("site", "")) == site])
     ended_well = end is not None and (
         (end.rc == 0 and end.reason in (STOPPED_REASON, "completed"))
         or (stopped and end.exception is None))
@@ -313,6 +324,16 @@ def measure(trial: Trial, session: Path, tail: str = "", stopped: bool = False,
         trial.others, trial.steal = cpu.contention(w.t0, w.t1)
     if s.run.get("cuda_available"):
         trial.utilization = _utilization(s.traces())
+
+
+def epoch_length(epochs: list[dict]) -> float | None:
+    """Steps from one epoch start to the next (the median; the events' `n`, the steps done
+    when the epoch's first batch came), None without two starts apart. Not the trial's steps
+    over its epoch starts: a last epoch that `max_steps` cut short read 40-step epochs as 30
+    (hunt item 8: 90 steps, 3 starts)."""
+    starts = sorted(int(e["n"]) for e in epochs if isinstance(e.get("n"), int))
+    gaps = [b - a for a, b in pairwise(starts) if b > a]  # ranks' equal starts: no gap
+    return float(statistics.median(gaps)) if gaps else None
 
 
 def _utilization(traces: list[Path]) -> float | None:
