@@ -242,7 +242,12 @@ class RunRecord:
                 begin = min(begin, p.iters.get(own, begin))
             gap_ms = max(0.0, (begin - start) * 1e3)
             if len(p.fetches) > 1:
-                others = {i: f for i, f in p.fetches.items() if i != own and f[0] < begin}
+                # validation: another loader's loop before the step's own first batch, more
+                # batches of it than of the step's own; a loop drawing a batch from each of two
+                # loaders a step (zip(A, B)) has as many of each: both are the step's data
+                mine = p.fetches[own][2]
+                others = {i: f for i, f in p.fetches.items()
+                          if i != own and f[0] < begin and f[2] > mine}
                 if others:
                     first = min(f[0] for f in others.values())
                     other_ms = min(gap_ms, max(0.0, (begin - first) * 1e3))

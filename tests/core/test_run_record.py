@@ -134,6 +134,38 @@ def test_validation_fetches_are_validation_not_the_next_steps_data_wait(tmp_path
     assert f"DataLoader script.py:{line_of(TRAIN_AND_VAL, 'val = DataLoader(')}" in val.evidence
 
 
+def test_a_batch_from_each_of_two_loaders_a_step_is_all_the_steps_data(tmp_path):
+    # zip(A, B): as many batches of A as of B each step; A's fetches came before the step's
+    # last loader's, and were taken for validation: out of the data wait, a stall of their own
+    script = write_script(tmp_path, """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        time.sleep(0.03)
+        return torch.randn(8)
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+labelled = DataLoader(Slow(), batch_size=1)
+unlabelled = DataLoader(Slow(), batch_size=1)
+for a, b in zip(labelled, unlabelled):
+    loss = model(a + b).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""")
+    proc, session = run(tmp_path, script, "--no-stop-after-window")
+    assert proc.returncode == 0, proc.stderr
+    steps = events(session, "step")
+    assert len(steps) == 8 and [s["batches"] for s in steps] == [2] * 8
+    assert all(s["data_wait_ms"] >= 2 * 30 for s in steps), steps  # both fetches, each step
+    assert stall(analyze_run(load_record(open_session(session))), "validation") is None
+
+
 def test_stepping_per_batch_another_loaders_batches_are_steps_not_validation(tmp_path):
     script = write_script(tmp_path, """
 import time, torch
