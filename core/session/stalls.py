@@ -127,7 +127,8 @@ def _epoch_starts(rec: Record, wall_ms: float, med: float) -> Stall | None:
     if workers > 0 and not last.get("persistent_workers"):
         each = max(0.0, pause - typical) / 1e3
         saving = each * len(later)
-        title += (f" while {plural(workers, 'worker')} start: persistent_workers=True saves "
+        title += (f" while {plural(workers, 'worker')} start{'s' if workers == 1 else ''}: "
+                  "persistent_workers=True saves "
                   f"{s_text(each)} x {len(later)} epochs = {s_text(saving)}")
     elif workers > 0:
         title += " (persistent workers already: the Dataset or sampler's set-up?)"
