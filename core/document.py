@@ -14,6 +14,7 @@ every rank's full Trace.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,8 +133,8 @@ def analyze_job(path: str | os.PathLike, device: int | None = None,
     trace = yield from load_job(path, cancel)
     (cancel or CancelFlag()).check()
     stats = session_stats(trace.path) if line_stats is None else line_stats
-    loaders, cores = session_facts(trace.path)
-    return analyze(trace, device, stats.for_advice, loaders, cores)
+    loaders, cores, place = session_facts(trace.path)
+    return analyze(trace, device, stats.for_advice, loaders, cores, place)
 
 
 def session_loaders(trace_path: str | os.PathLike) -> list[dict]:
@@ -141,20 +142,42 @@ def session_loaders(trace_path: str | os.PathLike) -> list[dict]:
     return session_facts(trace_path)[0]
 
 
-def session_facts(trace_path: str | os.PathLike) -> tuple[list[dict], int | None]:
-    """What the session a trace was recorded in says that the advice uses: its DataLoaders
-    and the recording machine's usable CPUs (run.json; None when not recorded). ([], None)
-    outside a session."""
+def session_facts(trace_path: str | os.PathLike) -> tuple[list[dict], int | None, str]:
+    """What the session a trace was recorded in says that the advice uses: its DataLoaders,
+    the recording machine's usable CPUs (run.json; None when not recorded) and where it ran
+    (`place_options`). ([], None, "") outside a session."""
     session = session_of_trace(trace_path)
     if session is None:
-        return [], None
+        return [], None, ""
     try:
         s = open_session(session)
         cores = s.run.get("cpu_count")
         valid = isinstance(cores, int) and not isinstance(cores, bool) and 0 < cores < 1 << 20
-        return s.loaders(), cores if valid else None
+        return s.loaders(), cores if valid else None, place_options(s.run)
     except StallscopeError:
-        return [], None
+        return [], None, ""
+
+
+def place_options(run: dict) -> str:
+    """The CLI options that run the session's script where it ran, for the commands the
+    advice prints ("--host gpu-box --remote-python ~/envs/cuda/bin/python --remote-cwd
+    /home/me/proj "): empty for a run on this machine. run.json's `remote` (core/launch)
+    and `cwd` (the script's folder there); the values are shell-quoted (they come from a
+    file, and are shown for pasting, never run)."""
+    remote = run.get("remote")
+    if not isinstance(remote, dict):
+        return ""
+    host = remote.get("host")
+    if not isinstance(host, str) or not host:
+        return ""
+    words = ["--host", host]
+    python = remote.get("python")
+    if isinstance(python, str) and python and python != "python3":
+        words += ["--remote-python", python]
+    cwd = run.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        words += ["--remote-cwd", cwd]
+    return shlex.join(words) + " "
 
 
 def load_document_job(path: str | os.PathLike, cancel: CancelFlag | None = None,

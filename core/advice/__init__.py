@@ -30,18 +30,22 @@ __all__ = ["MINOR_SHARE", "RULES", "Advice", "Context", "Profile", "advise", "ad
 
 
 def advise_report(report: Report, line_stats: list[Profile] | None = None,
-                  loaders: list[dict] | None = None, cores: int | None = None) -> None:
+                  loaders: list[dict] | None = None, cores: int | None = None,
+                  place: str = "") -> None:
     """Fill the report's headlines, cards and withheld cards: window first, then causes."""
     report.headlines = headlines(report)
-    report.advice, report.withheld = split(report, advise(report, line_stats, loaders, cores))
+    report.advice, report.withheld = split(report, advise(report, line_stats, loaders, cores,
+                                                          place))
 
 
 def advise(report: Report, line_stats: list[Profile] | None = None,
-           loaders: list[dict] | None = None, cores: int | None = None) -> list[Advice]:
+           loaders: list[dict] | None = None, cores: int | None = None,
+           place: str = "") -> list[Advice]:
     """Every rule's card, largest saving first; cards worth < 1% of the base are minor and
     come after the others. `loaders`: the session's DataLoaders (run.json `dataloaders`), so a
-    fix can name the user's line; `cores`: the recording machine's usable CPUs (run.json)."""
-    ctx = Context(report, line_stats, loaders=loaders or [], cores=cores)
+    fix can name the user's line; `cores`: the recording machine's usable CPUs (run.json);
+    `place`: the CLI options that run the script where the session ran (a host's)."""
+    ctx = Context(report, line_stats, loaders=loaders or [], cores=cores, place=place)
     cards = [card for fn in RULES.values() if (card := fn(ctx)) is not None]
     for card in cards:
         card.minor = card.saving_us < MINOR_SHARE * ctx.base_us

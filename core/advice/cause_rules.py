@@ -110,8 +110,8 @@ def dataloader_bound(ctx: Context) -> Advice | None:
                 "decoded images once with the LMDB wizard (stallscope-cli convert).")
     else:
         tail = (" Find the slow line of Dataset.__getitem__ with the line heatmap "
-                f"(stallscope-cli run --lineprof auto -- {ctx.script}), and convert decoded images "
-                "once with the LMDB wizard (stallscope-cli convert).")
+                f"(stallscope-cli run {ctx.place}--lineprof auto -- {ctx.script}), and convert "
+                "decoded images once with the LMDB wizard (stallscope-cli convert).")
     return _card(ctx, "data_loading", lambda _c: loader_fix + tail, extra)
 
 

@@ -117,13 +117,13 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
            f"persistent_workers=True{pin}, prefetch_factor=4): {why}.")
     if loader.get("site"):  # a session's run: the user's own line, and --set aimed at it
         fix += (f" The line to change: {change_line(loader, {'num_workers': n})}. Try it "
-                f"without editing the script: stallscope-cli run --set "
+                f"without editing the script: stallscope-cli run {ctx.place}--set "
                 f"{loader['site']}:num_workers={n} -- {ctx.script}, or let stallscope-cli tune "
-                f"-- {ctx.script} find the best settings.")
+                f"{ctx.place}-- {ctx.script} find the best settings.")
     else:
-        fix += (f" Try it without editing the script: stallscope-cli run --set num_workers={n}"
-                f" -- {ctx.script}, or let stallscope-cli tune -- {ctx.script} find the best "
-                f"settings.")
+        fix += (f" Try it without editing the script: stallscope-cli run {ctx.place}--set "
+                f"num_workers={n} -- {ctx.script}, or let stallscope-cli tune {ctx.place}-- "
+                f"{ctx.script} find the best settings.")
     return said, fix
 
 

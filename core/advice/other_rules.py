@@ -19,7 +19,7 @@ FIXES = {
     "pageable_h2d": (
         "Copy from pinned memory: DataLoader(pin_memory=True) and "
         "batch.to(device, non_blocking=True). Try it without editing the script: "
-        "stallscope-cli run --set pin_memory=true -- {script}."),
+        "stallscope-cli run {place}--set pin_memory=true -- {script}."),
     "allocator_churn": (
         "Stop the caching allocator from giving memory back: set "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, keep shapes fixed (pad or bucket "
@@ -47,7 +47,8 @@ def pageable_h2d(ctx: Context) -> Advice | None:
         f"{units.plural(len(spans), 'host-to-device copy', 'host-to-device copies')} from "
         f"pageable memory took {duration(us)} on {ctx.label(dev)}, {pct(ctx.share(us))} of the "
         f"{duration(ctx.base_us)} window; pageable copies cannot overlap with compute.",
-        FIXES["pageable_h2d"].format(script=ctx.script), focus=longest(spans), saving_us=us,
+        FIXES["pageable_h2d"].format(script=ctx.script, place=ctx.place), focus=longest(spans),
+        saving_us=us,
         device=dev,
         culprits=ctx.culprits("pageable_h2d"))
 

@@ -47,6 +47,7 @@ class Context:
     forced: dict[str, int] = field(default_factory=dict)  # cause -> device whose largest it is
     loaders: list[dict] = field(default_factory=list)  # run.json `dataloaders`: site, passed...
     cores: int | None = None  # the recording machine's usable CPUs (run.json `cpu_count`)
+    place: str = ""  # options that run the script where it ran ("--host gpu-box ... "), or ""
     _compiled: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:

@@ -37,7 +37,8 @@ __all__ = ["analyze"]
 
 def analyze(trace: Trace, device: int | None = None,
             line_stats: list[Profile] | None = None,
-            loaders: list[dict] | None = None, cores: int | None = None) -> Report:
+            loaders: list[dict] | None = None, cores: int | None = None,
+            place: str = "") -> Report:
     devices = trace.gpu_devices()
     if device is not None:
         if device not in devices:
@@ -70,7 +71,7 @@ def analyze(trace: Trace, device: int | None = None,
                                        iv.length(base), trace.device_kind),
     )
     explain(report, r, comm)
-    advise_report(report, line_stats, loaders, cores)
+    advise_report(report, line_stats, loaders, cores, place)
     return report
 
 

@@ -102,6 +102,29 @@ def test_a_script_named_with_brackets_and_quotes_has_its_trace_here(host, tmp_pa
                                                 for p in open_session(remote).traces()]
 
 
+def test_the_advice_on_a_remote_run_names_the_host(host, tmp_path, capfd):
+    # its commands were local ones (`stallscope-cli run --set ... -- train.py`): pasted on
+    # the laptop, they ran nothing or the wrong thing
+    from stallscope.core.document import analyze_path
+
+    script = write_script(tmp_path, training(items=96, item_s=0.01))
+    session = tmp_path / "m"
+    assert cli.main(["run", *host, "--no-analyze", "--remote-cwd", str(tmp_path),
+                     "--session", str(session), "--", str(script)]) == 0
+    report = analyze_path(open_session(session).traces()[-1])
+    fix = next(a.fix for a in report.advice if "stallscope-cli run --host" in a.fix)
+    place = f"--host {host[1]} --remote-python {sys.executable} --remote-cwd {tmp_path} "
+    assert f"stallscope-cli run {place}--set script.py:" in fix, fix
+    assert f"stallscope-cli tune {place}-- script.py" in fix, fix  # the script in its folder
+    # and it runs as pasted: there
+    command = shlex.split(fix.split("without editing the script: stallscope-cli ")[1]
+                          .split(", or let")[0])
+    capfd.readouterr()
+    assert cli.main([*command[:1], "--no-analyze", "--session", str(tmp_path / "again"),
+                     *command[1:]]) == 0, capfd.readouterr().err
+    assert Path(open_session(tmp_path / "again").run["remote"]["session"]).is_dir()
+
+
 def test_a_dropped_connection_loses_nothing_after_attach(server, host, tmp_path, capfd):
     script = write_script(tmp_path, training(items=48, step_s=0.25))  # 6 steps, ~2 s
     session = tmp_path / "mirror"
