@@ -10,6 +10,9 @@ library only, Python 3.8+ (the host's interpreter may be older than the app's).
         every byte appended to the session's files past the given offsets, as framed records
         on stdout: a JSON header line, then its bytes; {"done": rc} once the run ended and
         everything was sent
+    python3 remote_agent.py interrupt --session S
+        SIGINT to the runner: a Ctrl-C the local terminal gave stallscope, passed on (the
+        script sees a KeyboardInterrupt, as in a run on this machine)
     python3 remote_agent.py stop --session S [--reason TEXT] [--grace SECONDS]
         the one stop rule: SIGTERM to the runner, after the grace SIGKILL to its process group
         and every descendant seen
@@ -294,6 +297,17 @@ def _alive(pid: int) -> bool:
             return False
 
 
+def interrupt(opts) -> int:
+    session = _path(opts.session)
+    pid = int(_read(os.path.join(session, PID_FILE)) or 0)
+    if pid > 0 and not os.path.exists(os.path.join(session, RC_FILE)):
+        try:
+            os.kill(pid, signal.SIGINT)
+        except OSError:
+            pass
+    return 0
+
+
 def stop(opts) -> int:
     session = _path(opts.session)
     pid = int(_read(os.path.join(session, PID_FILE)) or 0)
@@ -335,6 +349,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("follow")
     p.add_argument("--session", required=True)
     p.add_argument("--offsets")
+    sub.add_parser("interrupt").add_argument("--session", required=True)
     p = sub.add_parser("stop")
     p.add_argument("--session", required=True)
     p.add_argument("--reason", default="stopped by the user")
@@ -344,9 +359,10 @@ def main(argv=None) -> int:
         opts.command = opts.command[1:] if opts.command[:1] == ["--"] else opts.command
         if not opts.command:
             parser.error("no interpreter and runner arguments after --")
-    actions = {"start": start, "keep": keep, "follow": follow, "stop": stop}
+    actions = {"start": start, "keep": keep, "follow": follow, "interrupt": interrupt,
+               "stop": stop}
     if opts.what not in actions:
-        parser.error("start, follow or stop")
+        parser.error("start, follow, interrupt or stop")
     return actions[opts.what](opts)
 
 

@@ -248,16 +248,26 @@ class RemoteRun(RunHandle):
             os.replace(tmp, path)
 
     # ------------------------------------------------------------------ stop / end
+    def interrupt(self) -> None:
+        """SIGINT to the runner there (a Ctrl-C the terminal gave stallscope, passed on as a
+        local run's is: the script sees a KeyboardInterrupt)."""
+        if self.ending is None:
+            self._agent("interrupt")
+
     def _stop(self, grace: float | None) -> None:
+        grace = STOP_GRACE_S if grace is None else grace
+        self._stopper = self._agent(f"stop --reason {ssh.word(self.stop_reason)} "
+                                    f"--grace {grace:g}")
+
+    def _agent(self, command: str) -> subprocess.Popen:
+        """The agent's `command` on the session there, not waited for (poll() goes on)."""
         python = self.where.python or "python3"
         name, _ = ssh.bundle()
         _, agent = ssh.deploy_line(self.where, name)
-        grace = STOP_GRACE_S if grace is None else grace
-        line = (f"exec {ssh.word(python)} {agent} stop --session {ssh.word(self.remote)}"
-                f" --reason {ssh.word(self.stop_reason)} --grace {grace:g}")
-        self._stopper = subprocess.Popen(ssh.command(self.where, line), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True)
+        line = f"exec {ssh.word(python)} {agent} {command} --session {ssh.word(self.remote)}"
+        return subprocess.Popen(ssh.command(self.where, line), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
 
     def _finish(self, rc: int | None, reason: str) -> None:
         if not self.lost:  # the remote end closed the session; the mirror holds it all

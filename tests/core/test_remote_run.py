@@ -225,6 +225,8 @@ def test_a_terminal_s_ctrl_c_stops_the_remote_run(host, tmp_path):
     assert "the run goes on there" not in err and proc.returncode != 2, err
     stopped_there(session, err)
     assert f"session {session}:" in err  # the summary of a run that ended
+    # passed on as a local run's Ctrl-C is: the script's KeyboardInterrupt, exit 130
+    assert finished(session)["reason"] == "interrupted" and proc.returncode == 130, err
 
 
 def test_a_ctrl_c_while_the_run_starts_stops_it_there(host, tmp_path):
