@@ -23,6 +23,7 @@ from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, s
 from stallscope.core.launch.handle import Output
 from stallscope.core.session.events import StepEvent, TraceReady
 from stallscope.core.session.reader import open_session
+from stallscope.core.session.steady import short_text
 from stallscope.core.units import duration
 
 POLL_S = 0.1
@@ -267,8 +268,7 @@ def summary_line(s: dict) -> str:
                  f"{s['steady_steps']:,} steady step{'s' if s['steady_steps'] != 1 else ''}")
         if "slowest_rank" in s:
             line += f" of the slowest rank ({s['slowest_rank']})"
-        if not s.get("steady_reached"):
-            line += " (too short to reach steady state)"
+        line += short_text(bool(s.get("steady_reached")), int(s.get("steady_profiled") or 0))
     return line
 
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from stallscope.core.session.stalls import RunReport, s_text
+from stallscope.core.session.steady import short_text
 from stallscope.core.units import duration, pct, plural, size
 
 
@@ -45,7 +46,7 @@ def steady_text(run: RunReport) -> str:
     wait = wait_text(run.data_wait_share, run.steps_only_wait_share)
     return (f"{duration(run.step_ms * 1e3)} per step over {plural(run.steady_steps, 'step')} "
             f"after the warm-up (elapsed / steps); {wait}"
-            + ("" if run.steady_reached else " (too short to reach steady state)"))
+            + short_text(run.steady_reached, run.steady_profiled))
 
 
 def wait_text(share: float, steps_only: float) -> str:

@@ -271,6 +271,8 @@ class Session:
                        steady_s=w.seconds, steady_reached=w.reached)
             if w.note:
                 out["steady_note"] = w.note
+            if w.profiled:
+                out["steady_profiled"] = w.profiled
             if rank is not None and len(self.ranks) > 1:
                 out["slowest_rank"] = rank
         if fin.get("warning"):

@@ -58,6 +58,7 @@ class RunReport:
     steps_only_wait_share: float = 0.0  # the same share with every epoch start left out
     steady_reached: bool = False
     steady_note: str = ""
+    steady_profiled: int = 0  # steps of the steady figure the profiler recorded (a short run)
     windows: list[dict] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
 
@@ -96,6 +97,7 @@ def analyze_run(rec: Record) -> RunReport:
         steady_steps=w.steps if w else 0, startup_s=clock.startup_s, elapsed_s=clock.elapsed_s,
         steps_only_wait_share=w.steps_only_share if w else 0.0,
         steady_reached=w.reached if w else False, steady_note=w.note if w else "",
+        steady_profiled=w.profiled if w else 0,
         windows=[{"steps": [w.first, w.last], "trace": w.trace} for w in rec.windows])
     if wall_ms <= 0:
         return run

@@ -50,6 +50,7 @@ class Steady:
     note: str = ""
     epoch_ms: float = 0.0        # epoch starts in the window: their pause outside the steps
     epoch_fetch_ms: float = 0.0  # ... and their first fetch and the last epoch's end (inside)
+    profiled: int = 0         # steps in it the profiler recorded (a run too short for more)
 
     @property
     def steps_only_share(self) -> float:
@@ -66,6 +67,16 @@ class Steady:
         return (f"{self.step_ms:.1f} ms per step, data wait {self.data_wait_ms:.1f} ms "
                 f"({100 * self.data_wait_share:.0f}%, incl. epoch starts) over {self.steps:,} "
                 f"steady step{'s' if self.steps != 1 else ''} ({self.seconds:.1f} s)")
+
+
+def short_text(reached: bool, profiled: int = 0) -> str:
+    """What a window too short for steady state adds to its figure ("" once reached): ' (too
+    short to reach steady state; 5 of them profiled: the profiler's cost is in it)'."""
+    if reached:
+        return ""
+    return (" (too short to reach steady state" + (
+        f"; {profiled} of them profiled: the profiler's cost is in it" if profiled else "")
+        + ")")
 
 
 def busiest_loader(loaders: list[dict]) -> dict:
@@ -108,10 +119,17 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
         return None
     start = warmup_end(phase, batches, queued)
     note = ""
+    profiled = 0
     if k - start < 2:  # too short: whatever follows step 0 (start-up) stands, said as such
         start = 1 if k > 2 else 0
         note = (f"only {k} steps: too short to reach steady state (it needs the warm-up, "
                 f"then {min_steps} steps over {min_s:.0f} s)")
+        # the profiled window's steps, then: their mean is the profiler's as much as the
+        # script's (docs/definitions.md: never labelled as the step time)
+        profiled = sum(1 for p in phase[start:] if p in PROFILED)
+        if profiled:
+            note += (f"; {profiled} of the {k - start} steps profiled: the profiler's cost is "
+                     "in the figure")
     wait = np.nan_to_num(np.asarray(data_wait_ms[start:], dtype=float))
     numbers = np.arange(k, dtype=float) if n is None else np.asarray(n, dtype=float)
     if not np.isfinite(numbers).all():  # a step event without its number (a hostile session)
@@ -135,8 +153,9 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
         span_steps = np.asarray(span_steps, dtype=float)[start:]
         span_wait_ms = np.asarray(span_wait_ms, dtype=float)[start:]
     waited = covered_wait(wait, count, span_steps, span_wait_ms)
-    return window(count, seconds, waited, epoch_waits(epochs, numbers[start], numbers[k - 1]),
-                  start, t0, t1, reached, note)
+    found = window(count, seconds, waited, epoch_waits(epochs, numbers[start], numbers[k - 1]),
+                   start, t0, t1, reached, note)
+    return replace(found, profiled=profiled) if profiled else found
 
 
 def covered_wait(wait: np.ndarray, count: int, span_steps: np.ndarray | None = None,

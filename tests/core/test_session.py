@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from stallscope.core.commands.run import summary_line
 from stallscope.core.errors import StallscopeError
 from stallscope.core.session.reader import (
     EventFollower,
@@ -109,6 +110,12 @@ def test_open_session_steps_summary_and_traces(tmp_path):
     assert summary["data_wait_share"] == pytest.approx(180 / 300)
     assert summary["steady_steps"] == 3 and summary["steady_reached"] is False
     assert summary["steady_note"].startswith("only 4 steps: too short to reach steady state")
+    # every one of them profiled: the figure is the profiler's as much as the script's, and
+    # the run's last line says so (hunt: 405.86 ms "per step" against ~80 ms unprofiled)
+    assert summary["steady_profiled"] == 3
+    assert summary_line(summary).endswith(
+        "means over 3 steady steps (too short to reach steady state; 3 of them profiled: the "
+        "profiler's cost is in it)")
     assert s.stdout() == "hello\nworld\n"
 
 
