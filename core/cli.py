@@ -54,11 +54,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     args = build_parser(_command_in(argv)).parse_args(argv)
+    from stallscope.core.commands.signals import Terminated, ended_by_signals  # not for --help
+
     try:
-        return int(args.func(args) or 0)
+        with ended_by_signals():
+            return int(args.func(args) or 0)
     except StallscopeError as exc:
         print(f"stallscope: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated as exc:
+        print(f"stallscope: ended by {exc.name}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("stallscope: interrupted", file=sys.stderr)
         return 130

@@ -17,6 +17,7 @@ from pathlib import Path
 from stallscope.core.capture import options as runner_options
 from stallscope.core.capture.overrides import OverrideError, parse_sets
 from stallscope.core.capture.tee import front_terminal
+from stallscope.core.commands.signals import Terminated
 from stallscope.core.commands.terminal import escape
 from stallscope.core.errors import StallscopeError
 from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, start
@@ -215,7 +216,9 @@ class Progress:
 
 def follow(handle: RunHandle, progress: Progress | None = None) -> Ending:
     """Follow the run to its end, passing a Ctrl-C on: the first asks the runner to end the
-    script (it writes its trace), the second stops it (the one stop rule)."""
+    script (it writes its trace), the second stops it (the one stop rule). A SIGTERM or SIGHUP
+    to stallscope (commands/signals.py) stops it at once; a run on a host goes on there after a
+    SIGHUP (the terminal closed; it is detached), said with the line that follows it again."""
     interrupts = 0
     while True:
         try:
@@ -227,6 +230,13 @@ def follow(handle: RunHandle, progress: Progress | None = None) -> Ending:
             if progress is not None:
                 progress.clear()
             return handle.ending
+        except Terminated as exc:
+            if exc.hangup and handle.remote_session is not None:
+                lost = getattr(handle, "lost_line", None)
+                if lost is not None:
+                    say(lost())
+                raise
+            handle.stop(f"stopped: stallscope was sent {exc.name}")
         except KeyboardInterrupt:
             interrupts += 1
             interrupt = getattr(handle, "interrupt", None)

@@ -248,6 +248,10 @@ class RemoteRun(RunHandle):
             os.replace(tmp, path)
 
     # ------------------------------------------------------------------ stop / end
+    def lost_line(self) -> str:
+        """What to say when this side goes away and the run goes on there."""
+        return lost_text(self.where, self.remote)
+
     def interrupt(self) -> None:
         """SIGINT to the runner there (a Ctrl-C the terminal gave stallscope, passed on as a
         local run's is: the script sees a KeyboardInterrupt)."""
