@@ -36,7 +36,7 @@ def loaded_text(report: Report | None, vs: str = "") -> str:
     if report.devices:
         shown = sorted(report.devices)[:DEVICES_SHOWN]
         parts += [f"{report.trace.device_label(dev)} "
-                  f"{units.pct(report.devices[dev].utilization, 0)} busy" for dev in shown]
+                  f"{units.pct(report.devices[dev].utilization)} busy" for dev in shown]
     else:
         parts.append("no GPU")
     if vs:

@@ -5,7 +5,8 @@ a cause the trace cannot know), folded under one line: "If this were steady: 3 c
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QToolButton, QVBoxLayout, QWidget
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from stallscope.core import units
 from stallscope.core.report import Advice
@@ -22,7 +23,11 @@ class WithheldFold(QWidget):
         self.toggle.setCheckable(True)
         self.toggle.setAutoRaise(True)
         self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        # the panel's width, not the text's: a line wider than the panel pushed every figure
+        # of the summary past its right edge (the panel never scrolls sideways); it elides
+        self.toggle.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.toggle.toggled.connect(self._show)
+        self._text = ""
         self.body = QWidget()
         self.cards_box = QVBoxLayout(self.body)
         self.cards_box.setContentsMargins(12, 0, 0, 0)
@@ -45,11 +50,24 @@ class WithheldFold(QWidget):
             self.cards_box.addWidget(card)
             self.cards.append(card)
         n = units.plural(len(withheld), "card")
-        self.toggle.setText(f"If this were steady: {n} withheld ({reason})")
-        self.toggle.setToolTip("Steady-state advice, not for this window: click to show it")
+        self._text = f"If this were steady: {n} withheld ({reason})"
+        self.toggle.setToolTip(f"{self._text}. Steady-state advice, not for this window: "
+                               "click to show it")
+        self._fit()
         self.toggle.setChecked(False)
         self._show(False)
         self.setVisible(bool(withheld))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """The line, elided to the width the button has beside its arrow."""
+        room = self.toggle.width() - self.toggle.iconSize().width() - 16
+        metrics = self.toggle.fontMetrics()
+        self.toggle.setText(metrics.elidedText(self._text, Qt.TextElideMode.ElideRight,
+                                               max(room, metrics.averageCharWidth() * 8)))
 
     def _show(self, on: bool) -> None:
         self.toggle.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)

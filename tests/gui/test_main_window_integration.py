@@ -110,7 +110,9 @@ def test_status_label_names_what_is_loaded_and_outlives_messages(qtbot, window, 
     lo, hi = report.window
     assert text.startswith("kineto_nw0_worker0")
     assert f"window {units.duration(hi - lo)}" in text  # one formatter: 1.05 s
-    assert "GPU 0 56% busy" in text
+    # the summary panel's figure, to its decimal (the AMD trace read "2% busy" beside 1.6%)
+    assert f"GPU 0 {units.pct(report.devices[0].utilization)} busy" in text
+    assert "GPU 0 56." in text
     window.status_bar.showMessage("a passing note", 5000)
     assert window.status_bar.currentMessage() == "a passing note"
     assert window.loaded_label.isVisible() and window.loaded_label.full_text() == text

@@ -63,3 +63,24 @@ def test_without_cpu_operators_python_is_unknown_in_the_table(qtbot, tmp_path):
     assert panel.lacks_label.text().startswith("The trace has no CPU operators")
     assert panel.withheld_fold.toggle.text() == \
         "If this were steady: 1 card withheld (a cause the trace cannot know)"
+
+
+def test_a_long_fold_line_never_pushes_the_figures_past_the_panel(qtbot, tmp_path):
+    # the fold's line ("... 2 cards withheld (a trace too short to judge)") was one button as
+    # wide as its text: at 1400x900 the panel (which never scrolls sideways) cut every figure
+    # at its right edge, "100.0" without its "%"
+    panel = SummaryPanel(actions=True)
+    qtbot.addWidget(panel)
+    panel.set_report(analyze(load(fixture_path("hta_cpu_only"))))
+    panel.resize(420, 1100)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.widget().width() > 0)
+    fold = panel.withheld_fold
+    assert not fold.isHidden()
+    assert panel.widget().width() <= panel.viewport().width()
+    assert fold.toggle.text().endswith("…") and "too short to judge" in fold.toggle.toolTip()
+    panel.widget().grab().save(str(tmp_path / "cpu_only.png"))
+    panel.resize(900, 1100)  # room again: the whole line
+    qtbot.waitUntil(lambda: not fold.toggle.text().endswith("…"))
+    assert fold.toggle.text() == ("If this were steady: 2 cards withheld (a trace too short "
+                                  "to judge)")
