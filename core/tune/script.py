@@ -5,7 +5,9 @@
 
 A trace belongs to a session when it is the session folder itself or sits in its traces/
 folder; the session's run.json says what was launched (script, args, cwd, interpreter) and,
-once the run ended, the DataLoaders it built (with their Dataset's class name and file).
+once the run ended, the DataLoaders it built (with their Dataset's class name and file). A
+session recorded on a host (run.json `remote`: host, remote session, interpreter as typed) names
+the host's script and folder: `info.host` says so, and nothing of it is a path here.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ class ScriptInfo:
     datasets: list[str] = field(default_factory=list)  # the DataLoaders' Dataset class names
     files: list[str] = field(default_factory=list)     # the files that built the DataLoaders
     loader: dict = field(default_factory=dict)  # the DataLoader that served the most batches
+    host: str = ""            # run.json remote.host: script and cwd are that host's paths
+    remote_python: str = ""   # remote.python: the interpreter as the user typed it there
+    remote_session: str = ""  # remote.session: the session folder on the host
+
+    @property
+    def is_remote(self) -> bool:
+        return bool(self.host)
 
     @property
     def site(self) -> str:
@@ -72,13 +81,21 @@ def script_of(path: str | os.PathLike | None) -> ScriptInfo | None:
         return None
     loaders = [d for d in run.get("dataloaders") or [] if isinstance(d, dict)]
     args = run.get("args") or []
+    remote = run.get("remote")
+    remote = remote if isinstance(remote, dict) else {}
+    host, python, session = (remote.get(k) for k in ("host", "python", "session"))
     return ScriptInfo(
         script=script, args=[str(a) for a in args] if isinstance(args, list) else [],
         cwd=str(run.get("cwd") or ""), python=str(run.get("python") or ""),
         session=str(folder),
         datasets=_unique(str(d["dataset"]) for d in loaders if d.get("dataset")),
         files=_unique(str(d["file"]) for d in loaders if d.get("file")),
-        loader=busiest_loader(loaders))
+        loader=busiest_loader(loaders), host=_text(host).strip(), remote_python=_text(python),
+        remote_session=_text(session))
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _unique(items: Iterable[str]) -> list[str]:
