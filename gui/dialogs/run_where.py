@@ -4,10 +4,12 @@
     memory = HostMemory(settings)        # per host: its interpreters, working folder, last script
     memory.remember(host, python, cwd, script)
     check_host(text)                     # ValueError with one line when it cannot be a host
+    rows = HostForm(form, memory)        # a remote host's rows alone (the Tune dialog's Where)
+    rows.fill(host, script, cwd, python); rows.fields()  # -> where_fields(...) of the rows
 
 A host is what the user types after `ssh` (an alias, `user@host`): ssh reads their config,
 keys and agent; the app stores no password and passes the name as one argument, never through
-a shell. Nothing here connects.
+a shell. Nothing here connects but HostForm's interpreter check (run_probe, over ssh).
 """
 
 from __future__ import annotations
@@ -19,19 +21,23 @@ import re
 import shutil
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Signal
+from PySide6.QtCore import QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QRadioButton,
     QWidget,
 )
 
-from stallscope.gui.colors import MUTED_TEXT
-from stallscope.gui.dialogs.fields import row_widget
+from stallscope.core.launch import Where
+from stallscope.gui.colors import BETTER_COLOR, MUTED_TEXT, error_text
+from stallscope.gui.dialogs.fields import refill, row_widget
+from stallscope.gui.dialogs.run_probe import TorchProbe
+from stallscope.gui.run_request import ssh_env_options
 
 REMOTE_PYTHON = "python3"  # the remote interpreter when the user names none
 MAX_CONFIG_BYTES = 1 << 20
@@ -188,11 +194,12 @@ class WhereChoice(QWidget):
         (self.remote if remote else self.local).setChecked(True)
 
 
-def host_rows(form: QFormLayout, memory: HostMemory) -> tuple[QComboBox, QLabel]:
+def host_rows(form: QFormLayout, memory: HostMemory,
+              hint_text: str = HOST_HINT) -> tuple[QComboBox, QLabel]:
     """The Host row (the hosts offered) and its hint below, added to `form`."""
     combo = host_combo(offered_hosts(memory))
     form.addRow("Host", combo)
-    hint = QLabel(HOST_HINT)
+    hint = QLabel(hint_text)
     hint.setObjectName("hint")
     hint.setStyleSheet(f"color: {MUTED_TEXT};")
     hint.setWordWrap(True)
@@ -210,3 +217,136 @@ def host_combo(hosts: list[str]) -> QComboBox:
         line.setPlaceholderText("gpu-box or user@host: what you type after ssh")
     combo.setToolTip("A Host alias from ~/.ssh/config, or user@host")
     return combo
+
+
+class HostForm(QObject):
+    """A remote host's rows, for a dialog whose fields are the host's alone (the Tune dialog):
+    Host and its hint, the script's path there, its working folder, the interpreter and whether
+    it has torch (TorchProbe over ssh, once the fields rest). Picking another host brings back
+    its remembered folder and interpreters (HostMemory, shared with the Run dialog); what is
+    typed is kept as typed (the host's shell expands `~`)."""
+
+    def __init__(self, form: QFormLayout, memory: HostMemory, hint: str = HOST_HINT,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.form, self.memory = form, memory
+        self.host_combo, self.hint = host_rows(form, memory, hint)
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        script_hint, cwd_hint = placeholders(True)
+        self.script_edit = QLineEdit(placeholderText=script_hint)
+        form.addRow("Script", self.script_edit)
+        self.cwd_edit = QLineEdit(placeholderText=cwd_hint)
+        self.python_combo = QComboBox(editable=True)
+        self.python_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.python_combo.setToolTip("The interpreter on the host (it needs torch, not "
+                                     "stallscope); ~/ is the home there")
+        folder = QHBoxLayout()
+        folder.addWidget(self.cwd_edit, 3)
+        folder.addSpacing(8)
+        folder.addWidget(QLabel("Python"))
+        folder.addWidget(self.python_combo, 2)
+        self.folder_row = row_widget(folder)
+        form.addRow("Working folder", self.folder_row)
+        self.python_status = QLabel(" ")
+        self.python_status.setObjectName("hint")
+        self.python_status.setWordWrap(True)  # ssh's one line and what to do: two at most
+        self.python_status.setMinimumHeight(2 * self.python_status.fontMetrics().lineSpacing())
+        form.addRow("", self.python_status)
+        self.probe = TorchProbe(self)
+        self.probe.sig_result.connect(self._set_status)
+        self._shown_host = ""
+        self._active = False
+        line = self.host_combo.lineEdit()
+        assert line is not None  # host_rows makes an editable combo
+        line.editingFinished.connect(self._host_chosen)
+        self.host_combo.textActivated.connect(lambda _text: self._host_chosen())
+        self.python_combo.currentTextChanged.connect(lambda _text: self.check())
+
+    def rows(self) -> list[QWidget]:
+        """The form rows' fields (the folder's row holds the interpreter too)."""
+        return [self.host_combo, self.hint, self.script_edit, self.folder_row,
+                self.python_status]
+
+    def set_active(self, active: bool) -> None:
+        """Shown and checked (a remote host chosen), or hidden and quiet (this computer)."""
+        self._active = active
+        for widget in self.rows():
+            self.form.setRowVisible(widget, active)
+        if active:
+            if not self.host():
+                self.host_combo.setCurrentText(next(iter(self.memory.hosts()), ""))
+                self._host_chosen()
+            self.check()
+        else:
+            self.probe.stop()
+
+    def fill(self, host: str, script: str, cwd: str, python: str) -> None:
+        """Preselect a host and its fields (a session recorded there: its own)."""
+        self._shown_host = host.strip()
+        self.host_combo.setCurrentText(host)
+        self.script_edit.setText(script)
+        self.cwd_edit.setText(cwd)
+        self._pythons(python)
+
+    def host(self) -> str:
+        return self.host_combo.currentText().strip()
+
+    def python(self) -> str:
+        return self.python_combo.currentText().strip() or REMOTE_PYTHON
+
+    def fields(self) -> dict:
+        """where_fields of the rows: host, script, cwd, python; ValueError with one line."""
+        return where_fields(self.host(), self.script_edit.text(), self.cwd_edit.text(),
+                            self.python())
+
+    def where(self, ssh_options: tuple[str, ...] = (), cache: str = "") -> Where:
+        """The host as the launcher takes it; STALLSCOPE_SSH_CONFIG's -F comes first, as for
+        the CLI. ValueError with one line."""
+        fields = self.fields()
+        return Where(host=fields["host"], python=fields["python"], cwd=fields["cwd"] or None,
+                     ssh_options=ssh_env_options() + tuple(ssh_options), cache=cache or None)
+
+    def set_enabled(self, enabled: bool) -> None:
+        for widget in (self.host_combo, self.script_edit, self.folder_row):
+            widget.setEnabled(enabled)
+
+    def remember(self) -> None:
+        fields = self.fields()
+        self.memory.remember(fields["host"], fields["python"], fields["cwd"], fields["script"])
+
+    def _host_chosen(self) -> None:
+        host = self.host()
+        if host == self._shown_host:
+            return
+        self._shown_host = host
+        if host:
+            self.cwd_edit.setText(self.memory.folder(host))
+            if not self.script_edit.text().strip():
+                self.script_edit.setText(self.memory.last_script(host))
+        self._pythons("")
+
+    def _pythons(self, chosen: str) -> None:
+        pythons = self.memory.pythons(self.host()) if self.host() else [REMOTE_PYTHON]
+        if chosen and chosen not in pythons:
+            pythons = [chosen, *pythons]
+        refill(self.python_combo, [(p, p) for p in pythons])
+        self.python_combo.setCurrentText(chosen or pythons[0])
+        self.check()
+
+    def check(self) -> None:
+        """Ask the host's interpreter for torch (only while the rows are shown)."""
+        if not self._active:
+            return
+        try:
+            self.probe.check_remote(check_host(self.host()), self.python())
+        except ValueError as exc:
+            self.probe.stop()
+            self._set_status(str(exc), None)
+
+    def _set_status(self, text: str, ok: bool | None) -> None:
+        color = {True: BETTER_COLOR, False: error_text(), None: MUTED_TEXT}[ok]
+        self.python_status.setStyleSheet(f"color: {color};")
+        self.python_status.setText(text)
+
+    def stop(self) -> None:
+        self.probe.stop()
