@@ -4,8 +4,8 @@ dialog (gui/dialogs/tune.py) only shows what it reports.
     dialog = tune_dialog("train.py", ["--epochs", "1"], parent=window)  # dialog + its controller
     dialog.start()
 
-Standalone: `python -m stallscope.gui.controllers.tune [--budget S] [--start | --screenshot
-OUT.png] -- train.py [args]`.
+Standalone: `python -m stallscope.gui.controllers.tune [--budget S] [--host H --remote-python P
+--remote-cwd DIR] [--start | --screenshot OUT.png] -- train.py [args]`.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ class TuneController(QObject):
 def tune_dialog(script: str, args: list[str] | None = None, parent: QWidget | None = None,
                 **options) -> TuneDialog:
     """The tune dialog with a controller of its own (a child of the dialog: closing the dialog
-    ends its tune). `options`: TuneDialog's (cwd, python, budget_s, out, max_workers, ...)."""
+    ends its tune). `options`: TuneDialog's (cwd, python, budget_s, out, max_workers, host:
+    the trials run there, ...)."""
     controller = TuneController()
     dialog = TuneDialog(script, args, tuner=controller, parent=parent, **options)
     controller.setParent(dialog)
@@ -102,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS")
     p.add_argument("--max-workers", type=int, metavar="N")
     p.add_argument("--out", metavar="DIR", help="tune folder")
+    p.add_argument("--host", default="", help="run the trials there over ssh (the script's "
+                                              "path is the host's)")
+    p.add_argument("--remote-python", default="", metavar="PATH")
+    p.add_argument("--remote-cwd", default="", metavar="DIR")
     p.add_argument("--start", action="store_true", help="start at once, without Start")
     p.add_argument("--screenshot", metavar="OUT.png",
                    help="start at once, save a PNG of the dialog when the tune ends, then exit")
@@ -110,14 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     command = rest or ([args.script] if args.script else [])
     if not command:
         p.error("no script given: -- script.py [args]")
-    if not Path(command[0]).is_file():
+    if not args.host and not Path(command[0]).is_file():
         print(f"stallscope: error: script not found: {command[0]}", file=sys.stderr)
         return 2
     app = standalone_app(screenshot=bool(args.screenshot))
     dialog = tune_dialog(command[0], command[1:], budget_s=args.budget, out=args.out,
-                         max_workers=args.max_workers,
+                         max_workers=args.max_workers, host=args.host,
+                         python=args.remote_python, cwd=args.remote_cwd,
                          autostart=bool(args.start or args.screenshot))
-    dialog.resize(900, 760)
+    dialog.resize(900, max(760, dialog.minimumHeight()))
     dialog.start_button.setFocus()
     dialog.sig_compare_requested.connect(
         lambda before, after: print(f"compare: {before} {after}", flush=True))

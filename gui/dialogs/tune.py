@@ -1,14 +1,19 @@
 """The tune dialog: measure DataLoader settings on the user's script, trial by trial, live.
 
     dialog = TuneDialog("train.py", args=["--epochs", "1"])
+    dialog = TuneDialog("~/proj/train.py", host="gpu-box", python="~/venv/bin/python")  # there
     dialog.sig_compare_requested.connect(lambda before, after: ...)  # baseline, best session
     dialog.start()          # or autostart=True
 
 The tune runs in its controller (gui/controllers/tune.py, the dialog's `tuner`: a JobRunner
 there); each finished trial it reports adds a bar to the chart (step time per trial, data wait
 inside it, the best in green) and a row to the table. Cancel stops the running trial; the
-finished ones stay in the tune folder. Made with its controller by
+finished ones stay in the tune folder. Where (the Run dialog's: gui/dialogs/run_where) runs the
+trials on this computer or on a host over the user's own ssh (script, folder and interpreter
+the host's, typed; STALLSCOPE_SSH_CONFIG applies as for the CLI). Made with its controller by
 gui/controllers/tune.tune_dialog; standalone: `python -m stallscope.gui.controllers.tune`.
+(Over 450 lines: one dialog state, idle/running/ended, drives the chart, table, Where and
+buttons together.)
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
+    QFormLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -49,10 +55,16 @@ from stallscope.gui.colors import (
     error_text,
     qcolor,
 )
+from stallscope.gui.dialogs.run_where import HostForm, HostMemory, WhereChoice
 from stallscope.gui.dialogs.tune_chart import WAIT_COLOR, TuneChart
-from stallscope.gui.widgets import rich_label
+from stallscope.gui.run_request import run_settings
+from stallscope.gui.widgets import rich_label, set_rich
 
 COLUMNS = ("#", "settings", "step", "data wait", "peak RSS", "status")
+# what `tune --host` says (core/commands/tune.py)
+ON_HOST = ("Trials run there one at a time, over your own ssh (~/.ssh/config, keys, agent). Their "
+           "memory and workers' CPU time are not sampled there: no memory guard, no worker-CPU "
+           "hint.")
 
 
 class Tuner(Protocol):
@@ -83,13 +95,20 @@ class TuneDialog(QDialog):
                  cwd: str = "", python: str = "", parent: QWidget | None = None,
                  budget_s: float = DEFAULT_BUDGET_S, out: str | None = None,
                  max_workers: int | None = None, max_trials: int | None = None,
-                 autostart: bool = False) -> None:
+                 autostart: bool = False, host: str = "", settings: QSettings | None = None,
+                 ssh_options: tuple[str, ...] = (), remote_cache: str = "") -> None:
+        """host: the script, cwd and python are that host's (typed paths, kept as typed);
+        ssh_options and remote_cache as Where's (STALLSCOPE_SSH_CONFIG's -F comes first)."""
         super().__init__(parent)
         self.max_trials = max_trials
-        self.script = str(Path(script).resolve())
+        self.host = host.strip()
+        self.script = script if self.host else str(Path(script).resolve())
         self.args = list(args or [])
-        self.cwd = cwd or str(Path(self.script).parent)
-        self.python = python or sys.executable
+        self.cwd = cwd if self.host else cwd or str(Path(self.script).parent)
+        self.python = python if self.host else python or sys.executable
+        self.ssh_options, self.remote_cache = tuple(ssh_options), remote_cache
+        self.memory = HostMemory(settings or run_settings())
+        self.ran_on = ""  # the host of the tune shown ("": this computer)
         self.out = out
         self.trials: list[Trial] = []
         self.best: int | None = None
@@ -104,15 +123,20 @@ class TuneDialog(QDialog):
         tuner.sig_error.connect(self._on_error)
         tuner.sig_cancelled.connect(self._on_cancelled)
         tuner.sig_finished.connect(self._on_finished)
-        self.setWindowTitle(f"Tune the DataLoader: {Path(self.script).name}")
-        self.setMinimumSize(760, 640)
+        self.setMinimumWidth(760)  # the height: the layout's minimum
         self._build(budget_s, max_workers)
+        self.host_rows.fill(self.host, self.script if self.host else "", self.cwd, self.python)
+        self.where.set_remote(bool(self.host))
+        self._where_changed(bool(self.host))
+        layout = self.layout()
+        if layout is not None:
+            layout.activate()  # its minimum set before there is a window to tell
         if autostart:
             QTimer.singleShot(0, self.start)
 
     # ------------------------------------------------------------------ layout
     def _build(self, budget_s: float, max_workers: int | None) -> None:
-        title = rich_label("<b>{}</b> {}", Path(self.script).name, shlex.join(self.args))
+        self.title = title = rich_label("")
         title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         about = QLabel("Runs the script a few times with other DataLoader settings: more "
                        "workers while steps get faster beyond the noise (the fewest that are "
@@ -134,6 +158,18 @@ class TuneDialog(QDialog):
                                      f"{cores} usable cores when the workers compute, and goes "
                                      f"on up to this many while they wait on I/O (memory "
                                      f"bounds it too)")
+        self.where_form = QFormLayout()
+        self.where_form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.where = WhereChoice()
+        self.where_form.addRow("Where", self.where)
+        self.host_rows = HostForm(self.where_form, self.memory, ON_HOST, self)
+        hint = self.host_rows.hint
+        hint.setMinimumWidth(600)  # wrapped labels: their height at their narrowest, so that
+        hint.setMinimumHeight(hint.heightForWidth(600))  # the dialog's minimum holds them
+        self.where.sig_changed.connect(self._where_changed)
+        self.host_rows.host_combo.currentTextChanged.connect(lambda _t: self._retitle())
+        self.host_rows.script_edit.textChanged.connect(lambda _t: self._retitle())
+
         self.start_button = QPushButton("Start")
         self.start_button.setDefault(True)
         self.start_button.clicked.connect(self.start)
@@ -204,6 +240,7 @@ class TuneDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(title)
         layout.addWidget(about)
+        layout.addLayout(self.where_form)
         layout.addLayout(row)
         layout.addWidget(self.chart, 3)
         layout.addWidget(legend)
@@ -213,24 +250,64 @@ class TuneDialog(QDialog):
         layout.addWidget(self.verdict)
         layout.addLayout(change_row)
         layout.addLayout(buttons)
+        margins = layout.contentsMargins()
+        about.setMinimumHeight(about.heightForWidth(760 - margins.left() - margins.right()))
 
     # ------------------------------------------------------------------ running
     @property
     def is_running(self) -> bool:
         return self.state == "running"
 
+    def _where_changed(self, remote: bool) -> None:
+        self.host_rows.set_active(remote)
+        if remote and not self.host_rows.script_edit.text().strip():
+            self.host_rows.script_edit.setText(self.script)  # a start: the same path there
+        self._retitle()
+        # the rows above the chart grow the dialog (640 without them), never squeeze the chart:
+        # the layout's minimum is the dialog's (chart, table, the verdict once it is there)
+        self.where_form.invalidate()
+        layout = self.layout()
+        gap = max(0, layout.spacing()) if layout is not None else 0
+        height = 640 + self.where_form.sizeHint().height() + gap
+        if self.height() < height:
+            self.resize(max(self.width(), 760), height)
+
+    def _retitle(self) -> None:
+        remote = self.where.is_remote
+        script = self.host_rows.script_edit.text().strip() if remote else self.script
+        name = Path(script).name or script
+        host = self.host_rows.host() if remote else ""
+        on = f" on {host}" if host else ""
+        self.setWindowTitle(f"Tune the DataLoader: {name}{on}")
+        set_rich(self.title, "<b>{}</b> {}" + (" &nbsp;on <b>{}</b>" if host else ""), name,
+                 shlex.join(self.args), *([host] if host else []))
+
     def config(self) -> TuneConfig:
-        cfg = TuneConfig(script=Path(self.script), args=self.args, cwd=Path(self.cwd),
-                         python=self.python, out=Path(self.out) if self.out else None,
+        """The tune to run, from the fields; ValueError with one line when a field is wrong."""
+        where = self.host_rows.where(self.ssh_options, self.remote_cache) \
+            if self.where.is_remote else None
+        script = self.host_rows.fields()["script"] if where is not None else self.script
+        cfg = TuneConfig(script=Path(script), args=self.args,
+                         cwd=Path(self.cwd) if where is None else Path.cwd(),
+                         python=self.python if where is None else "",
+                         out=Path(self.out) if self.out else None,
                          budget_s=float(self.budget_spin.value()),
-                         max_workers=self.workers_spin.value(), max_trials=self.max_trials)
+                         max_workers=self.workers_spin.value(), max_trials=self.max_trials,
+                         where=where)
         cfg.out = cfg.folder()
         return cfg
 
     def start(self) -> None:
         if self.is_running:
             return
-        cfg = self.config()
+        try:
+            cfg = self.config()
+        except ValueError as exc:
+            self._set_status(str(exc), error_text())
+            return
+        if cfg.where is not None:
+            self.host_rows.remember()
+        self.ran_on = str(cfg.where.host) if cfg.where is not None else ""
         self.folder = cfg.out
         self.trials, self.best, self.baseline, self.tune_result = [], None, None, None
         self.table.setRowCount(0)
@@ -241,9 +318,12 @@ class TuneDialog(QDialog):
         self.compare_button.setEnabled(False)
         self.state = "running"
         self.start_button.setEnabled(False)
+        self.where.setEnabled(False)  # a running tune's place stays as it started
+        self.host_rows.set_enabled(False)
         self.cancel_button.setEnabled(True)
         self.progress.setRange(0, 0)
-        self._set_status(f"Trial 1 runs the script as written… (trials go to {cfg.out})")
+        self._set_status(f"Trial 1 runs the script as written{self._on()}… (trials go to "
+                         f"{cfg.out})")
         self.tuner.start(cfg)
 
     def cancel(self) -> None:
@@ -272,7 +352,7 @@ class TuneDialog(QDialog):
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
         if self.is_running and done < total:
-            self._set_status(f"Trial {done + 1} of at most {total} running…")
+            self._set_status(f"Trial {done + 1} of at most {total} running{self._on()}…")
 
     def _on_result(self, result: TuneResult) -> None:
         self.tune_result = result
@@ -289,7 +369,7 @@ class TuneDialog(QDialog):
         self.compare_button.setEnabled(self.compare_pair() is not None)
         base = result.baseline_trial
         failed = base is None or not base.ok
-        self._set_status(f"Done: {units.plural(len(result.trials), 'trial')} in "
+        self._set_status(f"Done: {units.plural(len(result.trials), 'trial')}{self._on()} in "
                          f"{result.elapsed_s:.0f} s, kept in {result.folder}",
                          error_text() if failed else None)
 
@@ -310,6 +390,8 @@ class TuneDialog(QDialog):
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
         self.start_button.setEnabled(True)
+        self.where.setEnabled(True)
+        self.host_rows.set_enabled(True)
         self.start_button.setText("Run again")
         self.cancel_button.setEnabled(False)
         self.sig_tune_ended.emit(self.state)
@@ -368,6 +450,9 @@ class TuneDialog(QDialog):
         if pair is not None:
             self.sig_compare_requested.emit(*pair)
 
+    def _on(self) -> str:
+        return f" on {self.ran_on}" if self.ran_on else ""
+
     def _set_status(self, text: str, color: str | None = None) -> None:
         self.status.setStyleSheet(f"color: {color};" if color else "")
         self.status.setText(text)
@@ -385,3 +470,7 @@ class TuneDialog(QDialog):
             self.cancel()
             self.wait()
         super().closeEvent(event)
+
+    def done(self, result: int) -> None:
+        self.host_rows.stop()  # the host's interpreter check, if one is under way
+        super().done(result)
