@@ -12,7 +12,10 @@ The script comes from the session the trace belongs to (run.json: script, args, 
 a bare trace asks for it once with a file dialog (remembered for that trace). A session may come
 from someone else: before the tune dialog opens, confirm.choose_run shows the script, its
 arguments and the session's interpreter and folder as text, and the tune runs with the user's
-interpreter in the folder they chose (never the session's, unchosen). The LMDB route finds the
+interpreter in the folder they chose (never the session's, unchosen). A session recorded on a
+host (run.json `remote`, ScriptInfo.host) is tuned there: the confirmation names the host and
+shows its interpreter (remote.python) and folder (cwd) to edit, and the tune dialog opens with
+them preselected (Where: the host). The LMDB route finds the
 Dataset by reading the files (no import); importing it waits for a button that names the file,
 and happens first in a child process (core.session.factory_probe), never in the app.
 """
@@ -72,8 +75,8 @@ class FixLoop(QObject):
         before, else (ask=True) one chosen now with a file dialog."""
         trace = self.trace_path()
         info = self.recorded()
-        if info is not None and Path(info.script).is_file():
-            return info
+        if info is not None and (info.is_remote or Path(info.script).is_file()):
+            return info  # a host's script is a path there: nothing to look for here
         path = self._chosen.get(trace) if trace else None
         if path is None:
             if not ask:
@@ -116,23 +119,29 @@ class FixLoop(QObject):
         if info is None:
             return None
         old = self.tune_dialog
-        if old is not None and (old.is_running or old.script == str(Path(info.script)
-                                                                     .resolve())):
+        here = "" if info.is_remote else str(Path(info.script).resolve())
+        if old is not None and (old.is_running or (old.host, old.script) == (
+                info.host, here or info.script)):
             old.show()
             old.raise_()
             old.activateWindow()
             return old
         recorded = None if script else self.recorded()
-        plan = choose_run(self.window.as_widget(), info.script, info.args,
-                          recorded.python if recorded else "", recorded.cwd if recorded else "",
-                          button="Open the tune dialog",
-                          recorded_script=recorded.script if recorded else "")
+        if info.is_remote:  # tuned where it ran: the host's interpreter as typed, its folder
+            plan = choose_run(self.window.as_widget(), info.script, info.args,
+                              info.remote_python or info.python, info.cwd,
+                              button="Open the tune dialog", host=info.host)
+        else:
+            plan = choose_run(self.window.as_widget(), info.script, info.args,
+                              recorded.python if recorded else "",
+                              recorded.cwd if recorded else "", button="Open the tune dialog",
+                              recorded_script=recorded.script if recorded else "")
         if plan is None:
             return None
         if old is not None:
             old.deleteLater()
         dialog = tune_dialog(plan.script, plan.args, cwd=plan.cwd, python=plan.python,
-                             parent=self.window.as_widget())
+                             host=plan.host, parent=self.window.as_widget())
         dialog.sig_compare_requested.connect(self.compare_sessions)
         self.tune_dialog = dialog
         dialog.show()
@@ -168,6 +177,8 @@ class FixLoop(QObject):
         in a child process first (sig_probe_finished) and the wizard opens with it as the
         source once that worked. Returns the wizard when it opened right away, else None."""
         info = self.script_info(ask=False)
+        if info is not None and info.is_remote:
+            info = None  # its files are the host's: nothing here to read or import
         source = dataset_factory(info.script, info.datasets, info.files) if info else ""
         if not source:
             self.window.show_status(

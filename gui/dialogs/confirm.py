@@ -4,12 +4,15 @@ file to import, shown as plain text, and the user's yes.
     confirm_command(parent, "Install line_profiler?", why, ["/x/python", "-m", "pip", ...])
     confirm_import(parent, "/x/train.py", "JpegFolder")          # the button names the file
     plan = choose_run(parent, script, args, recorded_python, recorded_cwd)  # RunPlan | None
+    plan = choose_run(parent, script, args, python, cwd, host="gpu-box")    # on that host
 
 A received session's run.json says what ran on someone else's machine (interpreter, folder,
 script, arguments): choose_run shows those as facts and runs with the user's own interpreter
 (this app's, or one they pick) in a folder they choose; nothing from the session is used
-without being on screen. `answer(dialog)` is the one place the user's answer comes from (tests
-replace it, and see the dialog exactly as the user would).
+without being on screen. A session recorded on a host (run.json `remote`) runs there again: the
+host, its interpreter and folder are shown first, editable, and the command as ssh runs it.
+`answer(dialog)` is the one place the user's answer comes from (tests replace it, and see the
+dialog exactly as the user would).
 
 Every string from a file is shown as what it is (core/untrusted.visible): a right-to-left
 override, a zero-width space, an ESC or a newline in an argument or a path reads as \u202e,
@@ -39,7 +42,8 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core.untrusted import visible
-from stallscope.gui.dialogs.fields import with_button
+from stallscope.gui.dialogs.fields import error_label, with_button
+from stallscope.gui.dialogs.run_where import REMOTE_PYTHON, check_host
 from stallscope.gui.widgets import plain_label
 
 
@@ -184,9 +188,15 @@ class RunPlan:
     cwd: str
     script: str
     args: list[str] = field(default_factory=list)
+    host: str = ""  # a remote host: python, cwd and script are that host's paths
 
     def command(self) -> list[str]:
         return [self.python, self.script, *self.args]
+
+
+def _there(path: str) -> str:
+    """A path on a host as its shell takes it from the launcher: a leading ~/ is the home."""
+    return "~/" + shlex.quote(path[2:]) if path.startswith("~/") else shlex.quote(path)
 
 
 class RunPlanDialog(ConfirmDialog):
@@ -195,7 +205,11 @@ class RunPlanDialog(ConfirmDialog):
 
     def __init__(self, script: str, args: list[str], recorded_python: str = "",
                  recorded_cwd: str = "", button: str = "Continue",
-                 parent: QWidget | None = None, recorded_script: str = "") -> None:
+                 parent: QWidget | None = None, recorded_script: str = "",
+                 host: str = "") -> None:
+        if host:
+            self._init_remote(script, args, recorded_python, recorded_cwd, button, parent, host)
+            return
         text = (f"This runs {visible(Path(script).name)} with your own Python interpreter, in a "
                 "folder you choose. Check the command below.")
         facts = [("Script", script), ("Arguments", shlex.join(args) or "(none)")]
@@ -212,10 +226,29 @@ class RunPlanDialog(ConfirmDialog):
         self.cwd_edit = self._chooser("Run in folder", self.plan.cwd, self._choose_cwd)
         self._show_command()
 
-    def _chooser(self, name: str, value: str, choose) -> QLineEdit:
+    def _init_remote(self, script: str, args: list[str], python: str, cwd: str, button: str,
+                     parent: QWidget | None, host: str) -> None:
+        """On the host the session was recorded on: its interpreter and folder (run.json),
+        shown and editable, typed paths there (nothing to browse); nothing runs before yes."""
+        text = (f"This runs {visible(Path(script).name)} on {visible(host)} over your own ssh, "
+                "with the interpreter and in the folder the session recorded there. Check the "
+                "host and the command below.")
+        facts = [("Host", host), ("Script there", script),
+                 ("Arguments", shlex.join(args) or "(none)")]
+        super().__init__("What will run", text, facts=facts, button=button, parent=parent)
+        self.plan = RunPlan(python or REMOTE_PYTHON, cwd, script, list(args), host)
+        self.python_edit = self._chooser(f"Python on {visible(host)}", self.plan.python)
+        self.cwd_edit = self._chooser(f"Folder on {visible(host)}", self.plan.cwd)
+        self.cwd_edit.setPlaceholderText("your home there")
+        self.error = error_label()
+        self.extra.addWidget(self.error)
+        self._show_command()
+
+    def _chooser(self, name: str, value: str, choose=None) -> QLineEdit:
         edit = QLineEdit(value)
         edit.textChanged.connect(self._edited)
-        self.facts.addRow(plain_label(name), with_button(edit, "Choose…", choose))
+        self.facts.addRow(plain_label(name), with_button(edit, "Choose…", choose) if choose
+                          else edit)
         return edit
 
     def _choose_python(self) -> None:
@@ -235,10 +268,28 @@ class RunPlanDialog(ConfirmDialog):
         self._show_command()
 
     def _show_command(self) -> None:
+        if self.plan.host:
+            self._show_remote()
+            return
         ok = Path(self.plan.python).is_file() and Path(self.plan.cwd).is_dir()
         self.ok.setEnabled(ok)
         self.command.setPlainText(visible(f"cd {shlex.quote(self.plan.cwd)}") + "\n"
                                   + shown_command(self.plan.command()))
+        self.command.setVisible(True)
+
+    def _show_remote(self) -> None:
+        plan = self.plan
+        try:
+            check_host(plan.host)
+            problem = "" if plan.python else "name the interpreter on the host"
+        except ValueError as exc:
+            problem = str(exc)
+        self.error.setText(problem)
+        self.ok.setEnabled(not problem)
+        self.command.setPlainText("\n".join(visible(line) for line in (
+            f"ssh {shlex.quote(plan.host)}", f"cd {_there(plan.cwd) if plan.cwd else '~'}",
+            " ".join(_there(word) for word in [plan.python, plan.script])
+            + "".join(f" {shlex.quote(a)}" for a in plan.args))))
         self.command.setVisible(True)
 
     def shown_text(self) -> str:
@@ -247,10 +298,12 @@ class RunPlanDialog(ConfirmDialog):
 
 def choose_run(parent: QWidget | None, script: str, args: list[str], recorded_python: str = "",
                recorded_cwd: str = "", button: str = "Continue",
-               recorded_script: str = "") -> RunPlan | None:
+               recorded_script: str = "", host: str = "") -> RunPlan | None:
     """The interpreter and folder to run `script` with, chosen by the user; None on Cancel.
-    recorded_*: what the session says ran (shown, not used)."""
+    recorded_*: what the session says ran (shown, not used). host: the session ran there, and
+    runs there again: script, recorded_python and recorded_cwd are the host's, shown and
+    editable (the user's yes uses them)."""
     dialog = RunPlanDialog(script, args, recorded_python, recorded_cwd, button, parent,
-                           recorded_script)
+                           recorded_script, host)
     plan = dialog.plan
     return plan if _ask(dialog) else None

@@ -166,6 +166,67 @@ def test_try_it_opens_the_tune_dialog_on_the_sessions_script(qtbot, window, sess
     dialog.close()
 
 
+def test_try_it_on_a_session_recorded_on_a_host_tunes_there(qtbot, window, tmp_path,
+                                                             monkeypatch):
+    """A mirror of a run on a host (run.json `remote`, cwd the host's folder): "Try it" asks
+    first, naming the host and showing the command as ssh runs it, then opens the tune dialog
+    with Where on that host, its interpreter (remote.python) and folder, the host's script."""
+    monkeypatch.setattr(TuneDialog, "start", lambda self: pytest.fail("no tune in this test"))
+    monkeypatch.setattr(QFileDialog, "getOpenFileName",
+                        lambda *a: pytest.fail("a host's script is not looked for here"))
+    (tmp_path / "ssh_config").write_text("")  # no ~/.ssh/config of the machine's user
+    monkeypatch.setenv("STALLSCOPE_SSH_CONFIG", str(tmp_path / "ssh_config"))
+    there = "/home/me/proj"
+    remote = {"host": "gpu-box", "session": "/home/me/.cache/stallscope/sessions/train-1",
+              "python": "~/envs/cuda/bin/python"}
+    session = make_session(tmp_path / "mirror", fixture_path("kineto_nw0"),
+                           Path(there) / "train.py", args=["--epochs", "1"], cwd=there,
+                           python="/home/me/envs/cuda/bin/python3.11", remote=remote,
+                           dataloaders=[{"site": "train.py:5", "file": f"{there}/train.py",
+                                         "line": 5, "dataset": "Flowers"}])
+    info = script_of(session)  # the one reader of run.json carries the remote facts
+    assert (info.host, info.remote_python, info.remote_session) == (
+        "gpu-box", "~/envs/cuda/bin/python", remote["session"])
+    assert info.is_remote and info.script == f"{there}/train.py" and info.cwd == there
+    asked: list[tuple[str, object]] = []
+
+    def say(dialog, yes: bool):
+        asked.append((dialog.shown_text(), window.fix_loop.tune_dialog))
+        return yes
+
+    with qtbot.waitSignal(window.sig_document_shown, timeout=60_000):
+        window.open_path(str(session))
+    card = dataloader_card(window)
+    monkeypatch.setattr(confirm, "answer", lambda dialog: say(dialog, False))
+    card.buttons["try_it"].click()  # No: nothing opens, nothing runs
+    assert window.fix_loop.tune_dialog is None and len(asked) == 1
+    monkeypatch.setattr(confirm, "answer", lambda dialog: say(dialog, True))
+    with qtbot.waitSignal(window.fix_loop.sig_tune_opened, timeout=5_000) as opened:
+        card.buttons["try_it"].click()
+    shown, dialog_then = asked[1]
+    assert dialog_then is None  # the confirmation came first
+    # it names the host, and shows the command as it runs there
+    assert "gpu-box" in shown.splitlines()[1] and "Host\ngpu-box" in shown
+    assert ("ssh gpu-box\ncd /home/me/proj\n~/envs/cuda/bin/python /home/me/proj/train.py "
+            "--epochs 1") in shown
+    dialog = opened.args[0]
+    qtbot.addWidget(dialog)
+    rows = dialog.host_rows
+    assert dialog.where.is_remote and rows.host() == "gpu-box"
+    assert rows.python() == "~/envs/cuda/bin/python" and rows.cwd_edit.text() == there
+    assert rows.script_edit.text() == f"{there}/train.py" and dialog.args == ["--epochs", "1"]
+    assert dialog.windowTitle() == "Tune the DataLoader: train.py on gpu-box"
+    cfg = dialog.config()  # what Start would run: the host's script, there
+    assert str(cfg.script) == f"{there}/train.py" and cfg.where is not None
+    assert (cfg.where.host, cfg.where.python, cfg.where.cwd) == (
+        "gpu-box", "~/envs/cuda/bin/python", there)
+    assert cfg.where.ssh_options[:2] == ("-F", str(tmp_path / "ssh_config"))
+    shot(dialog, "tune_dialog_remote_prefilled")
+    card.buttons["try_it"].click()  # the same dialog again, not asked twice
+    assert window.fix_loop.tune_dialog is dialog and len(asked) == 2
+    dialog.close()
+
+
 @pytest.mark.runner  # the Dataset's file is imported in a child (factory_probe)
 def test_try_it_on_a_bare_trace_asks_for_the_script(qtbot, window, project, open_and_wait,
                                                      monkeypatch, confirmed):
