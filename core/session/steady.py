@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from stallscope.core.units import plural
+
 MIN_STEPS = 20
 MIN_S = 2.0
 LONG_S = 8.0        # slow steps: this long a window is enough with LONG_STEPS of them
@@ -121,9 +123,18 @@ def steady(t: np.ndarray, wall_ms: np.ndarray, data_wait_ms: np.ndarray, batches
     note = ""
     profiled = 0
     if k - start < 2:  # too short: whatever follows step 0 (start-up) stands, said as such
+        pauses = [i for i, p in enumerate(phase) if p in PROFILED]
+        if k >= min_steps and pauses and pauses[-1] >= 1:
+            # many steps, but a profiling window near the end (--profile-every): the steady
+            # figure starts after the last one
+            after = plural(k - 1 - pauses[-1], "step")
+            note = (f"only {after} after the last profiling window: too short to reach steady "
+                    f"state (it needs the warm-up after that window, then {min_steps} steps "
+                    f"over {min_s:.0f} s)")
+        else:
+            note = (f"only {k} steps: too short to reach steady state (it needs the warm-up, "
+                    f"then {min_steps} steps over {min_s:.0f} s)")
         start = 1 if k > 2 else 0
-        note = (f"only {k} steps: too short to reach steady state (it needs the warm-up, "
-                f"then {min_steps} steps over {min_s:.0f} s)")
         # the profiled window's steps, then: their mean is the profiler's as much as the
         # script's (docs/definitions.md: never labelled as the step time)
         profiled = sum(1 for p in phase[start:] if p in PROFILED)

@@ -25,7 +25,7 @@ from stallscope.core.compare import compare_reports, speedup, statistic
 from stallscope.core.document import load_document_job
 from stallscope.core.jobs import run_job
 from stallscope.core.session.reader import open_session
-from stallscope.core.session.steady import MIN_S, MIN_STEPS, queued_batches
+from stallscope.core.session.steady import MIN_S, MIN_STEPS, queued_batches, steady
 from stallscope.core.tune import noise
 
 DATA = Path(__file__).resolve().parent / "steady_sessions"
@@ -131,3 +131,22 @@ def test_live_step_columns_give_the_session_figure():
             cols.add(typed(record))
     live = cols.steady(queued_batches(s.loaders()))
     assert live == s.steady()[1]
+
+
+def test_a_run_whose_last_window_ends_near_its_end_says_so():
+    # hunt: 128 steps with --profile-every 20 read "too short to reach steady state (it needs
+    # the warm-up, then 20 steps over 2 s)", though it had 128 steps over 9.7 s: the steady
+    # figure starts after the last profiling window, which ended a step before the run
+    k = 128
+    phase = ["wait"] + ["between"] * (k - 1)
+    for first in range(21, k - 6, 20):
+        phase[first - 1] = "warmup"
+        phase[first:first + 4] = ["active"] * 4
+    phase[k - 6] = "warmup"
+    phase[k - 5:k - 1] = ["active"] * 4
+    t = np.cumsum(np.full(k, 0.075))
+    w = steady(t, np.full(k, 75.0), np.zeros(k), np.ones(k), phase)
+    assert w is not None and not w.reached
+    assert w.note.startswith("only 1 step after the last profiling window: too short to reach "
+                             "steady state (it needs the warm-up after that window, then 20 "
+                             "steps over 2 s)"), w.note
