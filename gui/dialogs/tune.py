@@ -186,7 +186,7 @@ class TuneDialog(QDialog):
         self.chart.setMinimumHeight(220)
         legend = rich_label(f"<span style='color:{MUTED_TEXT}'>&#9632;</span> as written &nbsp; "
                         f"<span style='color:{BUSY_COLOR}'>&#9632;</span> trial &nbsp; "
-                        f"<span style='color:{BETTER_COLOR}'>&#9632;</span> best &nbsp; "
+                        f"<span style='color:{BETTER_COLOR}'>&#9632;</span> kept (faster) &nbsp; "
                         f"<span style='color:{WAIT_COLOR}'>&#9632;</span> data wait &nbsp; "
                         f"<span style='color:{WORSE_COLOR}'>&#10005;</span> failed or skipped")
 
@@ -358,7 +358,7 @@ class TuneDialog(QDialog):
         self.tune_result = result
         self.state = "done"
         self.best, self.baseline = result.best, result.baseline
-        self.chart.set_trials(self.trials, self.best, self.baseline)
+        self.chart.set_trials(self.trials, self.best, self.baseline, done=True)
         self._mark_best()
         lines = verdict(result)
         self.verdict.setText("\n".join(line for line in lines

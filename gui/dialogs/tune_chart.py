@@ -55,13 +55,17 @@ class TuneChart(pg.PlotWidget):
         self.setXRange(0.4, 6.6, padding=0)
         self.setYRange(0, 100, padding=0)
 
-    def set_trials(self, trials: list[Trial], best: int | None, baseline: int | None) -> None:
+    def set_trials(self, trials: list[Trial], best: int | None, baseline: int | None,
+                   done: bool = False) -> None:
+        """`best`: the trial the verdict keeps (green only when it is not the script as
+        written: keeping the script's settings is no better setting); `done`: the tune is
+        over, so no room is kept for trials to come."""
         ok = [t for t in trials if t.ok and t.step_ms is not None]
         x = np.array([t.index for t in ok], dtype=float)
         step = np.array([t.step_ms for t in ok], dtype=float)
         wait = np.array([t.data_wait_ms or 0.0 for t in ok], dtype=float)
         # the script as written is grey each time it runs (the noise check repeats it)
-        brushes = [qcolor(BETTER_COLOR) if t.index == best else
+        brushes = [qcolor(BETTER_COLOR) if t.index == best and t.changes else
                    qcolor(MUTED_TEXT) if t.index == baseline or not t.changes
                    else qcolor(BUSY_COLOR) for t in ok]
         self.steps.setOpts(x=x, height=step, brushes=brushes, pen=pg.mkPen(None))
@@ -80,5 +84,6 @@ class TuneChart(pg.PlotWidget):
             self.addItem(label)
             self.labels.append(label)
         top = float(step.max()) if len(step) else 100.0
-        self.setXRange(0.4, max(6, len(trials)) + 0.6, padding=0)
+        slots = len(trials) if done else max(6, len(trials))
+        self.setXRange(0.4, max(slots, 1) + 0.6, padding=0)
         self.setYRange(0, top * 1.3, padding=0)

@@ -62,6 +62,7 @@ def test_tune_dialog_fills_live_and_offers_the_compare(qtbot, tmp_path):
     assert heights[2] < 0.75 * heights[3]
     assert np.allclose(heights, [t.step_ms for t in dialog.trials])
     assert dialog.chart.steps.opts["brushes"][1].name() == BETTER_COLOR
+    assert dialog.chart.viewRange()[0][1] == pytest.approx(4.6)  # done: no empty slots left
     result = load_result(tmp_path / "tune")
     assert result.decision == "adopt"
     assert f"faster by {result.interval}" in dialog.verdict.text()
