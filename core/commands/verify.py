@@ -32,11 +32,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from stallscope.core.lmdb.handles import TruncatedError
     from stallscope.core.lmdb.verify import verify
 
     progress = Progress("verifying")
-    check = run_job(verify(args.dst, n=max(0, args.samples), seed=args.seed, records=True),
-                    progress)
+    try:
+        check = run_job(verify(args.dst, n=max(0, args.samples), seed=args.seed, records=True),
+                        progress)
+    except TruncatedError as exc:  # damage verify is there to find: said, exit status 1
+        progress.end()
+        if args.json:
+            write_json({"ok": False, "problem": str(exc), "truncated": True}, sys.stdout)
+        else:
+            print(f"verify: {exc}")
+        return 1
     progress.end()
     if args.json:
         write_json(verify_json(check), sys.stdout)

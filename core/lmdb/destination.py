@@ -25,6 +25,7 @@ import lmdb
 from stallscope.core import units
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.handles import check_length
 from stallscope.core.lmdb.images import Preprocess
 
 LOCK_NAME = "stallscope.lock"
@@ -58,6 +59,7 @@ def destination_state(dst: str | os.PathLike) -> DestState:
         if others:
             return DestState("foreign", reason="is a folder that is not empty and holds no LMDB")
         return DestState("empty")
+    check_length(dst)  # a copy cut short: opening it would crash (SIGBUS) on a missing page
     try:
         env = lmdb.open(str(dst), readonly=True, lock=False, subdir=True, max_dbs=0)
     except lmdb.Error as exc:
