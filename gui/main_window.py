@@ -91,6 +91,7 @@ class MainWindow(QMainWindow):
             lambda _role: self.status_bar.showMessage("Loading cancelled", 8000))
         self.controller.sig_ranks_folder.connect(self.open_ranks_folder)
         self.controller.sig_session.connect(self.replay_session)  # a session opens with its run
+        self.controller.sig_nothing_to_show.connect(self._on_nothing_to_show)
 
         self.messages = MessagePanel()
         self.analysis = AnalysisView(model=self.model)
@@ -222,6 +223,8 @@ class MainWindow(QMainWindow):
         self.controller.open(str(path), "compare")
 
     def _on_load_started(self, role: str, path: str) -> None:
+        if role == "main":
+            self.messages.hide()  # what the last open said; this one says its own
         what = "comparison trace" if role == "compare" else "trace"
         self.status_bar.showMessage(f"Loading {what} {Path(path).name}…")
 
@@ -244,6 +247,14 @@ class MainWindow(QMainWindow):
         self._remember(document)
         self.sig_document_shown.emit(document)
 
+    def _on_nothing_to_show(self, role: str, why: str) -> None:
+        """A session whose trace is not there (yet) or cannot be read: its run, if it could be
+        replayed, is in its Run tab; the loading line goes and the reason is said (after the
+        replay's own failure, when it failed too)."""
+        self.status_bar.showMessage("Nothing to show: no trace", 8000)
+        kept = " The open document stays as it was." if self.document is not None else ""
+        self.add_message(why.rstrip(".") + "." + kept, "info")
+
     def _on_failed(self, role: str, message: str) -> None:
         kept = " The open document stays as it was." if self.document is not None else ""
         self.show_message(f"Could not open: {message}.{kept}".replace("..", "."), "error")
@@ -251,6 +262,9 @@ class MainWindow(QMainWindow):
 
     def show_message(self, text: str, level: str = "error") -> None:
         self.messages.show_message(text, level)
+
+    def add_message(self, text: str, level: str = "error") -> None:
+        self.messages.add_message(text, level)
 
     def show_loaded(self, *_args) -> None:
         """The permanent status-bar label: file, window length, GPU utilization or no GPU."""

@@ -261,6 +261,17 @@ class MessagePanel(QFrame):
         self._restyle()
         self.show()
 
+    def add_message(self, text: str, level: str = "error") -> None:
+        """Another line under the one shown (what else the same open found), or the message
+        alone when none is shown; the strip takes the graver level of the two."""
+        if not self.isVisible() or not self.label.text():
+            self.show_message(text, level)
+            return
+        if text not in self.label.text():
+            self.label.setText(f"{self.label.text()}\n{text}")
+        graver = "error" if "error" in (self.level, level) else level
+        self.show_message(self.label.text(), graver)
+
     def _restyle(self, _theme_name: str = "") -> None:
         bg, fg = message_colors(self.level)
         self.setStyleSheet(f"MessagePanel {{ background: {bg}; border: 1px solid {fg}; "

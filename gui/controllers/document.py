@@ -62,6 +62,7 @@ class DocumentController(QObject):
     sig_load_cancelled = Signal(str)           # role
     sig_ranks_folder = Signal(str, object)     # folder, FolderPlan: many ranks, not loaded
     sig_session = Signal(str)                  # a session folder opened as "main": its run
+    sig_nothing_to_show = Signal(str, str)     # role, why: a session without a usable trace
     sig_busy_changed = Signal(bool)
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -98,3 +99,6 @@ class DocumentController(QObject):
             self.sig_session.emit(str(doc.opening.session))  # first: the trace takes the front
         if doc.reports:
             self.sig_document_loaded.emit(role, doc)
+        else:
+            why = doc.opening.no_trace if doc.opening is not None else ""
+            self.sig_nothing_to_show.emit(role, why or f"{doc.path}: no trace to show")

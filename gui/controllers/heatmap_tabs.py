@@ -152,7 +152,7 @@ class HeatmapTabs(QObject):
     def _failed(self, key: str, message: str) -> None:
         what = {"open": "The line profile", "run": "The run's line stats"}.get(
             key, "The session's line stats")
-        self.window.show_message(f"{what} could not be read: {message}", "error")
+        self.window.add_message(f"{what} could not be read: {message}", "error")
 
     def _installed(self, ok: bool, detail: str) -> None:
         if self.view is not None:

@@ -59,3 +59,27 @@ def test_a_small_job_in_full_states_the_clis_straggler_sentence(tmp_path, open_a
     [marked] = [row.label for row in window.analysis.rank_table.rows if row.slowest]
     assert marked == straggler  # the table marks the rank the sentence names
     save_shot(window, "analysis_small_job_straggler")
+
+
+def test_a_session_whose_trace_is_empty_says_why_over_the_open_document(qtbot, tmp_path,
+                                                                         open_and_wait, window):
+    # the status bar said "Loading trace ..." for good and no line named the empty trace (the
+    # CLI does): a Run tab appeared beside the previous document, unexplained
+    made = paths(tmp_path)
+    doc = open_and_wait(made["file"])
+    broken = made["running"]
+    (broken / "traces").mkdir()
+    (broken / "traces" / "train.20240501-101502-123.pt.trace.json.gz").write_bytes(b"")
+    with qtbot.waitSignal(window.controller.sig_nothing_to_show, timeout=60_000):
+        window.open_path(str(broken))
+    qtbot.waitUntil(lambda: "file is empty" in window.messages.text)
+    assert "Loading" not in window.status_bar.currentMessage()
+    assert "train.20240501-101502-123.pt.trace.json.gz (file is empty)" in window.messages.text
+    assert "The open document stays as it was." in window.messages.text
+    assert window.document is doc and _run_tabs(window) == ["Run: running"]
+    # a run whose replay fails too: both lines, the replay's first
+    (broken / "run.json").write_text("")
+    with qtbot.waitSignal(window.controller.sig_nothing_to_show, timeout=60_000):
+        window.open_path(str(broken))
+    lines = window.messages.text.splitlines()
+    assert lines[0].startswith("Could not replay the session: ") and "file is empty" in lines[1]
