@@ -157,7 +157,8 @@ def print_result(result) -> None:
         print(f"  {shown(line)}")
     s = result.survey
     name = result.fields[0]["name"] if result.fields else "value"
-    line = survey_line(name, s.get("shapes", []), s.get("surveyed", 0), s.get("suggestion", ""))
+    line = survey_line(name, s.get("shapes", []), s.get("surveyed", 0), s.get("suggestion", ""),
+                       s if s.get("exact") is True else None)  # fmt: skip
     if line:
         print(f"  {shown(line)}")
     _listed("skipped {n} unreadable sample(s):", result.skipped)

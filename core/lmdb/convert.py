@@ -40,7 +40,7 @@ from stallscope.core.lmdb.factory import FactorySource
 from stallscope.core.lmdb.fields import stored_fields
 from stallscope.core.lmdb.folder import FolderSource
 from stallscope.core.lmdb.images import Preprocess
-from stallscope.core.lmdb.inspection import lmdb_bytes, survey
+from stallscope.core.lmdb.inspection import exact_fields, exact_survey, lmdb_bytes, survey
 from stallscope.core.lmdb.listing import listing_blocks, stored_folder
 from stallscope.core.lmdb.pool import TASK_BYTES, DecodePool
 from stallscope.core.lmdb.probe import record_estimate, settle_structure
@@ -166,6 +166,7 @@ def convert(
             try:
                 yield from _pump(writer, pool, source, chunk, limits, cancel)
                 meta = dict(meta, complete=True, count=writer.cur_written)
+                _exact_shapes(meta, writer, source)
                 writer.commit(meta=meta, report=_report(writer, meta, t0, start))
                 break
             except lmdb.MapFullError:
@@ -268,6 +269,17 @@ def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, firs
         meta["scan_skipped"] = source.scan_skipped[:1000]
         meta["scan_skipped_count"] = len(source.scan_skipped)
     return meta
+
+
+def _exact_shapes(meta: dict, writer: Writer, source: Source) -> None:
+    """The shapes (and dtypes) of every record written, in place of the survey's guess from
+    a few samples: the header, the size warning and the snippet's collate use them."""
+    counts = writer.layout_counts()
+    if counts is None:  # resumed from a conversion that did not count them: the survey stays
+        return
+    layouts, more = counts
+    meta["survey"] = exact_survey(layouts, more, source.name_of)
+    meta["stored"] = exact_fields(meta["stored"], layouts, more)
 
 
 def _report(writer: Writer, meta: dict, t0: float, start: int) -> dict:

@@ -21,7 +21,7 @@ from stallscope.core.lmdb import png
 from stallscope.core.lmdb.errors import SampleError, SampleExit, one_line
 from stallscope.core.lmdb.factory import load_factory
 from stallscope.core.lmdb.flatten import flatten
-from stallscope.core.lmdb.format import plan, write
+from stallscope.core.lmdb.format import layout_key, plan, write
 from stallscope.core.lmdb.images import (
     Preprocess,
     changes_nothing,
@@ -198,6 +198,7 @@ class Encoded(NamedTuple):
     crcs: bytes  # uint32 (zlib.crc32) per record
     skips: list[tuple[int, str]]  # (source index, reason)
     stop: int  # the last source index of the task + 1
+    layouts: dict[bytes, list[int]]  # format.layout_key -> [records, first source index]
 
 
 def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]) -> Encoded:
@@ -212,13 +213,15 @@ def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]
     nbytes = int(sizes.sum())
     crcs = np.empty(len(kept), "<u4")
     stop = decoded[-1][0] + 1 if decoded else 0
+    layouts: dict[bytes, list[int]] = {}
     if not nbytes:
-        return Encoded(b"", 0, sizes.tobytes(), crcs.tobytes(), skips, stop)
+        return Encoded(b"", 0, sizes.tobytes(), crcs.tobytes(), skips, stop, layouts)
     mv, slot = buffer(nbytes)
     with mv:
         pos = 0
         crc32 = zlib.crc32
-        for k, (planned, _index) in enumerate(kept):
+        key, last_group = b"", None
+        for k, (planned, index) in enumerate(kept):
             size = int(sizes[k])
             if isinstance(planned, tuple):
                 header, offsets, _size, arrays = planned
@@ -226,9 +229,18 @@ def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]
             else:
                 mv[pos : pos + size] = planned
             crcs[k] = crc32(mv[pos : pos + size])
+            # every record's layout, not a survey's: rows built together share one header
+            group = planned[0] if isinstance(planned, tuple) else planned.base
+            if group is not last_group or group is None:
+                key, last_group = layout_key(mv, pos), group
+            seen = layouts.get(key)
+            if seen is None:
+                layouts[key] = [1, index]
+            else:
+                seen[0] += 1
             pos += size
         where = slot if slot is not None else cast(bytearray, mv.obj)  # buffer()'s own
-    return Encoded(where, nbytes, sizes.tobytes(), crcs.tobytes(), skips, stop)
+    return Encoded(where, nbytes, sizes.tobytes(), crcs.tobytes(), skips, stop, layouts)
 
 
 def _plan_leaves(index: int, leaves: list) -> tuple:

@@ -6,7 +6,10 @@ Keys (version 2)
                         sample order)
     b"!meta"            JSON: format, version, chunk, source, preprocess, fields, structure,
                         classes, count
-    b"!progress"        JSON: {"next_source": i, "written": k}; committed with the data it counts
+    b"!progress"        JSON: {"next_source": i, "written": k, "layouts": [[layout_key hex,
+                        records, first source index], ...], "layouts_more": n}; committed with
+                        the data it counts (a finished conversion's meta "survey" and "stored"
+                        say every record's shapes from it)
     b"!skip/<source>"   JSON: {"source_index", "path", "reason"}: a sample that could not be read
     b"!list/<block>"    the folder listing of the scan (names, labels, sizes, mtimes; listing.py)
     b"!report"          JSON: the finished conversion's summary (written with the last batch)
@@ -207,6 +210,28 @@ def parse(buf) -> tuple[int, list[FieldView]]:
 
 
 _KEY_LENS: list[int] = []
+
+
+def layout_key(buf, pos: int = 0) -> bytes:
+    """The layout of the record at buf[pos:]: its header less magic and source index (the
+    field count, then each field's dtype code and shape). Records with one layout stack into
+    one batch; the converter counts them (meta "shapes")."""
+    n_fields = struct.unpack_from("<H", buf, pos + 8)[0]
+    end = pos + _HEAD.size
+    for _ in range(n_fields):
+        end += _FIELD.size + 4 * buf[end + 1]
+    return bytes(buf[pos + 8 : end])
+
+
+def layout_fields(key: bytes) -> list[tuple[str, list[int]]]:
+    """[(dtype, shape)] of each field of a layout_key."""
+    n_fields = struct.unpack_from("<H", key, 0)[0]
+    pos, out = 4, []
+    for _ in range(n_fields):
+        code, ndim, _ = _FIELD.unpack_from(key, pos)
+        out.append((DTYPES[code], list(struct.unpack_from(f"<{ndim}I", key, pos + _FIELD.size))))
+        pos += _FIELD.size + 4 * ndim
+    return out
 
 
 def view_array(buf, field: FieldView) -> np.ndarray:

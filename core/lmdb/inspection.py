@@ -18,7 +18,7 @@ from stallscope.core.lmdb.errors import SampleError, SourceError
 from stallscope.core.lmdb.factory import FactorySource
 from stallscope.core.lmdb.fields import field_lines, stored_fields
 from stallscope.core.lmdb.folder import FolderSource
-from stallscope.core.lmdb.format import chunk_for, record_size
+from stallscope.core.lmdb.format import chunk_for, layout_fields, record_size
 from stallscope.core.lmdb.images import Preprocess, to_display
 from stallscope.core.lmdb.source import open_source, open_source_job
 from stallscope.core.lmdb.structure import leaf_names
@@ -61,17 +61,77 @@ class SourceInfo:
                            self.surveyed, self.suggestion)  # fmt: skip
 
 
-def survey_line(name: str, shapes: list, surveyed: int, suggestion: str) -> str:
-    """'image: 3x32x32 in all 48 sampled', or the spread and what to do about it."""
+def survey_line(name: str, shapes: list, surveyed: int, suggestion: str,
+                exact: dict | None = None) -> str:  # fmt: skip
+    """'image: 3x32x32 in all 48 sampled', or the spread and what to do about it. exact: the
+    survey of every sample a conversion stored (exact_survey), said as such."""
     if not shapes:
         return ""
     top, count = shapes[0]
+    fix = f"convert with {suggestion}, or read" if suggestion else "read"
+    stack = f"a DataLoader cannot stack them into batches: {fix} with collate_fn=list"
+    if exact is not None:
+        given = exact.get("examples")
+        examples: dict = given if isinstance(given, dict) else {}
+        if len(shapes) == 1 and not exact.get("varied"):
+            return f"{name}: {top} in all {surveyed:,} samples"
+        if len(shapes) == 1:
+            return (f"warning: {name} is {top} in all {surveyed:,} samples, but other fields "
+                    f"differ in shape or dtype; {stack}")  # fmt: skip
+        sizes = [f"{shape}: {n:,}" + (f" ({examples[shape]})" if i and shape in examples else "")
+                 for i, (shape, n) in enumerate(shapes[:4])]  # fmt: skip
+        if len(shapes) > 4:
+            sizes.append(f"{len(shapes) - 4} more sizes")
+        return (f"warning: {name} has {len(shapes):,} sizes in {surveyed:,} samples "
+                f"({'; '.join(sizes)}); {stack}")  # fmt: skip
     if len(shapes) == 1:
         return f"{name}: {top} in all {surveyed} sampled"
-    fix = f"convert with {suggestion}, or read" if suggestion else "read"
     return (f"warning: {name} has {len(shapes)} sizes in {surveyed} sampled (most common {top}: "
-            f"{count}); a DataLoader cannot stack them into batches: {fix} with "
-            "collate_fn=list")  # fmt: skip
+            f"{count}); {stack}")  # fmt: skip
+
+
+def exact_survey(layouts: dict[bytes, list[int]], more: int, name_of) -> dict:
+    """The shape survey of every record a conversion wrote, from the writer's layout counts
+    ({format.layout_key: [records, first source index]}; `more`: records in layouts past
+    the ones listed): the first field's sizes, most seen first, an example file of each,
+    and whether all records stack into one batch ("varied": False)."""
+    counted: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    images: Counter[tuple[int, ...]] = Counter()
+    for key, (n, index) in layouts.items():
+        fields = layout_fields(key)
+        shape = tuple(fields[0][1]) if fields else ()
+        text = "x".join(map(str, shape)) or "scalar"
+        counted[text] += n
+        first[text] = min(first.get(text, index), index)
+        if len(shape) == 3:
+            images[shape] += n
+    suggestion = ""
+    if (len(counted) > 1 or more) and images:
+        _c, h, w = images.most_common(1)[0][0]
+        suggestion = f"--resize {min(h, w)} --crop {min(h, w)}"
+    shapes = [[text, n] for text, n in counted.most_common()]
+    if more:
+        shapes.append(["other sizes", more])
+    return {"shapes": shapes, "surveyed": sum(counted.values()) + more,
+            "suggestion": suggestion, "exact": True, "varied": len(layouts) > 1 or more > 0,
+            "examples": {text: name_of(index) for text, index in first.items()}}  # fmt: skip
+
+
+def exact_fields(stored: list[dict], layouts: dict[bytes, list[int]], more: int) -> list[dict]:
+    """stored_fields with each field's dtype and shape as every record has them: the shape
+    when all share one (None: shape per sample), the dtype when all share one."""
+    out = [dict(f) for f in stored]
+    per_field = [layout_fields(key) for key in layouts]
+    for i, f in enumerate(out):
+        seen = [fields[i] for fields in per_field if i < len(fields)]
+        if not seen:
+            continue
+        shapes = {tuple(shape) for _dtype, shape in seen}
+        dtypes = sorted({dtype for dtype, _shape in seen})
+        f["shape"] = list(seen[0][1]) if len(shapes) == 1 and not more else None
+        f["dtype"] = "/".join(dtypes) if more == 0 or len(dtypes) > 1 else f["dtype"]
+    return out
 
 
 def survey(shapes: list[tuple[int, ...]]) -> dict:

@@ -52,6 +52,12 @@ class Writer:
         self.batch_n = self.batch_bytes = 0
         self.last_commit = time.monotonic()
         self.growths = 0
+        # every record's layout (format.layout_key -> [records, first source index]), committed
+        # in the progress record with the data it counts; None: resumed from a conversion
+        # that did not count them
+        self.layouts, self.more = _read_layouts(progress)
+        self.cur_layouts = _copy(self.layouts)
+        self.cur_more = self.more
         # the partial chunk: runs of records [(bytes, sizes int64, crcs uint32)]
         self.pending: list[tuple] = self._committed_partial()
         self.committed_pending = list(self.pending)
@@ -99,6 +105,15 @@ class Writer:
             self.batch_n += len(sizes)
             self.batch_bytes += result.nbytes
             self._extend(txn, memoryview(data), sizes, crcs)
+        if self.cur_layouts is not None:
+            for key, (n, first) in result.layouts.items():
+                seen = self.cur_layouts.get(key)
+                if seen is not None:
+                    seen[0] += n
+                elif len(self.cur_layouts) < MAX_LAYOUTS:
+                    self.cur_layouts[key] = [n, first]
+                else:
+                    self.cur_more += n
         self.cur_source = max(self.cur_source, result.stop)
 
     def _extend(self, txn, data: memoryview, sizes: np.ndarray, crcs: np.ndarray) -> None:
@@ -135,7 +150,11 @@ class Writer:
 
     def commit(self, meta: dict | None = None, report: dict | None = None, extra=()) -> None:
         txn = self._txn()
-        progress = {"next_source": self.cur_source, "written": self.cur_written}
+        progress: dict = {"next_source": self.cur_source, "written": self.cur_written}
+        if self.cur_layouts is not None:
+            progress["layouts"] = [[k.hex(), n, first] for k, (n, first)
+                                   in self.cur_layouts.items()]  # fmt: skip
+            progress["layouts_more"] = self.cur_more
         try:
             if self.pending:
                 self._put_chunk(txn)
@@ -154,6 +173,7 @@ class Writer:
             raise StallscopeError(os_message(Path(self.env.path()), self.needed, exc)) from exc
         self.txn = None
         self.written, self.next_source = self.cur_written, self.cur_source
+        self.layouts, self.more = _copy(self.cur_layouts), self.cur_more
         self.committed_pending = list(self.pending)
         self.batch_n = self.batch_bytes = 0
         self.last_commit = time.monotonic()
@@ -170,9 +190,18 @@ class Writer:
                 self.txn.abort()
             self.txn = None
         self.cur_written, self.cur_source = self.written, self.next_source
+        self.cur_layouts, self.cur_more = _copy(self.layouts), self.more
         self.pending = list(self.committed_pending)
         self.chunk_start = self.written - self.written % self.chunk
         self.batch_n = self.batch_bytes = 0
+
+    def layout_counts(self) -> tuple[dict[bytes, list[int]], int] | None:
+        """({layout_key: [records, first source index]}, records in layouts past the first
+        MAX_LAYOUTS) of everything written so far; None when a resumed conversion began
+        before stallscope counted them."""
+        if self.cur_layouts is None:
+            return None
+        return _copy(self.cur_layouts) or {}, self.cur_more
 
     def skipped(self) -> list[dict]:
         """The skip list as the open transaction sees it (this run's skips included)."""
@@ -184,6 +213,24 @@ class Writer:
         self.env.set_mapsize(2 * size + (1 << 20))
         self.growths += 1
 
+
+
+MAX_LAYOUTS = 256  # layouts listed one by one; past that only their records are counted
+
+
+def _read_layouts(progress: dict) -> tuple[dict[bytes, list[int]] | None, int]:
+    stored = progress.get("layouts")
+    if stored is None:
+        return ({} if not progress.get("written") else None), 0
+    try:
+        layouts = {bytes.fromhex(k): [int(n), int(first)] for k, n, first in stored}
+        return layouts, int(progress.get("layouts_more", 0))
+    except (TypeError, ValueError):
+        return None, 0  # a damaged record: the layouts are not known
+
+
+def _copy(layouts: dict[bytes, list[int]] | None) -> dict[bytes, list[int]] | None:
+    return None if layouts is None else {k: list(v) for k, v in layouts.items()}
 
 
 def read_skipped(env_or_txn) -> list[dict]:
