@@ -34,6 +34,7 @@ from stallscope.core.lmdb.destination import (
     lock_destination,
     os_errors,
     require_space,
+    require_writable,
 )
 from stallscope.core.lmdb.errors import SourceError
 from stallscope.core.lmdb.factory import FactorySource
@@ -132,6 +133,7 @@ def convert(
     progress = state.progress if state.kind == "ours" else {"next_source": 0, "written": 0}
     start = progress["next_source"]
     needed = int((n - start) * lmdb_bytes(est)) + (1 << 20)
+    require_writable(dst)  # first: a read-only disk is not a full one
     require_space(dst, needed)
     with os_errors(dst, needed):
         dst.mkdir(parents=True, exist_ok=True)

@@ -5,16 +5,18 @@
     check_space(dst, estimated_bytes)     # Verdict on the free space where dst would be
 
 What the converter itself checks there, each refusal one StallscopeError line: check_resume
-(the stored conversion is this one), require_space, lock_destination (one writer), and
-os_errors (a full or read-only disk said as such).
+(the stored conversion is this one), require_writable, then require_space, lock_destination
+(one writer), and os_errors (a full or read-only disk said as such).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,13 +188,32 @@ def os_errors(dst: Path, needed: int) -> Iterator[None]:
 
 
 def os_message(dst: Path, needed: int, exc: BaseException) -> str:
+    """A full disk said as such (with what is needed), then a read-only or forbidden one; a
+    failure on a nearly full disk is taken for a full one only when it says nothing else."""
     free = _free_bytes(dst)
     text = " ".join(str(exc).split())
-    if "No space" in text or "ENOSPC" in text or (free is not None and free < 4 * MiB):
+    if "No space" in text or "ENOSPC" in text:
         return _disk_full(dst, needed, free or 0)
     if isinstance(exc, PermissionError) or "Permission denied" in text or "Read-only" in text:
         return f"{dst}: cannot write there ({text})"
+    if free is not None and free < 4 * MiB:
+        return _disk_full(dst, needed, free)
     return f"{dst}: writing failed ({text})"
+
+
+def require_writable(dst: Path) -> None:
+    """Refuses (one line) a destination this process cannot write: a read-only disk, a folder
+    it may not write in, a file system that takes no folders (/proc). Tried for real (a
+    folder made and removed where dst is or would be), before the free space is looked at:
+    a read-only disk is not a full one."""
+    where = dst if dst.is_dir() else _nearest_existing(dst.parent)
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".stallscope-probe-", dir=where))
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise StallscopeError(_disk_full(dst, 0, _free_bytes(dst) or 0)) from exc
+        why = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
+        raise StallscopeError(f"{dst}: cannot write there ({why})") from exc
 
 
 def _free_bytes(dst: Path) -> int | None:
@@ -216,7 +237,9 @@ def require_space(dst: Path, needed: int) -> None:
 
 
 def _disk_full(dst: Path, needed: int, free: int) -> str:
-    return f"{dst}: disk full, {_mib(needed)} MiB needed, {_mib(free)} free"
+    if not needed:
+        return f"{dst}: disk full, {_mib(free)} MiB free"
+    return f"{dst}: disk full, {_mib(needed)} MiB needed, {_mib(free)} MiB free"
 
 
 def _mib(n: int) -> str:

@@ -173,7 +173,7 @@ def test_full_and_read_only_disks_are_one_line(tmp_path, tmpfs):
     dst = mnt / "fill.lmdb"
     err = one_line_error(cli("convert", f"{tmp_path / 'fill.py'}:make", dst, "--workers", "1",
                              "--commit-every", "100", timeout=60))  # fmt: skip
-    assert f"{dst}: disk full, " in err and " MiB needed, 0.0 free" in err
+    assert f"{dst}: disk full, " in err and " MiB needed, 0.0 MiB free" in err
     written = destination_state(dst).progress["written"]
     assert 0 < written < 3000  # what was committed before the disk filled is kept
     (mnt / "filler").unlink()
