@@ -24,7 +24,7 @@ from stallscope.core.launch import INTERRUPTED, Ending, Job, RunHandle, Where, s
 from stallscope.core.launch.handle import Output
 from stallscope.core.session.events import StepEvent, TraceReady
 from stallscope.core.session.reader import open_session
-from stallscope.core.session.steady import short_text
+from stallscope.core.session.steady import LINEPROF_NOTE, short_text
 from stallscope.core.units import duration
 
 POLL_S = 0.1
@@ -279,6 +279,8 @@ def summary_line(s: dict) -> str:
         if "slowest_rank" in s:
             line += f" of the slowest rank ({s['slowest_rank']})"
         line += short_text(bool(s.get("steady_reached")), int(s.get("steady_profiled") or 0))
+        if s.get("lineprof"):
+            line += f"; {LINEPROF_NOTE}"
     return line
 
 

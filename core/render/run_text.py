@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from stallscope.core.session.stalls import RunReport, s_text
-from stallscope.core.session.steady import short_text
+from stallscope.core.session.steady import LINEPROF_NOTE, short_text
 from stallscope.core.units import duration, pct, plural, size
 
 
@@ -18,6 +18,8 @@ def render_run(run: RunReport) -> str:
              + (f", {plural(run.epochs, 'epoch')}" if run.epochs else "")
              + (f", {plural(run.saves, 'save')}" if run.saves else ""),
              f"steady     {steady_text(run)}"]
+    if run.lineprof:
+        lines.append(f"           {LINEPROF_NOTE}")
     if run.first_full > 0:
         lines.append(f"           steps before {run.first_full:,} kept as block summaries; "
                      f"record {size(run.record_bytes)}")

@@ -195,6 +195,14 @@ class Session:
             rank = self.ranks[0]
         return Steps.from_events(self.events, rank)
 
+    @property
+    def line_profiled(self) -> bool:
+        """Whether the run was line-profiled (`--lineprof`, run.json's options): the profiler's
+        cost is then in every step time and data wait it recorded."""
+        options = self.run.get("options")
+        return isinstance(options, dict) and options.get("lineprof") not in (None, "", "off",
+                                                                                False)
+
     def loaders(self) -> list[dict]:
         """The DataLoaders the script built (run.json; under torchrun the first rank's record)."""
         loaders = self.run.get("dataloaders")
@@ -273,6 +281,8 @@ class Session:
                 out["steady_note"] = w.note
             if w.profiled:
                 out["steady_profiled"] = w.profiled
+        if self.line_profiled:
+            out["lineprof"] = True
             if rank is not None and len(self.ranks) > 1:
                 out["slowest_rank"] = rank
         if fin.get("warning"):

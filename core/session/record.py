@@ -77,6 +77,7 @@ class Record:
     loaders: dict[int, str] = field(default_factory=dict)
     tail: dict = field(default_factory=dict)  # after the last step: {other_ms, save_ms, ...}
     queued: int = 0  # batches the workers queue (load_record: from run.json's DataLoaders)
+    lineprof: bool = False  # the run was line-profiled (run.json): its cost is in every step
     nbytes: int = 0
 
     @property
@@ -178,6 +179,7 @@ def load_record(session, rank: int | None = None) -> Record | None:
     rank = layout.rank_of_file(path.name)
     rec = with_events(read_record(path), session.events, rank)
     rec.queued = queued_batches(session.loaders())
+    rec.lineprof = session.line_profiled
     return rec
 
 

@@ -59,6 +59,7 @@ class RunReport:
     steady_reached: bool = False
     steady_note: str = ""
     steady_profiled: int = 0  # steps of the steady figure the profiler recorded (a short run)
+    lineprof: bool = False    # line-profiled: its cost is in every figure (record.lineprof)
     windows: list[dict] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
 
@@ -97,7 +98,7 @@ def analyze_run(rec: Record) -> RunReport:
         steady_steps=w.steps if w else 0, startup_s=clock.startup_s, elapsed_s=clock.elapsed_s,
         steps_only_wait_share=w.steps_only_share if w else 0.0,
         steady_reached=w.reached if w else False, steady_note=w.note if w else "",
-        steady_profiled=w.profiled if w else 0,
+        steady_profiled=w.profiled if w else 0, lineprof=rec.lineprof,
         windows=[{"steps": [w.first, w.last], "trace": w.trace} for w in rec.windows])
     if wall_ms <= 0:
         return run

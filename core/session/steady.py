@@ -81,6 +81,10 @@ def short_text(reached: bool, profiled: int = 0) -> str:
         + ")")
 
 
+LINEPROF_NOTE = ("line profiling was on (--lineprof): its cost is in these figures; run "
+                 "without it for the script's own step time")
+
+
 def busiest_loader(loaders: list[dict]) -> dict:
     """Of run.json's DataLoaders, the one that served the most batches (the first of equals):
     the one the steps drew from, that tune tunes and the advice names; {} without any."""
