@@ -115,6 +115,11 @@ def dataloader_fix(ctx: Context, culprits: list[Culprit]) -> tuple[str, str]:
                               "epochs)."))
     fix = (f"Load batches ahead of the step: DataLoader(num_workers={n}, "
            f"persistent_workers=True{pin}, prefetch_factor=4): {why}.")
+    if loader.get("iterable") and current == 0:
+        fix += (f" {loader.get('dataset') or 'The dataset'} is an IterableDataset: each worker "
+                "iterates the whole stream unless its __iter__ takes its own share "
+                "(torch.utils.data.get_worker_info().id of .num_workers), else every sample "
+                "comes once per worker.")
     if loader.get("site"):  # a session's run: the user's own line, and --set aimed at it
         fix += (f" The line to change: {change_line(loader, {'num_workers': n})}. Try it "
                 f"without editing the script: stallscope-cli run {ctx.place}--set "

@@ -297,8 +297,9 @@ class DataLoaderLog:
         loader.__dict__["_stallscope_site"] = site
         loader.__dict__["_stallscope_where"] = {"file": filename, "line": line,
                                                 "function": function}
+        dataset = bound.arguments.get("dataset")
         info = {"site": site, "file": filename, "line": line, "function": function,
-                "dataset": type(bound.arguments.get("dataset")).__name__,
+                "dataset": type(dataset).__name__, "iterable": _iterable(dataset),
                 "passed": {k: jsonable(v) for k, v in passed.items()},
                 "overridden": changed, "effective": effective(values)}
         if found.settings:
@@ -430,3 +431,14 @@ def display_path(filename: str) -> str:
     except ValueError:
         return filename
     return filename if rel.startswith("..") else rel
+
+
+def _iterable(dataset) -> bool:
+    """An IterableDataset: its workers each iterate the whole stream unless it shards itself
+    (the advice says so before it proposes workers)."""
+    try:
+        from torch.utils.data import IterableDataset
+
+        return isinstance(dataset, IterableDataset)
+    except Exception:  # noqa: BLE001 - a dataset whose isinstance check fails: not known
+        return False
