@@ -100,6 +100,7 @@ def run(args) -> int:
         "bytes_per_sample": round(result.bytes_on_disk / max(result.count, 1), 1),
         "fields": result.fields,
         "survey": result.survey,
+        "narrowed": result.narrowed,
     }
     if not args.json:
         print_result(result)
@@ -140,6 +141,7 @@ def run(args) -> int:
 
 def print_result(result) -> None:
     from stallscope.core.lmdb.fields import field_lines
+    from stallscope.core.lmdb.images import narrowed_line
     from stallscope.core.lmdb.inspection import survey_line
 
     if result.already_complete:
@@ -161,6 +163,9 @@ def print_result(result) -> None:
                        s if s.get("exact") is True else None)  # fmt: skip
     if line:
         print(f"  {shown(line)}")
+    narrowed = narrowed_line(result.narrowed)
+    if narrowed:
+        print(f"  {shown(narrowed)}")
     _listed("skipped {n} unreadable sample(s):", result.skipped)
     _listed("not listed as samples ({n}):", result.scan_skipped)
 

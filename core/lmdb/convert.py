@@ -27,6 +27,7 @@ import lmdb
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.decoder import NARROWED
 from stallscope.core.lmdb.destination import (
     DestState,
     check_resume,
@@ -67,6 +68,7 @@ class ConvertResult:
     fields: list[dict] = field(default_factory=list)  # stored_fields(): name, dtype, shape
     scan_skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}: not samples
     survey: dict = field(default_factory=dict)  # inspection.survey(): shapes seen
+    narrowed: list[dict] = field(default_factory=list)  # deep images made 8-bit: mode, count
 
     @property
     def samples_per_s(self) -> float:
@@ -276,6 +278,10 @@ def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, firs
 def _exact_shapes(meta: dict, writer: Writer, source: Source) -> None:
     """The shapes (and dtypes) of every record written, in place of the survey's guess from
     a few samples: the header, the size warning and the snippet's collate use them."""
+    meta["narrowed"] = [
+        {"mode": note[len(NARROWED):], "count": n, "example": source.name_of(first)}
+        for note, (n, first) in sorted(writer.cur_notes.items()) if note.startswith(NARROWED)
+    ]  # fmt: skip
     counts = writer.layout_counts()
     if counts is None:  # resumed from a conversion that did not count them: the survey stays
         return
@@ -310,4 +316,5 @@ def _result(dst: Path, meta: dict, t0: float, done: int, start: int, *, already_
         time.perf_counter() - t0, done, start, already_complete, growths,
         os.path.getsize(dst / "data.mdb"), list(stored.get("stored", [])),
         list(stored.get("scan_skipped", [])), dict(stored.get("survey", {})),
+        list(stored.get("narrowed", [])),
     )  # fmt: skip

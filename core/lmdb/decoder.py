@@ -26,10 +26,13 @@ from stallscope.core.lmdb.images import (
     Preprocess,
     changes_nothing,
     image_to_chw,
+    narrowed,
     preprocess_image,
 )
 from stallscope.core.lmdb.source import Source
 from stallscope.core.lmdb.structure import describe
+
+NARROWED = "narrowed:"  # a kept sample's note: "narrowed:I;16", its mode clipped to 8 bits
 
 
 def source_desc(source: Source) -> dict:
@@ -68,6 +71,7 @@ class Decoder:
         self.pre = Preprocess.from_dict(preprocess)
         self.structure = structure
         self.dataset: Any = None
+        self.note = ""  # about the last sample() decoded and kept (NARROWED + its mode)
         self.name = Path(source_desc["spec"]).name
         if self.kind == "factory":
             path, name = source_desc["spec"].rsplit(":", 1)
@@ -75,9 +79,12 @@ class Decoder:
 
     def sample(self, entry) -> tuple[int, dict | None, list[tuple[str, str, np.ndarray]]]:
         """-> (source index, structure, leaves). Raises SampleError."""
+        self.note = ""
         if self.kind == "folder":
             index, path, label = entry
-            dtype, arr = load_image(path, self.pre)
+            mode, dtype, arr = _load_image(path, self.pre)
+            if narrowed(self.pre, mode):
+                self.note = NARROWED + mode
             leaves = [("image", dtype, arr)]
             if label >= 0:
                 leaves.append(("int", "int64", np.asarray(label, np.int64)))
@@ -102,8 +109,9 @@ class Decoder:
 
     def decode(self, task: list, current=None, w: int = 0) -> list[tuple[int, tuple | None, str]]:
         """-> [(source index, (header, offsets, size, arrays) or the finished record (a uint8
-        row) or None, reason)], for encode(). `current[w]` (shared memory) names the sample
-        being decoded, for when a __getitem__ kills its process."""
+        row) or None, why it is skipped or a note on one kept)], for encode(). `current[w]`
+        (shared memory) names the sample being decoded, for when a __getitem__ kills its
+        process."""
 
         if self.kind == "folder":
             return self._decode_folder(task, current, w)
@@ -117,7 +125,7 @@ class Decoder:
             _, _, leaves = self.sample(entry)
         except SampleError as exc:
             return index, None, str(exc)
-        return index, _plan_leaves(index, leaves), ""
+        return index, _plan_leaves(index, leaves), self.note
 
     def _decode_folder(self, task: list, current, w: int) -> list[tuple[int, tuple | None, str]]:
         """A folder's task: plain PNGs (png.py) read whole and decoded together, a group per
@@ -199,6 +207,7 @@ class Encoded(NamedTuple):
     skips: list[tuple[int, str]]  # (source index, reason)
     stop: int  # the last source index of the task + 1
     layouts: dict[bytes, list[int]]  # format.layout_key -> [records, first source index]
+    notes: list[tuple[int, str]]  # (source index, note) on kept samples (NARROWED + mode)
 
 
 def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]) -> Encoded:
@@ -207,6 +216,7 @@ def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]
     number or None for bytes kept here)."""
     kept = [(planned, index) for index, planned, _reason in decoded if planned is not None]
     skips = [(index, reason) for index, planned, reason in decoded if planned is None]
+    notes = [(index, note) for index, planned, note in decoded if planned is not None and note]
     sizes = np.fromiter(
         (p[2] if isinstance(p, tuple) else len(p) for p, _i in kept), np.int64, len(kept)
     )
@@ -215,7 +225,7 @@ def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]
     stop = decoded[-1][0] + 1 if decoded else 0
     layouts: dict[bytes, list[int]] = {}
     if not nbytes:
-        return Encoded(b"", 0, sizes.tobytes(), crcs.tobytes(), skips, stop, layouts)
+        return Encoded(b"", 0, sizes.tobytes(), crcs.tobytes(), skips, stop, layouts, notes)
     mv, slot = buffer(nbytes)
     with mv:
         pos = 0
@@ -240,7 +250,7 @@ def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]
                 seen[0] += 1
             pos += size
         where = slot if slot is not None else cast(bytearray, mv.obj)  # buffer()'s own
-    return Encoded(where, nbytes, sizes.tobytes(), crcs.tobytes(), skips, stop, layouts)
+    return Encoded(where, nbytes, sizes.tobytes(), crcs.tobytes(), skips, stop, layouts, notes)
 
 
 def _plan_leaves(index: int, leaves: list) -> tuple:
@@ -250,9 +260,15 @@ def _plan_leaves(index: int, leaves: list) -> tuple:
 
 def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
     """(dtype, CHW array) of one image file; SampleError (without the path) when it fails."""
+    _mode, dtype, arr = _load_image(path, pre)
+    return dtype, arr
+
+
+def _load_image(path: str, pre: Preprocess) -> tuple[str, str, np.ndarray]:
+    """(the file's colour mode, dtype, CHW array), as load_image."""
     try:
         with Image.open(path) as img:  # decoded by the array conversion, inside this try
-            return image_to_chw(preprocess_image(img, pre))
+            return (img.mode, *image_to_chw(preprocess_image(img, pre)))
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a skipped sample
         text = one_line(exc).replace(repr(path), "").replace(f"'{path}'", "").replace(path, "")
         raise SampleError(text.rstrip()) from exc

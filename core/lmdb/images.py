@@ -125,6 +125,30 @@ def preprocess_image(img: Image.Image, pre: Preprocess) -> Image.Image:
     return img
 
 
+# Modes with more than 8 bits per channel: PIL's convert("RGB") (and so torchvision's
+# ImageFolder loader) clips their values to 0..255; --keep-mode stores them as they are.
+DEEP_MODES = {"I;16": "uint16", "I;16B": "uint16", "I;16L": "uint16", "I;16N": "uint16",
+              "I": "int32", "F": "float32"}  # fmt: skip
+
+
+def narrowed(pre: Preprocess, mode: str) -> bool:
+    """Whether preprocessing turns an image of this mode into 8 bits, clipping its values."""
+    return pre.rgb and mode in DEEP_MODES
+
+
+def narrowed_line(found: list[dict]) -> str:
+    """One warning for the images of more than 8 bits per channel converted to 8-bit RGB
+    (found: [{"mode", "count", "example"}], as a finished conversion's meta "narrowed")."""
+    if not found:
+        return ""
+    n = sum(int(f["count"]) for f in found)
+    modes = "; ".join(f"{f['mode']}: {int(f['count']):,}, e.g. {f['example']}" for f in found)
+    kept = "/".join(dict.fromkeys(DEEP_MODES.get(f["mode"], "their own dtype") for f in found))
+    return (f"warning: {n:,} image(s) of more than 8 bits per channel ({modes}) were converted "
+            "to 8-bit RGB as PIL's convert(\"RGB\") and torchvision's ImageFolder do: every "
+            f"value above 255 became 255; --keep-mode stores them as {kept}")
+
+
 def image_to_chw(img: Image.Image) -> tuple[str, np.ndarray]:
     """A PIL image -> (dtype, CHW array) in its own colour mode (palette and 1-bit widened).
 

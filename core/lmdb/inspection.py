@@ -18,7 +18,7 @@ from stallscope.core.lmdb.errors import SampleError, SourceError
 from stallscope.core.lmdb.factory import FactorySource
 from stallscope.core.lmdb.fields import field_lines, stored_fields
 from stallscope.core.lmdb.folder import FolderSource
-from stallscope.core.lmdb.format import chunk_for, layout_fields, record_size
+from stallscope.core.lmdb.format import DTYPES, chunk_for, layout_fields, record_size
 from stallscope.core.lmdb.images import Preprocess, to_display
 from stallscope.core.lmdb.source import open_source, open_source_job
 from stallscope.core.lmdb.structure import leaf_names
@@ -128,7 +128,7 @@ def exact_fields(stored: list[dict], layouts: dict[bytes, list[int]], more: int)
         if not seen:
             continue
         shapes = {tuple(shape) for _dtype, shape in seen}
-        dtypes = sorted({dtype for dtype, _shape in seen})
+        dtypes = sorted({dtype for dtype, _shape in seen}, key=DTYPES.index)
         f["shape"] = list(seen[0][1]) if len(shapes) == 1 and not more else None
         f["dtype"] = "/".join(dtypes) if more == 0 or len(dtypes) > 1 else f["dtype"]
     return out

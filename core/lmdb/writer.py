@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import lmdb
 import numpy as np
@@ -58,6 +58,9 @@ class Writer:
         self.layouts, self.more = _read_layouts(progress)
         self.cur_layouts = _copy(self.layouts)
         self.cur_more = self.more
+        # notes on kept samples (decoder.NARROWED + mode) -> [samples, first source index]
+        self.notes = _read_notes(progress)
+        self.cur_notes = _copy(self.notes) or {}
         # the partial chunk: runs of records [(bytes, sizes int64, crcs uint32)]
         self.pending: list[tuple] = self._committed_partial()
         self.committed_pending = list(self.pending)
@@ -114,6 +117,9 @@ class Writer:
                     self.cur_layouts[key] = [n, first]
                 else:
                     self.cur_more += n
+        for index, note in result.notes:
+            seen_note = self.cur_notes.setdefault(note, [0, index])
+            seen_note[0] += 1
         self.cur_source = max(self.cur_source, result.stop)
 
     def _extend(self, txn, data: memoryview, sizes: np.ndarray, crcs: np.ndarray) -> None:
@@ -155,6 +161,8 @@ class Writer:
             progress["layouts"] = [[k.hex(), n, first] for k, (n, first)
                                    in self.cur_layouts.items()]  # fmt: skip
             progress["layouts_more"] = self.cur_more
+        if self.cur_notes:
+            progress["notes"] = [[note, n, first] for note, (n, first) in self.cur_notes.items()]
         try:
             if self.pending:
                 self._put_chunk(txn)
@@ -174,6 +182,7 @@ class Writer:
         self.txn = None
         self.written, self.next_source = self.cur_written, self.cur_source
         self.layouts, self.more = _copy(self.cur_layouts), self.cur_more
+        self.notes = _copy(self.cur_notes) or {}
         self.committed_pending = list(self.pending)
         self.batch_n = self.batch_bytes = 0
         self.last_commit = time.monotonic()
@@ -191,6 +200,7 @@ class Writer:
             self.txn = None
         self.cur_written, self.cur_source = self.written, self.next_source
         self.cur_layouts, self.cur_more = _copy(self.layouts), self.more
+        self.cur_notes = _copy(self.notes) or {}
         self.pending = list(self.committed_pending)
         self.chunk_start = self.written - self.written % self.chunk
         self.batch_n = self.batch_bytes = 0
@@ -229,8 +239,18 @@ def _read_layouts(progress: dict) -> tuple[dict[bytes, list[int]] | None, int]:
         return None, 0  # a damaged record: the layouts are not known
 
 
-def _copy(layouts: dict[bytes, list[int]] | None) -> dict[bytes, list[int]] | None:
-    return None if layouts is None else {k: list(v) for k, v in layouts.items()}
+def _read_notes(progress: dict) -> dict[str, list[int]]:
+    try:
+        return {str(note): [int(n), int(first)] for note, n, first in progress.get("notes", [])}
+    except (TypeError, ValueError):
+        return {}
+
+
+Key = TypeVar("Key", str, bytes)
+
+
+def _copy(counts: dict[Key, list[int]] | None) -> dict[Key, list[int]] | None:
+    return None if counts is None else {k: list(v) for k, v in counts.items()}
 
 
 def read_skipped(env_or_txn) -> list[dict]:
