@@ -314,7 +314,10 @@ class CompareView(QWidget):
                          f"like</span> ({html.escape('; '.join(found.unlike))})")
         step = found.step
         if step is not None and step.delta is not None:
-            color = {"better": BETTER_COLOR, "worse": WORSE_COLOR}.get(step.verdict, MUTED_TEXT)
+            # not like for like: faster or slower says nothing of a change to the code, so
+            # neither green nor red (the banner before it says why)
+            color = MUTED_TEXT if found.unlike else {
+                "better": BETTER_COLOR, "worse": WORSE_COLOR}.get(step.verdict, MUTED_TEXT)
             change = "" if step.noise else f", {step.change_text()}"
             gain = speedup(self.metrics)
             times = "" if gain is None or step.noise else f"{gain:.2f}x"

@@ -77,3 +77,21 @@ def test_two_cpu_only_sessions_chart_the_main_threads_time_not_an_empty_gpu_char
     view.set_reports(nw0, nw4)
     assert view.chart_title.text() == GPU_IDLE_TITLE and "data_loading" in view.chart.values
     assert view.chart.isVisible()
+
+
+def test_a_comparison_not_like_for_like_is_neither_green_nor_red(qtbot):
+    # a GPU trace against a CPU-only session read "Steps are faster: 1.81x" in green beside
+    # the "Not like for like" banner
+    from fixture_traces import fixture_path
+
+    from stallscope.gui.colors import BETTER_COLOR, MUTED_TEXT, WORSE_COLOR
+
+    gpu = run_job(load_document_job(fixture_path("kineto_nw0"))).reports[0]
+    cpu = run_job(load_document_job(SESSIONS / "io-16workers-2")).reports[0]
+    view = CompareView()
+    qtbot.addWidget(view)
+    view.set_reports(gpu, cpu, "GPU", "CPU-only")
+    text = view.verdict_label.text()
+    assert "Not like for like" in text and "Steps are " in text
+    steps = text[text.index("Steps are ") - 60:text.index("Steps are ")]
+    assert MUTED_TEXT in steps and BETTER_COLOR not in steps and WORSE_COLOR not in steps
