@@ -20,7 +20,7 @@ from stallscope.core.errors import NoTraceInFolder, TraceError
 from stallscope.core.folder import plan_folder
 from stallscope.core.jobs import CancelFlag, Job, run_job
 from stallscope.core.kineto import ACCELERATOR_RUNTIMES, GPU_CATS, Cat, is_step_name
-from stallscope.core.readers.columns import MemorySamples, in_codes, in_ids
+from stallscope.core.readers.columns import MemorySamples, dropped_text, in_codes, in_ids
 from stallscope.core.readers.head import rank_in_name
 from stallscope.core.readers.heap import reusing_freed_memory
 from stallscope.core.readers.source import MEMORY_FACTOR, available_memory, check_kind
@@ -134,7 +134,7 @@ def load_job(path: str | os.PathLike, cancel: CancelFlag | None = None) -> Job[T
     trace.device_kind = device_kind(getattr(decoded.cols, "cats", ()))
     trace.rank, trace.world_size = _rank_of(p, decoded.distributed_info)
     if trace.n_events == 0 and len(trace.mem) == 0:
-        reason = "; ".join(f"{n} {why}" for why, n in trace.dropped.items())
+        reason = dropped_text(trace.dropped, "; ")
         raise TraceError(f"{p}: no usable trace events" + (f" ({reason})" if reason else ""))
     return trace
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from stallscope.core import causes, units
 from stallscope.core.causes import CAUSES
+from stallscope.core.readers.columns import dropped_text
 from stallscope.core.render.facts import (
     facts_text,
     memory_facts,
@@ -29,8 +30,7 @@ def render(report: Report) -> str:
     if report.main_thread:
         lines.append(f"main thread  pid {report.main_thread[0]} tid {report.main_thread[1]}")
     if t.dropped:
-        lines.append("dropped " + ", ".join(f"{units.count(n)} {why}"
-                                           for why, n in t.dropped.items()))
+        lines.append("dropped " + dropped_text(t.dropped))
     lines += [f"lacks   {lack.text}" for lack in report.lacks if not lack.withholds]
     lines.append("")
     if not report.advisable and report.advice:  # window first, then causes

@@ -101,6 +101,8 @@ def test_folder_opens_the_trace_the_folder_plan_picks_and_lists_all(tmp_path, re
     (lambda d: _write(d, "notatrace.json", doc={"hello": [1, 2]}), "not a trace"),
     (lambda d: _write(d, "wrongtype.json", doc={"traceEvents": 5}), "not a trace"),
     (lambda d: _write(d, "noevents.json", doc={"traceEvents": []}), "no usable trace events"),
+    (lambda d: _write(d, "junk.json", raw=b'[1, "junk", {"a": 2}, null]'),
+     "no usable trace events (3 malformed events)"),  # not "3 malformed event"
 ])
 def test_bad_input_is_one_line_naming_the_file(tmp_path, make, message):
     path = make(tmp_path)
