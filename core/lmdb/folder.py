@@ -3,6 +3,7 @@ become labels, or a flat folder of images) and what it found, kept in the LMDB a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -113,6 +114,7 @@ def scan_folder_job(root: Path) -> Job[FolderSource]:
     scan.visit_dir(os.stat(root), "")
     class_dirs = [e.name for e in top if _entry_is_dir(e)]
     top_images = [e for e in top if not _entry_is_dir(e) and _is_image(e.name)]
+    scan.reserve(class_dirs)
     if class_dirs:
         for label, name in enumerate(class_dirs):
             yield from scan.walk(name, label)
@@ -144,9 +146,23 @@ class _Scan:
         self.mtimes: list[int] = []
         self.skipped: list[dict] = []
         self.visited: dict[tuple[int, int], str] = {}
+        self.owners: dict[tuple[int, int], str] = {}  # a class folder's (st_dev, st_ino): name
+
+    def reserve(self, class_dirs: list[str]) -> None:
+        """Each class folder is listed as its own class: a link to it met first inside
+        another class is skipped (torchvision's ImageFolder gives its files their class)."""
+        for name in class_dirs:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.root / name)
+                self.owners.setdefault((st.st_dev, st.st_ino), name)
 
     def visit_dir(self, st: os.stat_result, rel: str) -> bool:
         key = (st.st_dev, st.st_ino)
+        owner = self.owners.get(key)
+        if owner is not None and rel != owner and key not in self.visited:
+            self.skipped.append({"path": rel, "reason": f"a link to the class folder {owner}, "
+                                 "whose files are listed as that class"})  # fmt: skip
+            return False
         if key in self.visited:
             first = self.visited[key] or "the source folder"
             self.skipped.append({"path": rel, "reason": f"directory already listed as {first} "
