@@ -271,4 +271,4 @@ def _load_image(path: str, pre: Preprocess) -> tuple[str, str, np.ndarray]:
             return (img.mode, *image_to_chw(preprocess_image(img, pre)))
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a skipped sample
         text = one_line(exc).replace(repr(path), "").replace(f"'{path}'", "").replace(path, "")
-        raise SampleError(text.rstrip()) from exc
+        raise SampleError(text.rstrip().rstrip(":").rstrip()) from exc  # the line names it

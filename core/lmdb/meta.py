@@ -10,7 +10,7 @@ import lmdb
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
-from stallscope.core.lmdb.handles import acquire, release
+from stallscope.core.lmdb.handles import acquire, data_file, release
 from stallscope.core.lmdb.structure import structure_problem
 
 
@@ -20,6 +20,11 @@ def read_meta(path: str | os.PathLike) -> tuple[dict, dict]:
     path = str(path)
     if not os.path.exists(path):
         raise StallscopeError(f"{path}: no such LMDB")
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "data.mdb")):
+        raise StallscopeError(f"{path}: not an LMDB (no data.mdb in {path})")
+    data = data_file(path)
+    if os.path.isfile(data) and os.path.getsize(data) == 0:
+        raise StallscopeError(f"{data}: not an LMDB (an empty file)")
     try:
         _env, txn = acquire(path, readahead=False)
     except lmdb.Error as exc:
