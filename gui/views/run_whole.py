@@ -79,16 +79,11 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
         self.record: Record | None = None
         self.session: Path | None = None
         self.step_plot = self.addPlot(row=0, col=0, axisItems={"bottom": StepAxis("bottom")})
-        self.step_plot.setTitle(f"{swatch(STEP_COLOR)} step time (ms; the light band: the "
-                                f"slowest step of each point) &nbsp; {swatch(EPOCH_COLOR)} epoch "
-                                f"start &nbsp; {swatch(SAVE_COLOR)} torch.save &nbsp; shaded: "
-                                "profiled (click to open)", size="9pt")
         self.wait_plot = self.addPlot(row=1, col=0, axisItems={"bottom": StepAxis("bottom")})
         self.wait_plot.setTitle(f"{swatch(WAIT_COLOR)} data wait (ms per step)", size="9pt")
         self.wait_plot.setXLink(self.step_plot)
         self.mem_plot = self.addPlot(row=2, col=0, axisItems={"bottom": StepAxis("bottom")})
-        self.mem_plot.setTitle(f"{swatch(RSS_COLOR)} process RSS &nbsp; {swatch(ALLOCATED_COLOR)}"
-                               " CUDA allocated (MB, the peak of each point)", size="9pt")
+        self._set_titles(epochs=True, saves=True, rss=True, cuda=True)
         self.mem_plot.setLabel("bottom", "step")
         self.mem_plot.setXLink(self.step_plot)
         for plot in (self.step_plot, self.wait_plot, self.mem_plot):
@@ -96,10 +91,14 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
             plot.getAxis("left").enableAutoSIPrefix(False)
             plot.setMouseEnabled(x=True, y=False)
         self.ci.layout.setRowStretchFactor(0, 3)
-        for plot in (self.wait_plot, self.mem_plot):  # the step time keeps most of the room
-            plot.setMaximumHeight(88)
-        for plot in (self.step_plot, self.wait_plot):  # x-linked: the steps under the last one
-            plot.getAxis("bottom").setStyle(showValues=False)
+        # the step time keeps most of the room; the small plots keep their title and two
+        # ticks apart (the memory plot was 15 px high, its labels on each other), the memory
+        # plot the step axis too
+        for plot in (self.wait_plot, self.mem_plot):
+            plot.getAxis("left").setStyle(maxTickLevel=0)  # major ticks only
+        self.step_plot.setMinimumHeight(90)
+        self._fit_memory(True)
+        self.step_plot.getAxis("bottom").setStyle(showValues=False)  # the steps: under the last
         self.rss_curve = self.mem_plot.plot([], [], pen=pg.mkPen(RSS_COLOR, width=1.2))
         self.cuda_curve = self.mem_plot.plot([], [], pen=pg.mkPen(ALLOCATED_COLOR, width=1.2))
         self.max_curve = self.step_plot.plot([], [], pen=pg.mkPen(None),
@@ -128,12 +127,51 @@ class WholeRunChart(pg.GraphicsLayoutWidget):
             self.off_scale[plot] = (marks, text)
         self.step_plot.sigXRangeChanged.connect(self._redraw)
 
+    MEMORY_FROM = 420  # px of chart from which the memory plot has room beside the others
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if hasattr(self, "mem_plot"):  # Qt resizes it while it is being built
+            self._fit_memory(self.height() >= self.MEMORY_FROM)
+
+    def _fit_memory(self, shown: bool) -> None:
+        """The memory plot below the others when there is room for it; on a short chart it
+        goes (the step time keeps its room) and the data wait plot carries the step axis."""
+        for plot, axis in ((self.wait_plot, 0 if shown else 44), (self.mem_plot, 44)):
+            plot.setMaximumHeight(88 + axis if shown or plot is self.wait_plot else 0)
+            plot.setMinimumHeight(72 + axis if shown or plot is self.wait_plot else 0)
+        self.mem_plot.setVisible(shown)
+        axis = self.wait_plot.getAxis("bottom")
+        axis.setStyle(showValues=not shown)
+        if shown:
+            axis.showLabel(False)
+        else:
+            self.wait_plot.setLabel("bottom", "step")
+
+    def _set_titles(self, epochs: bool, saves: bool, rss: bool, cuda: bool) -> None:
+        """Legends naming only what the run has (no torch.save or CUDA line on a run without
+        either), each with its unit."""
+        marks = ((f" &nbsp; {swatch(EPOCH_COLOR)} epoch start" if epochs else "")
+                 + (f" &nbsp; {swatch(SAVE_COLOR)} torch.save" if saves else ""))
+        self.step_plot.setTitle(f"{swatch(STEP_COLOR)} step time (ms; the light band: the "
+                                f"slowest step of each point){marks} &nbsp; shaded: profiled "
+                                "(click to open)", size="9pt")
+        series = [f"{swatch(RSS_COLOR)} process RSS"] if rss else []
+        series += [f"{swatch(ALLOCATED_COLOR)} CUDA allocated"] if cuda else []
+        self.mem_plot.setTitle(" &nbsp; ".join(series or ["memory: not recorded"])
+                               + (" (MB, the peak of each point)" if series else ""),
+                               size="9pt")
+
     def show_record(self, record: Record, session: Path | None = None) -> None:
         self.record, self.session = record, session
         main = main_loader(record)
         self.epochs = np.array([e.get("n", 0) for e in record.epochs if e.get("loader") == main],
                                dtype=np.float64)
         self.saves = np.array([e.get("n", 0) for e in record.saves], dtype=np.float64)
+        every = record.overview(MAX_POINTS)
+        self._set_titles(epochs=bool(len(self.epochs)), saves=bool(len(self.saves)),
+                         rss=bool(np.isfinite(every["rss_max"]).any()),
+                         cuda=bool(np.isfinite(every["cuda_max"]).any()))
         for r in self.regions:
             self.step_plot.removeItem(r)
         self.regions = [WindowRegion(w.first - 0.5, w.last + 0.5, self._trace_path(w.trace),
@@ -216,6 +254,7 @@ class WholeRunPanel(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.chart = WholeRunChart()
+        self.chart.setMinimumHeight(280)  # its plots' least heights (no memory plot then)
         self.chart.sig_trace_clicked.connect(self.sig_trace_clicked)
         self.stalls = QLabel("")
         self.stalls.setTextFormat(Qt.TextFormat.PlainText)
@@ -227,7 +266,7 @@ class WholeRunPanel(QWidget):
         scroll.setWidget(self.stalls)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        scroll.setMinimumHeight(90)
+        scroll.setMinimumHeight(44)  # two lines; the chart takes what is left
         self.summary = QLabel("")
         self.summary.setTextFormat(Qt.TextFormat.PlainText)
         self.summary.setWordWrap(True)
@@ -235,7 +274,7 @@ class WholeRunPanel(QWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.chart)
         split.addWidget(scroll)
-        split.setStretchFactor(0, 3)
+        split.setStretchFactor(0, 5)
         split.setStretchFactor(1, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -162,3 +162,31 @@ def test_whole_run_tab_follows_a_live_run(qtbot, tmp_path):
     run.stop()
     qtbot.waitUntil(lambda: not run.is_running, timeout=30_000)
     assert run.end is not None  # (how Stop ends a run: tests/gui/test_run_view.py)
+
+
+def test_the_small_plots_keep_their_room_and_name_only_what_the_run_has(qtbot, tmp_path):
+    # hunt: the memory plot was 15 px high with its axis labels on each other, and the
+    # legends named "torch.save" and "CUDA allocated" for a CPU-only run with no saves
+    path = tmp_path / "record.bin"
+    rec = RunRecord(path)
+    for i in range(200):
+        rec.step({"wall_ms": 70.0 + (i % 7), "data_wait_ms": 30.0, "batches": 1,
+                  "rss": (300 + i // 20) * 2**20})
+    rec.close()
+    panel = WholeRunPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1400, 650)
+    panel.show()
+    panel.show_record(read_record(path))
+    chart = panel.chart
+    qtbot.waitUntil(lambda: chart.height() >= chart.MEMORY_FROM)
+    titles = chart.step_plot.titleLabel.text + chart.mem_plot.titleLabel.text
+    assert "process RSS" in titles and "MB" in titles
+    assert "torch.save" not in titles and "CUDA allocated" not in titles
+    assert "epoch start" not in titles  # no epochs recorded either
+    assert chart.mem_plot.isVisible() and chart.mem_plot.vb.height() >= 20
+    assert chart.step_plot.vb.height() > chart.wait_plot.vb.height()
+    save_shot(panel, "whole_run_small_plots_1400x650")
+    panel.resize(1024, 330)  # short: the memory plot goes, the step time keeps its room
+    qtbot.waitUntil(lambda: not chart.mem_plot.isVisible())
+    assert chart.step_plot.vb.height() >= 50  # its least, 90, less its title
