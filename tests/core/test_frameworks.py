@@ -173,12 +173,13 @@ def test_lightning_iterable_dataset_fetched_ahead_is_no_extra_batch(tmp_path):
     assert [s["batches"] for s in steps] == [1] * 12
 
 
-def host_split(trace: Path) -> dict[str, float]:
+def host_split(trace: Path, shares: bool = True) -> dict[str, float]:
+    """The main thread's step time by cause: shares, or µs."""
     from stallscope.core.analysis import analyze
     from stallscope.core.trace import load
 
     split = analyze(load(trace)).host_by_cause
-    total = sum(split.values())
+    total = sum(split.values()) if shares else 1.0
     return {k: v / total for k, v in split.items()}
 
 
@@ -195,13 +196,12 @@ def test_lightning_closure_is_not_the_optimizer(tmp_path):
     for (clo, chi, _), (slo, shi, _) in zip(closures, steps, strict=True):
         assert slo <= clo < chi <= shi
     lightning = host_split(trace_path)
-
-    twin = tmp_path / "twin"
-    twin.mkdir()
-    _, twin_session, _ = run_framework(twin, "plain_compute.py", args=["--compute", "512"])
-    plain = host_split(twin_session / finished_of(twin_session)["traces"][0])
     assert lightning["optimizer"] < 0.25, lightning
-    assert abs(lightning["optimizer"] - plain["optimizer"]) < 0.10, (lightning, plain)
+    # the optimizer cause holds at most Optimizer.step's own time, its closures (training_step
+    # and backward) left out: exact, whatever the load (a plain twin script compared by shares
+    # read 11% optimizer once in CI at load 4, from one preempted step of its own)
+    own_us = sum(shi - slo for slo, shi, _ in steps) - sum(chi - clo for clo, chi, _ in closures)
+    assert 0 < own_us and host_split(trace_path, shares=False)["optimizer"] <= own_us + 1.0
 
 
 def test_lightning_ddp_launcher_profiles_every_rank(tmp_path):

@@ -25,7 +25,7 @@ def test_loaded_text_names_file_window_and_each_device():
     assert 0.3 < util < 0.8  # GPU 0 is about half busy on this trace
     text = loaded_text(report)
     assert text == (f"{report.trace.path.name} · window {units.duration(hi - lo)} · "
-                    f"{report.trace.device_label(dev)} {units.pct(util, 0)} busy")
+                    f"{report.trace.device_label(dev)} {units.pct(util)} busy")  # the panel's
     assert loaded_text(report, vs="after.json") == f"{text} · vs after.json"
     assert loaded_text(None) == "Nothing open"
 
