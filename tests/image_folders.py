@@ -29,3 +29,17 @@ def flower_folder(root: Path, varied: bool = True) -> list[Path]:
             files.append(path)
     (root / "tulip" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
     return files
+
+
+def noise_classes(root: Path, classes: int, per_class: int, size: tuple[int, int],
+                  seed: int, name: str = "{i:03d}.png") -> Path:
+    """root/c0, c1, ...: `per_class` PNGs of random pixels (`size` is height, width) each, the
+    same for a seed; returns root."""
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        (root / f"c{c}").mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 256, (*size, 3), np.uint8)).save(
+                root / f"c{c}" / name.format(i=i))
+    return root
+

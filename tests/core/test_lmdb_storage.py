@@ -13,6 +13,7 @@ import lmdb
 import numpy as np
 import pytest
 import torch
+from image_folders import noise_classes
 from PIL import Image
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
@@ -201,12 +202,7 @@ def test_format1_lmdbs_still_read(tmp_path):
 @pytest.fixture(scope="module")
 def folder_lmdb(tmp_path_factory):
     base = tmp_path_factory.mktemp("batches")
-    rng = np.random.default_rng(5)
-    for c in range(3):
-        (base / "src" / f"c{c}").mkdir(parents=True)
-        for i in range(70):
-            Image.fromarray(rng.integers(0, 256, (12, 10, 3), np.uint8)).save(
-                base / "src" / f"c{c}" / f"{i:03d}.png")
+    noise_classes(base / "src", 3, 70, (12, 10), seed=5)
     dst = base / "b.lmdb"
     run_job(convert(base / "src", dst, workers=0, commit_every=7))
     return base / "src", dst

@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 import lmdb
-import numpy as np
 import pytest
-from PIL import Image
+from image_folders import noise_classes
 
 from stallscope.core.jobs import run_job
 from stallscope.core.lmdb.convert import convert
@@ -27,12 +26,7 @@ pytestmark = pytest.mark.runner  # the CLI and the reader in child processes (a 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("trunc")
-    rng = np.random.default_rng(3)
-    for c in range(2):
-        (base / "src" / f"c{c}").mkdir(parents=True)
-        for i in range(60):
-            Image.fromarray(rng.integers(0, 256, (64, 64, 3), np.uint8)).save(
-                base / "src" / f"c{c}" / f"{i:02d}.png")
+    noise_classes(base / "src", 2, 60, (64, 64), seed=3, name="{i:02d}.png")
     dst = base / "full.lmdb"
     run_job(convert(base / "src", dst, workers=0))
     return base / "src", dst
