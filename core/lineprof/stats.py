@@ -12,10 +12,11 @@ core/capture/lineprof_capture.py in the user's interpreter):
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stallscope.core.capture.lineprof_capture import FORMAT_VERSION  # the writer's, one number
 from stallscope.core.errors import StallscopeError
@@ -56,6 +57,9 @@ class Profile:
     warnings: list[str] = field(default_factory=list)
     root: bool = True
     wraps: list[str] = field(default_factory=list)
+    # functions this one calls that were not line-profiled (beyond --lineprof-depth): their
+    # time is on the lines that call them
+    unprofiled: list[str] = field(default_factory=list)
     path: str | None = None  # where it was read from
     # how the lines sit in the source file as it is now (source.match_source), found when the
     # stats are read (off the GUI thread), never when they are shown
@@ -100,6 +104,7 @@ class Profile:
             "warnings": list(self.warnings),
             "root": self.root,
             "wraps": list(self.wraps),
+            "unprofiled": list(self.unprofiled),
         }
 
 
@@ -126,6 +131,9 @@ def load(path: str | os.PathLike, inside: str | os.PathLike | None = None) -> Pr
 
 
 def from_json(obj: object, name: str = "<json>") -> Profile:
+    """A Profile from a parsed line-stats file. Only a file that is not line stats at all is
+    refused; a bad field (a line entry, `samples: "many"`) is left out, and a warning naming
+    it and the file keeps the rest of the stats standing."""
     if not isinstance(obj, dict) or "lines" not in obj or "qualname" not in obj:
         raise LineprofError(f"{name}: not a stallscope line-stats file (no 'qualname'/'lines')")
     version = obj.get("version", FORMAT_VERSION)
@@ -134,25 +142,98 @@ def from_json(obj: object, name: str = "<json>") -> Profile:
     if version > FORMAT_VERSION:
         raise LineprofError(f"{name}: written by a newer stallscope (format version "
                             f"{obj.get('version')}, this one reads {FORMAT_VERSION})")
-    try:
-        lines = [Line(int(ln["lineno"]), int(ln["hits"]), float(ln["total_s"]),
-                      str(ln.get("source", ""))) for ln in obj["lines"]]
-        return Profile(
-            function=str(obj.get("function") or obj["qualname"].rsplit(".", 1)[-1]),
-            qualname=str(obj["qualname"]),
-            file=str(obj.get("file", "")),
-            first_line=int(obj.get("first_line", lines[0].lineno if lines else 1)),
-            lines=sorted(lines, key=lambda ln: ln.lineno),
-            unit_s=float(obj.get("unit_s", 1e-9)),
-            samples=int(obj.get("samples", 0)),
-            workers=int(obj.get("workers", 0)),
-            warnings=[str(w) for w in obj.get("warnings", [])],
-            root=bool(obj.get("root", True)),
-            wraps=[str(w) for w in obj.get("wraps", [])],
-            path=name,
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise LineprofError(f"{name}: malformed line entry ({type(exc).__name__}: {exc})") from None
+    if not isinstance(obj["qualname"], str) or not isinstance(obj["lines"], list):
+        raise LineprofError(f"{name}: not a stallscope line-stats file ('qualname' must be "
+                            "text and 'lines' a list)")
+    bad: list[str] = []
+    lines = _lines(obj["lines"], bad)
+    if bad and not lines:
+        raise LineprofError(f"{name}: malformed line entry ({bad[0]}); none of its "
+                            f"{len(obj['lines'])} line entries can be read")
+    fields = _Fields(obj, bad)
+    qualname = obj["qualname"]
+    profile = Profile(
+        function=fields.get("function", str, qualname.rsplit(".", 1)[-1]) or qualname,
+        qualname=qualname,
+        file=fields.get("file", str, ""),
+        first_line=fields.get("first_line", int, lines[0].lineno if lines else 1),
+        lines=sorted(lines, key=lambda ln: ln.lineno),
+        unit_s=fields.get("unit_s", float, 1e-9),
+        samples=fields.get("samples", int, 0),
+        workers=fields.get("workers", int, 0),
+        warnings=[str(w) for w in fields.get("warnings", list, [])],
+        root=fields.get("root", bool, True),
+        wraps=[str(w) for w in fields.get("wraps", list, [])],
+        unprofiled=[str(w) for w in fields.get("unprofiled", list, [])],
+        path=name,
+    )
+    if bad:
+        profile.warnings.append(f"{name}: left out {len(bad)} bad field(s): {'; '.join(bad[:5])}"
+                                + (f"; ... {len(bad) - 5} more" if len(bad) > 5 else ""))
+    return profile
+
+
+class _Fields:
+    """A file's top-level fields, each checked alone: a bad one gives its default and is
+    named in `bad`."""
+
+    def __init__(self, obj: dict, bad: list[str]) -> None:
+        self.obj = obj
+        self.bad = bad
+
+    def get(self, key: str, kind: type, default: Any) -> Any:
+        if key not in self.obj or self.obj[key] is None:
+            return default
+        value = self.obj[key]
+        ok = _is(value, kind)
+        if not ok:
+            self.bad.append(f"{key!r} is {_shown(value)}, not {_KIND_WORDS[kind]}")
+            return default
+        return float(value) if kind is float else value
+
+
+_KIND_WORDS = {str: "text", int: "a whole number", float: "a number", bool: "true or false",
+               list: "a list"}
+
+
+def _is(value: object, kind: type) -> bool:
+    if kind is float:
+        return (isinstance(value, int | float) and not isinstance(value, bool)
+                and math.isfinite(value))
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _lines(entries: list, bad: list[str]) -> list[Line]:
+    """Every well-formed line entry; each bad one is left out and named in `bad`."""
+    lines = []
+    for i, entry in enumerate(entries):
+        why = _bad_line(entry)
+        if why:
+            bad.append(f"lines[{i}]: {why}")
+            continue
+        lines.append(Line(entry["lineno"], entry["hits"], float(entry["total_s"]),
+                          str(entry.get("source", ""))))
+    return lines
+
+
+def _bad_line(entry: object) -> str:
+    if not isinstance(entry, dict):
+        return f"{_shown(entry)} is not a line entry"
+    for key, kind in (("lineno", int), ("hits", int), ("total_s", float)):
+        if key not in entry:
+            return f"no {key!r}"
+        if not _is(entry[key], kind):
+            return f"{key!r} is {_shown(entry[key])}, not {_KIND_WORDS[kind]}"
+    if entry["lineno"] < 1 or entry["hits"] < 0 or entry["total_s"] < 0:
+        return f"a negative or zero number ({_shown(entry)})"
+    return ""
 
 
 def save(profile: Profile, path: str | os.PathLike) -> Path:
