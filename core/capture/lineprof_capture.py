@@ -747,7 +747,9 @@ class Capture:
         self._cleanup_parts()
         roots = [p for is_root, p in paths if is_root] or [p for _, p in paths]
         if not roots and self.target == "auto" and not _STATE.targets and not self.warnings:
-            self.warn("no DataLoader was iterated, so there was no __getitem__ to line-profile")
+            self.warn("no Dataset found: no DataLoader was iterated, so --lineprof auto had no "
+                      "__getitem__ to line-profile; name one with --lineprof "
+                      "module:Class.__getitem__")
         return roots[0] if roots else None
 
     def _stop_persistent_workers(self) -> None:

@@ -20,8 +20,10 @@ from stallscope.core.errors import StallscopeError
 from stallscope.core.lineprof.kernprof import load_lprof, looks_like_pickle
 from stallscope.core.lineprof.source import with_sources
 from stallscope.core.lineprof.stats import LineprofError, Profile, load
+from stallscope.core.untrusted import json_lines, read_bytes, read_json, visible
 
 LINEPROF_DIR = "lineprof"
+EVENTS_READ = 64 << 20  # the line profiler's warnings of a run whose stats are missing
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def load_any(path: str | os.PathLike, *, trust_pickle: bool = False) -> list[Pro
         profiles = load_session(path)
         if not profiles:
             raise LineprofError(f"{path}: no line stats here (no {LINEPROF_DIR}/*.json); "
-                                "run with --lineprof auto to record them")
+                                f"{why_none(path)}")
         return profiles
     if not path.exists():
         raise LineprofError(f"{path}: no such file or folder")
@@ -83,6 +85,39 @@ def load_any(path: str | os.PathLike, *, trust_pickle: bool = False) -> list[Pro
             raise LineprofError(f"{path}: the .lprof file holds no functions")
         return profiles
     return [load(path)]
+
+
+def why_none(session: Path) -> str:
+    """Why a folder has no line stats, and what to run: a session run with --lineprof that
+    found nothing to profile says what its runner said, never "run with --lineprof"."""
+    try:
+        run = read_json(session / "run.json", "run.json")
+    except StallscopeError:
+        run = None
+    options = run.get("options") if isinstance(run, dict) else None
+    target = options.get("lineprof") if isinstance(options, dict) else None
+    if not isinstance(target, str) or target in ("", "off"):
+        return "run with --lineprof auto to record them"
+    said = _lineprof_warnings(session)
+    name_one = ("name your Dataset's method: --lineprof module:Class.__getitem__ "
+                "(__main__:Class.__getitem__ for one defined in the script)")
+    if target == "auto":
+        why = visible(said[0]) if said else "no Dataset was found to line-profile"
+        return (f"the run had --lineprof auto, but {why}"
+                + ("" if "--lineprof " in why else f"; {name_one}"))
+    why = visible(said[0]) if said else "it wrote no line stats"
+    return f"the run had --lineprof {visible(target)}, but {why}"
+
+
+def _lineprof_warnings(session: Path) -> list[str]:
+    """What the line profiler said during the run (events.jsonl's lineprof warnings)."""
+    try:
+        data = read_bytes(session / "events.jsonl", "events", EVENTS_READ)
+    except StallscopeError:
+        return []
+    events, _bad = json_lines(data)
+    return [str(e["message"]) for e in events if isinstance(e, dict)
+            and e.get("source") == "lineprof" and isinstance(e.get("message"), str)]
 
 
 def needs_trust(path: str | os.PathLike) -> bool:

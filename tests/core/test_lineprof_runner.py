@@ -111,3 +111,25 @@ def test_demo_advice_names_the_heaviest_line(tmp_path):
     (advice,) = [a for a in report.advice if a.id == "dataloader_bound"]
     assert f"heaviest line is JpegFolder.__getitem__ line {lineno}" in advice.evidence
     assert f"{100 * share:.0f}% of the time in __getitem__" in advice.evidence
+
+
+def test_a_run_without_a_dataloader_is_told_to_name_its_dataset(tmp_path, capsys):
+    """--lineprof auto and no DataLoader: the runner and `lineprof SESSION` say no Dataset was
+    found and how to name one, never "run with --lineprof auto" (it was)."""
+    from stallscope.core.cli import main as cli_main
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nmodel = torch.nn.Linear(4, 1)\n"
+                      "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "for _ in range(8):\n"
+                      "    loss = model(torch.randn(3, 4)).sum()\n"
+                      "    opt.zero_grad(); loss.backward(); opt.step()\n")
+    _out, session, events = run_runner(tmp_path, script, "--lineprof", "auto")
+    (warning,) = [e["message"] for e in events if e.get("source") == "lineprof"]
+    assert "no Dataset found" in warning and "--lineprof module:Class.__getitem__" in warning
+    assert cli_main(["lineprof", str(session)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "the run had --lineprof auto, but no Dataset found" in err
+    assert "--lineprof module:Class.__getitem__" in err
+    assert "run with --lineprof auto" not in err
