@@ -79,12 +79,16 @@ def run(args) -> int:
     if args.workers is not None and args.workers < 0:
         raise StallscopeError("--workers must be >= 0")
     progress = Progress("converting")
-    result = run_job(
-        convert(args.src, args.dst, workers=args.workers, preprocess=pre,
-                map_size=args.map_size,
-                commit_every=None if args.commit_every is None else max(1, args.commit_every)),
-        progress,
-    )  # fmt: skip
+    job = convert(args.src, args.dst, workers=args.workers, preprocess=pre,
+                  map_size=args.map_size,
+                  commit_every=None if args.commit_every is None else max(1, args.commit_every))
+    try:
+        result = run_job(job, progress)
+    except KeyboardInterrupt:
+        job.close()  # when Ctrl-C came between two steps: commit what is decoded, close the LMDB
+        progress.end()
+        print(f"stallscope: {interrupted_line(args.dst)}", file=sys.stderr)
+        return 130
     progress.end()
     out = {
         "dst": result.dst,
@@ -137,6 +141,26 @@ def run(args) -> int:
     if args.json:
         write_json(out, sys.stdout)
     return rc
+
+
+def interrupted_line(dst: str) -> str:
+    """What a Ctrl-C during a conversion kept, and how to go on."""
+    from pathlib import Path
+
+    from stallscope.core.lmdb.destination import destination_state
+
+    path = Path(dst).expanduser().resolve()
+    try:
+        state = destination_state(path)
+    except StallscopeError:
+        state = None
+    if state is None or state.kind != "ours" or not state.progress:
+        return f"interrupted before any sample was committed to {shown(path)}; nothing was kept"
+    kept = int(state.progress.get("written", 0))
+    total = int(state.meta.get("source", {}).get("count", 0))
+    of = f" of {total:,}" if total else ""
+    return (f"interrupted: {kept:,}{of} samples are kept in {shown(path)}; run the same "
+            "command again to resume from there")
 
 
 def print_result(result) -> None:
