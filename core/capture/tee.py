@@ -19,6 +19,7 @@ passed on, so the terminal shows what a plain run shows.
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import select
@@ -135,7 +136,10 @@ def open_terminal(size: tuple[int, int] | None, like: int) -> tuple[int, int] | 
 
 def runner_stderr(text: str) -> None:
     """Print the runner's own text to stderr, even after the script closed sys.stderr or
-    descriptor 2 (then through the tee, or nowhere when there is none)."""
+    descriptor 2 (then through the tee, or nowhere when there is none). Through a tee it
+    starts a line of its own (FdTee.expect_note)."""
+    if _ACTIVE:
+        _ACTIVE[0].expect_note(text.encode("utf-8", "replace"))
     try:
         print(text, end="", file=sys.stderr, flush=True)
         return
@@ -157,6 +161,8 @@ class FdTee:
         self._saved: dict[int, int] = {}
         self._write_ends: dict[int, int] = {}
         self._threads: list[threading.Thread] = []
+        self._notes: collections.deque[bytes] = collections.deque(maxlen=16)
+        self._line_open = False  # the log's last byte is not a line end
         for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
             try:
                 if stream is not None:
@@ -194,6 +200,32 @@ class FdTee:
         except OSError:
             self._pass(data, self._saved.get(2, 2))
 
+    def expect_note(self, note: bytes) -> None:
+        """The runner is about to write `note` on stderr: where it follows bytes that do not end a
+        line (the script's progress line, from either stream), it is passed on after a line end,
+        in the log and on the terminal. Matched when passed, so the order of the script's bytes
+        and the note stays the order they reached the pipes."""
+        if note.strip():
+            self._notes.append(note)
+
+    def _own_lines(self, data: bytes) -> bytes:
+        """data with a line end before each expected runner note that would continue a line as
+        the terminal shows it (torch's notes, not shown, are skipped: the line end goes before
+        them)."""
+        for note in list(self._notes):
+            at = data.find(note)
+            if at < 0:
+                continue
+            self._notes.remove(note)
+            while at and (start := max(data.rfind(b"\n", 0, at - 1),
+                                       data.rfind(b"\r", 0, at - 1)) + 1) < at \
+                    and PROFILER_NOTES.fullmatch(data, start, at):
+                at = start
+            open_line = data[at - 1:at] not in (b"\n", b"\r") if at else self._line_open
+            if open_line:
+                data = data[:at] + b"\n" + data[at:]
+        return data
+
     def _pump(self, read_end: int, out_fd: int) -> None:
         pending = b""
         while True:
@@ -219,15 +251,20 @@ class FdTee:
     def _pass(self, data: bytes, out_fd: int) -> None:
         if not data:
             return
-        for piece in chunks(without_profiler_notes(data)):
+        with self._lock:  # the line state: both streams as shown, in the order logged
+            if self._notes:
+                data = self._own_lines(data)
+            self._log.write(data)
+            shown = without_profiler_notes(data)
+            if shown:
+                self._line_open = not shown.endswith((b"\n", b"\r"))
+        for piece in chunks(shown):
             try:
                 view = memoryview(piece)
                 while view:
                     view = view[os.write(out_fd, view):]
             except OSError:
                 pass  # the reader went away; keep logging
-        with self._lock:
-            self._log.write(data)
 
     def close(self, timeout: float = 2.0) -> None:
         if _ACTIVE == [self]:

@@ -63,3 +63,35 @@ def test_the_terminal_shows_what_a_plain_run_shows(tmp_path):
     assert "profiler_start" not in shown and "CPUAllocator" not in shown
     log = (session / "stdout.log").read_text()
     assert "step 15" in log and "profiler_start" in log  # kept for the record
+
+
+# A script whose last output is a line without its end, left open long enough to be passed on
+# (PARTIAL_S): the runner's notes after it ("no steps", "trace written") were glued to it, in
+# stdout.log and on the terminal ("workingstallscope: no steps were seen ...").
+OPEN_LINE = {
+    "no steps": "import time\nprint('working', end='', flush=True)\ntime.sleep(0.6)\n",
+    "trace written": "import time, torch\nm = torch.nn.Linear(4, 1)\n"
+                     "opt = torch.optim.SGD(m.parameters(), 0.1)\n"
+                     "for i in range(3):  # the script ends inside the window\n"
+                     "    m(torch.randn(2, 4)).sum().backward()\n    opt.step()\n"
+                     "print('working', end='', flush=True)\ntime.sleep(0.6)\n",
+    "script's stderr open too": "import sys, time\nsys.stderr.write('warn'); sys.stderr.flush()\n"
+                                "print('working', end='', flush=True)\ntime.sleep(0.6)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPEN_LINE))
+def test_the_runners_notes_start_a_line_of_their_own(tmp_path, case):
+    script = tmp_path / "train.py"
+    script.write_text(OPEN_LINE[case])
+    session = tmp_path / "s"
+    proc = subprocess.run([sys.executable, str(RUNNER), "--session", str(session),
+                           "--no-stop-after-window", "--", str(script)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    log = (session / "stdout.log").read_bytes()
+    for shown in (proc.stdout, log):
+        assert b"working" in shown and b"stallscope: " in shown, shown
+        assert (b"warn" in shown) is ("stderr" in case), shown  # the script's bytes kept whole
+        notes = [i for i in range(len(shown)) if shown.startswith(b"stallscope: ", i)]
+        assert all(i == 0 or shown[i - 1:i] in (b"\n", b"\r") for i in notes), shown
