@@ -150,16 +150,17 @@ def interrupted_line(dst: str) -> str:
     from stallscope.core.lmdb.destination import destination_state
 
     path = Path(dst).expanduser().resolve()
+    name = shown(str(path))
     try:
         state = destination_state(path)
     except StallscopeError:
         state = None
     if state is None or state.kind != "ours" or not state.progress:
-        return f"interrupted before any sample was committed to {shown(str(path))}; nothing was kept"
+        return f"interrupted before any sample was committed to {name}; nothing was kept"
     kept = int(state.progress.get("written", 0))
     total = int(state.meta.get("source", {}).get("count", 0))
     of = f" of {total:,}" if total else ""
-    return (f"interrupted: {kept:,}{of} samples are kept in {shown(str(path))}; run the same "
+    return (f"interrupted: {kept:,}{of} samples are kept in {name}; run the same "
             "command again to resume from there")
 
 
