@@ -1,6 +1,7 @@
 """The Run dialog: where (this computer or a remote host over ssh), what to run, with which
-interpreter, under which profiler schedule. (Long because its two modes, local and remote,
-share one form; the pieces that stand alone live in run_where, run_windows and run_probe.)
+interpreter, under which profiler schedule. A remote host's rows are run_where.HostForm's, the
+same rows as the Tune dialog's; this computer's script, folder and interpreter rows (with
+Browse…) are the dialog's own, and the two sets take turns in one form.
 
     dialog = RunDialog(parent)
     if dialog.exec():
@@ -42,11 +43,9 @@ from stallscope.gui.colors import BETTER_COLOR, MUTED_TEXT, error_text
 from stallscope.gui.dialogs.fields import error_label, refill, row_widget, with_button
 from stallscope.gui.dialogs.run_probe import TorchProbe
 from stallscope.gui.dialogs.run_where import (
-    REMOTE_PYTHON,
+    HostForm,
     HostMemory,
     WhereChoice,
-    check_host,
-    host_rows,
     placeholders,
     where_fields,
 )
@@ -76,20 +75,17 @@ class RunDialog(QDialog):
         self.setMinimumWidth(640)
         self.settings = settings or run_settings()
         self.memory = HostMemory(self.settings)
-        self._local_script = ""
-        self._shown_host = ""  # the host whose remembered fields are shown
-        self.probe = TorchProbe(self)
+        self.probe = TorchProbe(self)  # this computer's interpreter (the host's: host_rows)
         self.probe.sig_result.connect(self._set_python_status)
         self._request: RunRequest | None = None
         self._build()
         last_host = "" if script else str(self.settings.value("runs/last_host", "") or "")
+        self.local_script.setText(script or str(self.settings.value("runs/last_script", "")
+                                                or ""))
         if last_host:
-            self.host_combo.setCurrentText(last_host)
+            self.host_rows.host_combo.setCurrentText(last_host)
             self.where.set_remote(True)
-            return
-        last = script or str(self.settings.value("runs/last_script", "") or "")
-        if last:
-            self.script_edit.setText(last)
+        elif self.local_script.text():
             self._load_remembered()
         else:
             self._fill_interpreters("")
@@ -102,33 +98,32 @@ class RunDialog(QDialog):
         self.where = WhereChoice()
         self.where.sig_changed.connect(self._where_changed)
         form.addRow("Where", self.where)
-        self.host_combo, self.host_hint = host_rows(form, self.memory)
-        line = self.host_combo.lineEdit()
-        assert line is not None  # host_rows makes an editable combo
-        line.editingFinished.connect(lambda: self._host_chosen(False))
-        self.host_combo.textActivated.connect(lambda _text: self._host_chosen(False))
+        self.host_rows = HostForm(form, self.memory, parent=self)
+        self.host_rows.sig_host_chosen.connect(lambda _host: self._load_remembered())
+        self.host_rows.script_edit.editingFinished.connect(self._load_remembered)
 
-        self.script_edit = QLineEdit()
-        self.script_edit.editingFinished.connect(self._load_remembered)
-        self.script_row = with_button(self.script_edit, "Browse…", self._browse_script)
+        script_hint, cwd_hint = placeholders(remote=False)
+        self.local_script = QLineEdit(placeholderText=script_hint)
+        self.local_script.editingFinished.connect(self._load_remembered)
+        self.script_row = with_button(self.local_script, "Browse…", self._browse_script)
         form.addRow("Script", self.script_row)
 
         self.args_edit = QLineEdit(placeholderText="--epochs 10 --batch-size 64")
         form.addRow("Arguments", self.args_edit)
 
-        self.cwd_edit = QLineEdit()
-        self.cwd_row = with_button(self.cwd_edit, "Browse…", self._browse_cwd)
+        self.local_cwd = QLineEdit(placeholderText=cwd_hint)
+        self.cwd_row = with_button(self.local_cwd, "Browse…", self._browse_cwd)
         form.addRow("Working folder", self.cwd_row)
 
-        self.python_combo = QComboBox(editable=True)
-        self.python_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.python_combo.currentTextChanged.connect(self._probe_python)
-        self.python_row = with_button(self.python_combo, "Browse…", self._browse_python)
+        self.local_python = QComboBox(editable=True)
+        self.local_python.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.local_python.currentTextChanged.connect(self._probe_python)
+        self.python_row = with_button(self.local_python, "Browse…", self._browse_python)
         form.addRow("Python", self.python_row)
-        self.python_status = QLabel(" ")
-        self.python_status.setObjectName("hint")
-        self.python_status.setWordWrap(True)
-        form.addRow("", self.python_status)
+        self.local_status = QLabel(" ")
+        self.local_status.setObjectName("hint")
+        self.local_status.setWordWrap(True)
+        form.addRow("", self.local_status)
 
         self.env_edit = QPlainTextEdit(placeholderText="NAME=value, one a line "
                                                        "(e.g. CUDA_VISIBLE_DEVICES=0)")
@@ -229,52 +224,45 @@ class RunDialog(QDialog):
         self._show_where(remote=False)
 
     # ------------------------------------------------------------------ where
+    # The fields shown: the host's (host_rows) on a remote run, this computer's otherwise.
+    @property
+    def host_combo(self) -> QComboBox:
+        return self.host_rows.host_combo
+
+    @property
+    def script_edit(self) -> QLineEdit:
+        return self.host_rows.script_edit if self.where.is_remote else self.local_script
+
+    @property
+    def cwd_edit(self) -> QLineEdit:
+        return self.host_rows.cwd_edit if self.where.is_remote else self.local_cwd
+
+    @property
+    def python_combo(self) -> QComboBox:
+        return self.host_rows.python_combo if self.where.is_remote else self.local_python
+
+    @property
+    def python_status(self) -> QLabel:
+        return self.host_rows.python_status if self.where.is_remote else self.local_status
+
     def _show_where(self, remote: bool) -> None:
-        """The host rows for a remote run; its paths are typed text (nothing to browse)."""
-        for widget in (self.host_combo, self.host_hint):
-            self.form.setRowVisible(widget, remote)
-        for row in (self.script_row, self.cwd_row, self.python_row):
-            row.button.setVisible(not remote)
-        script_hint, cwd_hint = placeholders(remote)
-        self.script_edit.setPlaceholderText(script_hint)
-        self.cwd_edit.setPlaceholderText(cwd_hint)
+        """The host's rows (typed paths, nothing to browse) or this computer's."""
+        for row in (self.script_row, self.cwd_row, self.python_row, self.local_status):
+            self.form.setRowVisible(row, not remote)
+        if remote:
+            self.probe.stop()
+        self.host_rows.set_active(remote)  # a host picked: sig_host_chosen loads its script's
 
     def _where_changed(self, remote: bool) -> None:
         self._show_where(remote)
         self.error_label.setText("")
-        if remote:
-            self._local_script = self.script_edit.text()  # back when "This computer" is
-            if not self._host():
-                self.host_combo.setCurrentText(next(iter(self.memory.hosts()), ""))
-            self._host_chosen(True)
-            return
-        self.script_edit.setText(self._local_script
-                                 or str(self.settings.value("runs/last_script", "") or ""))
-        self.cwd_edit.setText("")
-        self.python_combo.blockSignals(True)
-        self.python_combo.setEditText("")  # the host's interpreter is no local one
-        self.python_combo.blockSignals(False)
-        if self.script_edit.text():
+        if self.script_edit.text().strip():  # that script's settings, on that side
             self._load_remembered()
         else:
             self._fill_interpreters("")
 
     def _host(self) -> str:
-        return self.host_combo.currentText().strip() if self.where.is_remote else ""
-
-    def _host_chosen(self, again: bool) -> None:
-        """Another host picked (or Where switched to it `again`): its last script, folder and
-        interpreters come back; leaving the same host's field keeps what was typed."""
-        host = self._host()
-        if host == self._shown_host and not again:
-            return
-        self._shown_host = host
-        self.script_edit.setText(self.memory.last_script(host) if host else "")
-        self.cwd_edit.setText(self.memory.folder(host) if host else "")
-        if self.script_edit.text():
-            self._load_remembered()
-        else:
-            self._fill_interpreters("")
+        return self.host_rows.host() if self.where.is_remote else ""
 
     # ------------------------------------------------------------------ browsing
     def _browse_script(self) -> None:
@@ -306,15 +294,12 @@ class RunDialog(QDialog):
     # ------------------------------------------------------------------ request <-> fields
     def _fill_interpreters(self, script: str, chosen: str = "") -> None:
         if self.where.is_remote:  # the ones used on this host, the newest first
-            pythons = self.memory.pythons(self._host())
-            refill(self.python_combo, [(p, p) for p in pythons])
-            self.python_combo.setCurrentText(chosen or pythons[0])
-            self._probe_python()
+            self.host_rows.set_python(chosen)
             return
-        current = chosen or self.python_combo.currentText() or default_python()
-        refill(self.python_combo, [(path + ("   (this app)" if path == sys.executable else ""),
+        current = chosen or self.local_python.currentText() or default_python()
+        refill(self.local_python, [(path + ("   (this app)" if path == sys.executable else ""),
                                     path) for path in detect_interpreters(script)])
-        self.python_combo.setCurrentText(current)
+        self.local_python.setCurrentText(current)
         self._probe_python(current)
 
     def _set_fields(self, req: RunRequest) -> None:
@@ -344,9 +329,11 @@ class RunDialog(QDialog):
         self.where.blockSignals(True)
         self.where.set_remote(req.is_remote)
         self.where.blockSignals(False)
+        if req.is_remote:
+            self.host_rows.fill(req.host, req.script, req.cwd, req.python)
+        else:
+            self.local_script.setText(req.script)
         self._show_where(req.is_remote)
-        self.host_combo.setCurrentText(req.host)
-        self.script_edit.setText(req.script)
         self._set_fields(req)
         self._fill_interpreters(req.script, req.python)
 
@@ -366,17 +353,15 @@ class RunDialog(QDialog):
         self._fill_interpreters(script, req.python if req else "")
 
     def _python(self) -> str:
-        text = self.python_combo.currentText().strip()
-        if self.where.is_remote:
-            return text or REMOTE_PYTHON
-        index = self.python_combo.findText(text)
-        data = self.python_combo.itemData(index) if index >= 0 else None
+        """This computer's interpreter chosen (an item's path, without "(this app)")."""
+        text = self.local_python.currentText().strip()
+        index = self.local_python.findText(text)
+        data = self.local_python.itemData(index) if index >= 0 else None
         return str(data or text.replace("   (this app)", ""))
 
     def _collect(self) -> RunRequest:
-        remote = self.where.is_remote
-        where = where_fields(self.host_combo.currentText() if remote else None,
-                             self.script_edit.text(), self.cwd_edit.text(), self._python())
+        where = self.host_rows.fields() if self.where.is_remote else where_fields(
+            None, self.local_script.text(), self.local_cwd.text(), self._python())
         try:
             args = shlex.split(self.args_edit.text())
         except ValueError as exc:
@@ -404,20 +389,14 @@ class RunDialog(QDialog):
 
     # ------------------------------------------------------------------ interpreter check
     def _probe_python(self, _text: str = "") -> None:
-        python = self._python()
-        if self.where.is_remote:
-            try:
-                self.probe.check_remote(check_host(self._host()), python)
-            except ValueError as exc:
-                self.probe.stop()
-                self._set_python_status(str(exc), ok=None)
-        else:
-            self.probe.check(python)
+        """This computer's interpreter asked for torch (the host's: host_rows.check)."""
+        if not self.where.is_remote:
+            self.probe.check(self._python())
 
     def _set_python_status(self, text: str, ok: bool | None) -> None:
         color = {True: BETTER_COLOR, False: error_text(), None: MUTED_TEXT}[ok]
-        self.python_status.setStyleSheet(f"color: {color};")
-        self.python_status.setText(text)
+        self.local_status.setStyleSheet(f"color: {color};")
+        self.local_status.setText(text)
 
     # ------------------------------------------------------------------ result
     def accept(self) -> None:
@@ -429,7 +408,7 @@ class RunDialog(QDialog):
         self._request = req
         self.settings.setValue(settings_key(req.script, req.host), json.dumps(req.to_dict()))
         if req.is_remote:
-            self.memory.remember(req.host, req.python, req.cwd, req.script)
+            self.host_rows.remember()
         else:
             self.settings.setValue("runs/last_script", req.script)
         self.settings.setValue("runs/last_host", req.host)
@@ -442,6 +421,7 @@ class RunDialog(QDialog):
 
     def done(self, result: int) -> None:
         self.probe.stop()
+        self.host_rows.stop()
         super().done(result)
 
 

@@ -4,7 +4,7 @@
     memory = HostMemory(settings)        # per host: its interpreters, working folder, last script
     memory.remember(host, python, cwd, script)
     check_host(text)                     # ValueError with one line when it cannot be a host
-    rows = HostForm(form, memory)        # a remote host's rows alone (the Tune dialog's Where)
+    rows = HostForm(form, memory)        # a remote host's rows: the Run and Tune dialogs' Where
     rows.fill(host, script, cwd, python); rows.fields()  # -> where_fields(...) of the rows
 
 A host is what the user types after `ssh` (an alias, `user@host`): ssh reads their config,
@@ -220,16 +220,20 @@ def host_combo(hosts: list[str]) -> QComboBox:
 
 
 class HostForm(QObject):
-    """A remote host's rows, for a dialog whose fields are the host's alone (the Tune dialog):
-    Host and its hint, the script's path there, its working folder, the interpreter and whether
-    it has torch (TorchProbe over ssh, once the fields rest). Picking another host brings back
-    its remembered folder and interpreters (HostMemory, shared with the Run dialog); what is
-    typed is kept as typed (the host's shell expands `~`)."""
+    """A remote host's rows, the one set both the Run and the Tune dialog show for Where "A
+    remote host": Host and its hint, the script's path there, its working folder, the
+    interpreter and whether it has torch (TorchProbe over ssh, once the fields rest). Picking
+    another host brings back its last script, folder and interpreters (HostMemory; a host with
+    none: `default_script`, empty folder, python3) and says so (sig_host_chosen); leaving the
+    same host's field keeps what was typed, as typed (the host's shell expands `~`)."""
+
+    sig_host_chosen = Signal(str)  # the host whose remembered fields were just filled in
 
     def __init__(self, form: QFormLayout, memory: HostMemory, hint: str = HOST_HINT,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.form, self.memory = form, memory
+        self.default_script = ""  # offered on a host that has no last script
         self.host_combo, self.hint = host_rows(form, memory, hint)
         self.hint.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         script_hint, cwd_hint = placeholders(True)
@@ -261,6 +265,7 @@ class HostForm(QObject):
         line.editingFinished.connect(self._host_chosen)
         self.host_combo.textActivated.connect(lambda _text: self._host_chosen())
         self.python_combo.currentTextChanged.connect(lambda _text: self.check())
+        self._pythons("")
 
     def rows(self) -> list[QWidget]:
         """The form rows' fields (the folder's row holds the interpreter too)."""
@@ -275,7 +280,7 @@ class HostForm(QObject):
         if active:
             if not self.host():
                 self.host_combo.setCurrentText(next(iter(self.memory.hosts()), ""))
-                self._host_chosen()
+            self._host_chosen()
             self.check()
         else:
             self.probe.stop()
@@ -314,16 +319,20 @@ class HostForm(QObject):
         fields = self.fields()
         self.memory.remember(fields["host"], fields["python"], fields["cwd"], fields["script"])
 
+    def set_python(self, python: str) -> None:
+        """The interpreter shown (`python` first, then the host's others; empty: its last)."""
+        self._pythons(python)
+
     def _host_chosen(self) -> None:
         host = self.host()
         if host == self._shown_host:
             return
         self._shown_host = host
-        if host:
-            self.cwd_edit.setText(self.memory.folder(host))
-            if not self.script_edit.text().strip():
-                self.script_edit.setText(self.memory.last_script(host))
+        self.script_edit.setText(
+            (self.memory.last_script(host) if host else "") or self.default_script)
+        self.cwd_edit.setText(self.memory.folder(host) if host else "")
         self._pythons("")
+        self.sig_host_chosen.emit(host)
 
     def _pythons(self, chosen: str) -> None:
         pythons = self.memory.pythons(self.host()) if self.host() else [REMOTE_PYTHON]

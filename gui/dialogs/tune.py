@@ -163,6 +163,7 @@ class TuneDialog(QDialog):
         self.where = WhereChoice()
         self.where_form.addRow("Where", self.where)
         self.host_rows = HostForm(self.where_form, self.memory, ON_HOST, self)
+        self.host_rows.default_script = self.script  # a host without a last script: the same path
         hint = self.host_rows.hint
         hint.setMinimumWidth(600)  # wrapped labels: their height at their narrowest, so that
         hint.setMinimumHeight(hint.heightForWidth(600))  # the dialog's minimum holds them
