@@ -6,7 +6,8 @@
 Every script is the same shape a user would write: a Dataset `Slow` whose items sleep `item_s`
 (data loading off the CPU, so its cost holds whatever the machine's load), one DataLoader named
 `loader` on the line `loader = DataLoader(...)`, a linear model stepped by SGD, and a loop of
-`epochs` epochs (or forever) that sleeps `step_s` a step as its compute. The keyword hooks add
+`epochs` epochs (or forever) that sleeps `step_s` a step as its compute; `iterable=True` makes
+`Slow` an IterableDataset whose __iter__ yields the same items. The keyword hooks add
 what a test needs at fixed places: `head` after the imports, `before_loop` after the loader,
 `in_step` after `opt.step()`, `after_epoch` after each epoch.
 """
@@ -18,22 +19,33 @@ import textwrap
 
 def training(*, items: int = 64, item_s: float = 0.0, dim: int = 8, batch: int = 8,
              loader: str = "num_workers=0", epochs: int = 1, forever: bool = False,
-             step_s: float = 0.0, head: str = "", before_loop: str = "", in_step: str = "",
-             after_epoch: str = "") -> str:
+             iterable: bool = False, step_s: float = 0.0, head: str = "", before_loop: str = "",
+             in_step: str = "", after_epoch: str = "") -> str:
     fetch = f"time.sleep({item_s!r})" if item_s else ""
     compute = f"time.sleep({step_s!r})" if step_s else ""
     loop = "while True:" if forever else f"for epoch in range({epochs}):"
-    lines = [
-        "import sys, time, torch",
-        "from torch.utils.data import DataLoader, Dataset",
-        "",
-        _block(head + "\n", 0) if head else None,
+    item = f"torch.randn({dim}), torch.randn(1)"
+    dataset = [
+        "class Slow(IterableDataset):",
+        "    def __iter__(self):",
+        f"        for i in range({items}):",
+        _block(fetch, 12),
+        f"            yield {item}",
+    ] if iterable else [
         "class Slow(Dataset):",
         "    def __len__(self):",
         f"        return {items}",
         "    def __getitem__(self, i):",
         _block(fetch, 8),
-        f"        return torch.randn({dim}), torch.randn(1)",
+        f"        return {item}",
+    ]
+    lines = [
+        "import sys, time, torch",
+        "from torch.utils.data import DataLoader, Dataset"
+        + (", IterableDataset" if iterable else ""),
+        "",
+        _block(head + "\n", 0) if head else None,
+        *dataset,
         "",
         f"model = torch.nn.Linear({dim}, 1)",
         "opt = torch.optim.SGD(model.parameters(), lr=0.01)",

@@ -197,16 +197,7 @@ for epoch in range(2):
 
 
 def test_record_keeps_every_step_of_a_killed_run(tmp_path):
-    script = write_script(tmp_path, """
-import torch
-model = torch.nn.Linear(4, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-while True:
-    loss = model(torch.randn(2, 4)).sum()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-""")
+    script = write_script(tmp_path, training(forever=True))
     session = tmp_path / "session"
     proc = subprocess.Popen([sys.executable, str(RUNNER), "--session", str(session),
                              "--no-stop-after-window", "--", str(script)],
@@ -256,25 +247,23 @@ def test_a_long_run_folds_into_blocks_and_stays_small(tmp_path):
     assert len(view["x"]) <= 500 and view["wall_max"].max() == pytest.approx(900.0)
 
 
+# Four epochs of 10 steps, a validation pass after each, and one before training.
+VALIDATED = training(
+    items=80, epochs=4,
+    head="from torch.utils.data import TensorDataset",
+    before_loop="""
+        val = DataLoader(TensorDataset(torch.randn(16, 8), torch.randn(16, 1)), batch_size=8)
+        for x, y in val:  # a sanity check before training, as Lightning does: not an epoch
+            model(x)
+    """,
+    after_epoch="""
+        for x, y in val:
+            model(x)
+    """)
+
+
 def test_profile_every_records_one_trace_per_window(tmp_path):
-    script = write_script(tmp_path, """
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-model = torch.nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-data = TensorDataset(torch.randn(80, 8), torch.randn(80, 1))
-val = DataLoader(TensorDataset(torch.randn(16, 8), torch.randn(16, 1)), batch_size=8)
-for x, y in val:  # a sanity check before training, as Lightning does: not the epochs to follow
-    model(x)
-for epoch in range(4):
-    for x, y in DataLoader(data, batch_size=8):
-        loss = ((model(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    for x, y in val:
-        model(x)
-""")
+    script = write_script(tmp_path, VALIDATED)
     for options, windows in ((("--profile-every", "10"), [[2, 3], [12, 13], [22, 23], [32, 33]]),
                              (("--profile-at", "5,30"), [[5, 6], [30, 31]]),
                              (("--profile-epochs",), [[2, 3], [12, 13], [22, 23], [32, 33]])):
