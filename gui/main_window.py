@@ -14,7 +14,8 @@ The work lives in controllers, the window wires them and keeps the hooks other p
     window.add_page(widget, title)    any other view as a closable tab
     window.fix_loop                   advice cards' "Try it" (tune), compare before/after, LMDB
 
-controllers/document.py loads documents off the GUI thread; controllers/run_tabs.py,
+controllers/document.py loads documents off the GUI thread, load_messages.py says how each load
+went (status bar, message strip); controllers/run_tabs.py,
 heatmap_tabs.py, ranks_tabs.py, compare_tab.py, fix_loop.py and export.py hold the run tabs, the
 heatmap tab's policy, the ranks tab, the compare pair, the advice cards' actions and the export
 (each sees the window as a WindowPort); views/load_status.py is the status bar's permanent part;
@@ -50,6 +51,7 @@ from stallscope.gui.controllers.document import DocumentController
 from stallscope.gui.controllers.fix_loop import FixLoop
 from stallscope.gui.controllers.heatmap_tabs import HeatmapTabs
 from stallscope.gui.controllers.lmdb import open_lmdb_wizard
+from stallscope.gui.controllers.load_messages import LoadMessages
 from stallscope.gui.controllers.ranks_tabs import RanksTabs
 from stallscope.gui.controllers.run_tabs import RunTabs
 from stallscope.gui.dialogs.about import AboutDialog
@@ -84,18 +86,14 @@ class MainWindow(QMainWindow):
         self.status_bar = self.statusBar()
 
         self.controller = DocumentController(self)
-        self.controller.sig_load_started.connect(self._on_load_started)
+        self.load_messages = LoadMessages(self, self.controller)  # first: it clears, then we show
         self.controller.sig_document_loaded.connect(self._on_loaded)
-        self.controller.sig_load_failed.connect(self._on_failed)
-        self.controller.sig_load_cancelled.connect(
-            lambda _role: self.status_bar.showMessage("Loading cancelled", 8000))
         self.controller.sig_ranks_folder.connect(self.open_ranks_folder)
         self.controller.sig_session.connect(self.replay_session)  # a session opens with its run
-        self.controller.sig_nothing_to_show.connect(self._on_nothing_to_show)
 
         self.messages = MessagePanel()
         self.analysis = AnalysisView(model=self.model)
-        self.analysis.sig_status.connect(lambda text: self.status_bar.showMessage(text, 8000))
+        self.analysis.sig_status.connect(lambda text: self.show_status(text, 8000))
         self.model.sig_report_changed.connect(self.show_loaded)
         self.model.sig_comparison_changed.connect(self._show_comparison)
         self.compare = CompareView()
@@ -222,12 +220,6 @@ class MainWindow(QMainWindow):
             return
         self.controller.open(str(path), "compare")
 
-    def _on_load_started(self, role: str, path: str) -> None:
-        if role == "main":
-            self.messages.hide()  # what the last open said; this one says its own
-        what = "comparison trace" if role == "compare" else "trace"
-        self.status_bar.showMessage(f"Loading {what} {Path(path).name}…")
-
     @property
     def document(self) -> Document | None:
         return self.model.document
@@ -236,46 +228,21 @@ class MainWindow(QMainWindow):
         if role == "compare":
             self.compares.show(document)
             return
-        self.messages.hide()
         self.model.set_document(document)  # a compare tab still up shows the previous pair
         self.stack.setCurrentWidget(self.tabs)
         self.tabs.setCurrentWidget(self.analysis)
         self.setWindowTitle(f"stallscope — {document.title}")
-        self.status_bar.showMessage(f"Opened {document.title}", 8000)
         self.show_loaded()
         self.heatmaps.show_session_line_stats(document)
         self._remember(document)
         self.sig_document_shown.emit(document)
-
-    def _on_nothing_to_show(self, role: str, why: str) -> None:
-        """A session whose trace is not there (yet) or cannot be read: its run, if it could be
-        replayed, is in its Run tab; the loading line goes and the reason is said (after the
-        replay's own failure, when it failed too)."""
-        self.status_bar.showMessage("Nothing to show: no trace", 8000)
-        kept = " The open document stays as it was." if self.document is not None else ""
-        self.add_message(why.rstrip(".") + "." + kept, "info")
-
-    def _on_failed(self, role: str, message: str) -> None:
-        kept = " The open document stays as it was." if self.document is not None else ""
-        self.show_message(f"Could not open: {message}.{kept}".replace("..", "."), "error")
-        self.status_bar.showMessage("Open failed", 8000)
-
-    def show_message(self, text: str, level: str = "error") -> None:
-        self.messages.show_message(text, level)
-
-    def add_message(self, text: str, level: str = "error") -> None:
-        self.messages.add_message(text, level)
-
-    def show_loaded(self, *_args) -> None:
-        """The permanent status-bar label: file, window length, GPU utilization or no GPU."""
-        self.load_status.show_report(self.model.report, self.compares.vs_title())
 
     def _show_comparison(self, comparison: Comparison | None) -> None:
         if comparison is not None:
             self.compare.set_reports(comparison.before, comparison.after,
                                      comparison.before_title, comparison.after_title)
             self.show_page(self.compare, "Compare")
-            self.messages.hide()
+            self.hide_message()
         self.show_loaded()
 
     def _remember(self, document: Document) -> None:
@@ -342,12 +309,6 @@ class MainWindow(QMainWindow):
             return (self.centralWidget() or self).grab().toImage()
         return page.plots_image() if page is self.analysis else page.grab().toImage()
 
-    def show_status(self, text: str, msecs: int = 0) -> None:
-        self.status_bar.showMessage(text, msecs)
-
-    def hide_message(self) -> None:
-        self.messages.hide()
-
     def close_tab(self, index: int) -> None:
         widget = self.tabs.widget(index)
         if widget is None or widget is self.analysis:
@@ -363,6 +324,24 @@ class MainWindow(QMainWindow):
         self.runs.update_actions()
         if self.tabs.count() == 1 and self.document is None:
             self.show_start()
+
+    # ------------------------------------------------------------------ status and messages
+
+    def show_status(self, text: str, msecs: int = 0) -> None:
+        self.status_bar.showMessage(text, msecs)
+
+    def show_message(self, text: str, level: str = "error") -> None:
+        self.messages.show_message(text, level)
+
+    def add_message(self, text: str, level: str = "error") -> None:
+        self.messages.add_message(text, level)
+
+    def hide_message(self) -> None:
+        self.messages.hide()
+
+    def show_loaded(self, *_args) -> None:
+        """The permanent status-bar label: file, window length, GPU utilization or no GPU."""
+        self.load_status.show_report(self.model.report, self.compares.vs_title())
 
     @property
     def heatmap(self):
