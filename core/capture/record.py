@@ -240,7 +240,7 @@ class RunRecord:
             begin = p.fetches[own][0]
             if p.iters:
                 begin = min(begin, p.iters.get(own, begin))
-            gap_ms = max(0.0, (begin - start) * 1e3)
+            others: dict[int, list[float]] = {}
             if len(p.fetches) > 1:
                 # validation: another loader's loop before the step's own first batch, more
                 # batches of it than of the step's own; a loop drawing a batch from each of two
@@ -248,10 +248,14 @@ class RunRecord:
                 mine = p.fetches[own][2]
                 others = {i: f for i, f in p.fetches.items()
                           if i != own and f[0] < begin and f[2] > mine}
-                if others:
-                    first = min(f[0] for f in others.values())
-                    other_ms = min(gap_ms, max(0.0, (begin - first) * 1e3))
-                    _not_the_steps(fields, others, p.end_ms)
+                # the gap ends where the step's data begins: zip(A, B)'s A, not only B
+                begin = min(begin, *(min(f[0], p.iters.get(i, f[0]))
+                                     for i, f in p.fetches.items() if i not in others))
+            gap_ms = max(0.0, (begin - start) * 1e3)
+            if others:
+                first = min(f[0] for f in others.values())
+                other_ms = min(gap_ms, max(0.0, (begin - first) * 1e3))
+                _not_the_steps(fields, others, p.end_ms)
             if own in p.epoch_ms:  # the pause at the epoch boundary: the old epoch's end too
                 ended = min(p.end_ms.get(own, 0.0), gap_ms)
                 epoch_ms = p.epoch_ms[own] + ended
