@@ -6,14 +6,13 @@
     dialog.start()          # or autostart=True
 
 The tune runs in its controller (gui/controllers/tune.py, the dialog's `tuner`: a JobRunner
-there); each finished trial it reports adds a bar to the chart (step time per trial, data wait
-inside it, the best in green) and a row to the table. Cancel stops the running trial; the
-finished ones stay in the tune folder. Where (the Run dialog's: gui/dialogs/run_where) runs the
-trials on this computer or on a host over the user's own ssh (script, folder and interpreter
-the host's, typed; STALLSCOPE_SSH_CONFIG applies as for the CLI). Made with its controller by
-gui/controllers/tune.tune_dialog; standalone: `python -m stallscope.gui.controllers.tune`.
-(Over 450 lines: one dialog state, idle/running/ended, drives the chart, table, Where and
-buttons together.)
+there); each finished trial it reports adds a bar to the chart (tune_chart: step time per trial,
+data wait inside it, the best in green) and a row to the table (tune_table). Cancel stops the
+running trial; the finished ones stay in the tune folder. Where (run_where.HostForm, the same
+rows as the Run dialog's) runs the trials on this computer or on a host over the user's own ssh
+(script, folder and interpreter the host's, typed; STALLSCOPE_SSH_CONFIG applies as for the
+CLI). Made with its controller by gui/controllers/tune.tune_dialog; standalone:
+`python -m stallscope.gui.controllers.tune`.
 """
 
 from __future__ import annotations
@@ -26,18 +25,14 @@ from typing import Protocol
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QDialog,
     QFormLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -47,20 +42,13 @@ from stallscope.core.tune import TuneConfig, TuneResult, usable_cores, verdict
 from stallscope.core.tune.job import DEFAULT_BUDGET_S
 from stallscope.core.tune.search import most_workers_default
 from stallscope.core.tune.trial import Trial
-from stallscope.gui.colors import (
-    BETTER_COLOR,
-    BUSY_COLOR,
-    MUTED_TEXT,
-    WORSE_COLOR,
-    error_text,
-    qcolor,
-)
+from stallscope.gui.colors import BETTER_COLOR, BUSY_COLOR, MUTED_TEXT, WORSE_COLOR, error_text
 from stallscope.gui.dialogs.run_where import HostForm, HostMemory, WhereChoice
 from stallscope.gui.dialogs.tune_chart import WAIT_COLOR, TuneChart
+from stallscope.gui.dialogs.tune_table import TrialTable
 from stallscope.gui.run_request import run_settings
 from stallscope.gui.widgets import rich_label, set_rich
 
-COLUMNS = ("#", "settings", "step", "data wait", "peak RSS", "status")
 # what `tune --host` says (core/commands/tune.py)
 ON_HOST = ("Trials run there one at a time, over your own ssh (~/.ssh/config, keys, agent). Their "
            "memory and workers' CPU time are not sampled there: no memory guard, no worker-CPU "
@@ -191,15 +179,7 @@ class TuneDialog(QDialog):
                         f"<span style='color:{WAIT_COLOR}'>&#9632;</span> data wait &nbsp; "
                         f"<span style='color:{WORSE_COLOR}'>&#10005;</span> failed or skipped")
 
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
-        self.table.setMinimumHeight(130)
+        self.table = TrialTable()
 
         self.progress = QProgressBar()
         self.progress.setTextVisible(False)
@@ -311,7 +291,7 @@ class TuneDialog(QDialog):
         self.ran_on = str(cfg.where.host) if cfg.where is not None else ""
         self.folder = cfg.out
         self.trials, self.best, self.baseline, self.tune_result = [], None, None, None
-        self.table.setRowCount(0)
+        self.table.clear_trials()
         self.chart.set_trials([], None, None)
         self.verdict.setText("")
         self.change_edit.clear()
@@ -341,9 +321,9 @@ class TuneDialog(QDialog):
     def _on_trial(self, trial: Trial, best, baseline) -> None:
         self.trials.append(trial)
         self.best, self.baseline = best, baseline
-        self._add_row(trial)
+        self.table.add(trial)
         self.chart.set_trials(self.trials, best, baseline)
-        self._mark_best()
+        self.table.mark_best(self.trials, best)
         self._set_status(f"Trial {trial.index} ({trial.label}): "
                          + (f"{units.ms((trial.step_ms or 0.0) * 1e3)} per step" if trial.ok
                             else f"{trial.status}" + (f": {trial.message}" if trial.message
@@ -360,7 +340,7 @@ class TuneDialog(QDialog):
         self.state = "done"
         self.best, self.baseline = result.best, result.baseline
         self.chart.set_trials(self.trials, self.best, self.baseline, done=True)
-        self._mark_best()
+        self.table.mark_best(self.trials, self.best)
         lines = verdict(result)
         self.verdict.setText("\n".join(line for line in lines
                                        if not line.startswith("change: ")))
@@ -397,37 +377,7 @@ class TuneDialog(QDialog):
         self.cancel_button.setEnabled(False)
         self.sig_tune_ended.emit(self.state)
 
-    # ------------------------------------------------------------------ table, compare
-    def _add_row(self, t: Trial) -> None:
-        row = self.table.rowCount()
-        self.table.insertRow(row)
-        cells = (str(t.index), t.label,
-                 "-" if t.step_ms is None else units.ms(t.step_ms * 1e3),
-                 "-" if t.data_wait_ms is None else units.ms(t.data_wait_ms * 1e3),
-                 "-" if not t.peak_rss else units.size(t.peak_rss),
-                 t.status + (f": {t.message}" if t.message else ""))
-        for col, text in enumerate(cells):
-            item = QTableWidgetItem(text)
-            if 2 <= col <= 4:
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            if col == 5 and not t.ok:
-                item.setForeground(qcolor(WORSE_COLOR))
-            item.setToolTip(text)
-            self.table.setItem(row, col, item)
-        self.table.scrollToBottom()
-
-    def _mark_best(self) -> None:
-        for row, t in enumerate(self.trials):
-            item = self.table.item(row, 0)
-            if item is not None:
-                item.setText(f"{t.index} ★" if t.index == self.best else str(t.index))
-                font = item.font()
-                font.setBold(t.index == self.best)
-                for col in range(self.table.columnCount()):
-                    cell = self.table.item(row, col)
-                    if cell is not None:
-                        cell.setFont(font)
-
+    # ------------------------------------------------------------------ compare
     def compare_pair(self) -> tuple[str, str] | None:
         """(baseline session, best session) once the best is not the script as written: once
         the tune has ended, the pair its claim rests on (result.sessions)."""
