@@ -60,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
                else runner_options.sessions_root() / name)
     say(f"following {where.host}:{remote} into {session}")
     progress = Progress(str(where.host))
-    ending = follow(attach(where, remote, session, on_output=terminal_output(True, progress)),
-                    progress)
+    handle = attach(where, remote, session, on_output=terminal_output(True, progress))
+    ending = follow(handle, progress)
     if ending.lost:
-        say(ending.reason)
+        say(handle.lost_line())
     elif session.is_dir():
         _report(session, args.analyze)
     return ending.exit_status

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"running on {where.host}: {handle.remote_session}; local copy {session}")
     ending = follow(handle, progress)
     if ending.lost:
-        say(ending.reason)
+        say(handle.lost_line())  # the attach line with this mirror's folder
     elif session.is_dir():
         _report(session, args.analyze)
     return ending.exit_status
@@ -232,9 +232,7 @@ def follow(handle: RunHandle, progress: Progress | None = None) -> Ending:
             return handle.ending
         except Terminated as exc:
             if exc.hangup and handle.remote_session is not None:
-                lost = getattr(handle, "lost_line", None)
-                if lost is not None:
-                    say(lost())
+                say(handle.lost_line())
                 raise
             handle.stop(f"stopped: stallscope was sent {exc.name}")
         except KeyboardInterrupt:

@@ -72,6 +72,10 @@ class RunHandle:
         self.stopping, self.stop_reason = True, reason
         self._stop(grace)
 
+    def lost_line(self) -> str:
+        """What to say when the connection to the run ended (a remote run goes on there)."""
+        return self.ending.reason if self.ending is not None else ""
+
     # ------------------------------------------------------------------ for subclasses
     def _advance(self) -> None:
         raise NotImplementedError

@@ -34,19 +34,23 @@ MAX_HEADER = 4096
 MAX_FRAME = 4 << 20  # the agent sends at most 1 MiB a frame; a whole run.json or record.bin
 
 
-def lost_text(where: Where, remote_session: str) -> str:
+def lost_text(where: Where, remote_session: str, session: Path | None = None) -> str:
     return (f"the connection to {where.host} ended; the run goes on there: "
-            f"{attach_command(where, remote_session)} follows it again")
+            f"{attach_command(where, remote_session, session)} follows it again")
 
 
-def attach_command(where: Where, remote_session: str) -> str:
+def attach_command(where: Where, remote_session: str, session: Path | None = None) -> str:
     """The CLI line that follows the run again, with the options it was started with (an
-    ssh config from STALLSCOPE_SSH_CONFIG applies again by itself)."""
+    ssh config from STALLSCOPE_SSH_CONFIG applies again by itself) and, given `session`, the
+    local mirror it was writing: without it attach would start a new copy from the first
+    byte, and leave that mirror unfinished."""
     options = list(where.ssh_options)
     config = os.environ.get("STALLSCOPE_SSH_CONFIG")
     if config and options[:2] == ["-F", config]:
         options = options[2:]
     words = ["stallscope-cli", "attach", f"{where.host}:{remote_session}"]
+    if session is not None:
+        words += ["--session", str(session)]
     if where.python and where.python != "python3":
         words += ["--remote-python", where.python]
     if where.cache:
@@ -73,6 +77,8 @@ class RemoteRun(RunHandle):
         self.remote = remote_session
         self.remote_session = remote_session
         self.lost = ""
+        self.cause = ""  # ssh's words on a dropped connection, when it said something
+        self.failed = False  # the agent said what is wrong there: no run goes on
         self._frames: queue.Queue = queue.Queue()
         self._stopper: subprocess.Popen | None = None
         self._stream: subprocess.Popen | None = None
@@ -198,12 +204,13 @@ class RemoteRun(RunHandle):
                 self._exit = (rc if isinstance(rc, int) else None, "")
             elif "error" in frame:
                 self.lost = f"on {self.where.host}: {frame['error']}"
+                self.failed = True
                 self._exit = (None, self.lost)
             elif "gone" in frame:
                 self.lost = lost_text(self.where, self.remote)
                 if frame["gone"] == 255 and frame.get("stderr"):
-                    self.lost = ssh.explain(str(self.where.host), frame["stderr"], 255) \
-                        + "; " + self.lost
+                    self.cause = ssh.explain(str(self.where.host), frame["stderr"], 255) + "; "
+                    self.lost = self.cause + self.lost
                 self._exit = (None, self.lost)
             else:
                 try:
@@ -249,8 +256,11 @@ class RemoteRun(RunHandle):
 
     # ------------------------------------------------------------------ stop / end
     def lost_line(self) -> str:
-        """What to say when this side goes away and the run goes on there."""
-        return lost_text(self.where, self.remote)
+        """What to say when this side goes away and the run goes on there: the attach line
+        with this mirror's folder, to paste as it is (the agent's error when it failed)."""
+        if self.failed:
+            return self.lost
+        return self.cause + lost_text(self.where, self.remote, self.session)
 
     def interrupt(self) -> None:
         """SIGINT to the runner there (a Ctrl-C the terminal gave stallscope, passed on as a
