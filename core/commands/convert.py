@@ -105,6 +105,9 @@ def run(args) -> int:
         "fields": result.fields,
         "survey": result.survey,
         "narrowed": result.narrowed,
+        "padded": result.padded,
+        "top_level_ignored": result.top_level.get("count", 0),
+        "changed": result.changed,
     }
     if not args.json:
         print_result(result)
@@ -166,8 +169,8 @@ def interrupted_line(dst: str) -> str:
 
 def print_result(result) -> None:
     from stallscope.core.lmdb.fields import field_lines
-    from stallscope.core.lmdb.images import narrowed_line
     from stallscope.core.lmdb.inspection import survey_line
+    from stallscope.core.lmdb.notices import notices
 
     if result.already_complete:
         print(f"{shown(result.dst)}: already complete ({result.count} samples); nothing to do")
@@ -188,9 +191,8 @@ def print_result(result) -> None:
                        s if s.get("exact") is True else None)  # fmt: skip
     if line:
         print(f"  {shown(line)}")
-    narrowed = narrowed_line(result.narrowed)
-    if narrowed:
-        print(f"  {shown(narrowed)}")
+    for notice in notices(result):
+        print(f"  {shown(notice)}")
     _listed("skipped {n} unreadable sample(s):", result.skipped)
     _listed("not listed as samples ({n}):", result.scan_skipped)
 
@@ -241,20 +243,29 @@ def throughput_json(t) -> dict:
 
 
 def print_throughput(t) -> None:
+    """A table: one row per page-cache state, a column per dataset, each figure labelled."""
     from stallscope.core.lmdb.measure import speed_words
 
-    print(f"throughput, {t.before.name} -> LMDBDataset (DataLoader: batch_size={t.batch_size}, "
-          f"num_workers={t.num_workers}, shuffled, default collate):")  # fmt: skip
-    for temp, before, after in (("cold", t.before_cold, t.after_cold),
-                                ("warm", t.before, t.after)):  # fmt: skip
-        if before is None or after is None:
+    print(f"throughput in samples/s, DataLoader(batch_size={t.batch_size}, "
+          f"num_workers={t.num_workers}, shuffled, {t.collate}):")  # fmt: skip
+    before = t.before.name
+    width = max(len(before), 10)
+    print(f"  {'':<18}{before:>{width}}  {'LMDBDataset':>12}  {'LMDB MB/s':>10}")
+    for temp, b, a in (("cold page cache", t.before_cold, t.after_cold),
+                       ("warm page cache", t.before, t.after)):  # fmt: skip
+        if b is None or a is None:
             continue
-        ratio = after.samples_per_s / before.samples_per_s if before.samples_per_s else 0.0
-        print(f"  {temp}: {before.samples_per_s:10,.0f} -> {after.samples_per_s:10,.0f} "
-              f"samples/s ({after.mb_per_s:,.1f} MB/s): {speed_words(ratio)}")  # fmt: skip
+        ratio = a.samples_per_s / b.samples_per_s if b.samples_per_s else 0.0
+        print(f"  {temp:<18}{b.samples_per_s:>{width},.0f}  {a.samples_per_s:>12,.0f}  "
+              f"{a.mb_per_s:>10,.1f}  LMDB {speed_words(ratio)}")  # fmt: skip
     if t.tried_workers:
-        tried = ", ".join(f"{w} {r:,.0f}/s" for w, r in sorted(t.tried_workers.items()))
-        print(f"  LMDBDataset warm by num_workers: {tried}; the snippet uses {t.num_workers}")
+        tried = ", ".join(f"num_workers={w}: {r:,.0f}/s"
+                          for w, r in sorted(t.tried_workers.items()))  # fmt: skip
+        print(f"  num_workers={t.num_workers} (above and in the snippet) was chosen by a "
+              f"shorter warm run of LMDBDataset each: {tried}")
+    caveat = t.caveat()
+    if caveat:
+        print(f"  {caveat}")
 
 
 class Progress:

@@ -27,7 +27,7 @@ import lmdb
 from stallscope.core.errors import Cancelled, StallscopeError
 from stallscope.core.jobs import CancelFlag, Job
 from stallscope.core.lmdb import format as fmt
-from stallscope.core.lmdb.decoder import NARROWED
+from stallscope.core.lmdb.decoder import NARROWED, PADDED
 from stallscope.core.lmdb.destination import (
     DestState,
     check_resume,
@@ -69,6 +69,11 @@ class ConvertResult:
     scan_skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}: not samples
     survey: dict = field(default_factory=dict)  # inspection.survey(): shapes seen
     narrowed: list[dict] = field(default_factory=list)  # deep images made 8-bit: mode, count
+    padded: list[dict] = field(default_factory=list)  # images the crop padded: size, count
+    crop: list | None = None  # the centre crop (w, h), for what is said of `padded`
+    resized: bool = False  # a resize came before the crop
+    top_level: dict = field(default_factory=dict)  # images beside class folders: count, example
+    changed: list[dict] = field(default_factory=list)  # {"path", "reason"}: not as listed
 
     @property
     def samples_per_s(self) -> float:
@@ -109,19 +114,22 @@ def convert(
     state = _state(dst)
     opened = src if isinstance(src, FolderSource | FactorySource) else None
     source = _stored_source(dst, state, opened.spec if opened else src)
+    # resuming from the folder as the first run listed it: that listing is the source, whatever
+    # the resumes took into it since (a file changed before it was converted)
+    listed = state.meta["source"]["fingerprint"] if source is not None else None
     if source is None:
         source = opened or (yield from open_source_job(src))
     n = len(source)
     if n == 0:
         raise SourceError(f"{source.spec}: the dataset is empty")
     if state.kind == "ours" and state.complete and _same_source(state.meta, source.spec):
-        check_resume(dst, state, _new_meta(source, pre, state.meta["structure"], 1, []))
+        check_resume(dst, state, _new_meta(source, pre, state.meta["structure"], 1, [], listed))
         return _result(dst, state.meta, t0, 0, state.progress["next_source"],
                        already_complete=True)  # fmt: skip
     structure, first, shapes = settle_structure(source, pre)
     est = record_estimate(source, pre, shapes)
     chunk_n = state.meta.get("chunk", 1) if state.kind == "ours" else fmt.chunk_for(est)
-    meta = _new_meta(source, pre, structure, chunk_n, first)
+    meta = _new_meta(source, pre, structure, chunk_n, first, listed)
     meta["survey"] = survey(shapes)
     if isinstance(source, FolderSource):  # shapes from the survey: no image decoded here
         one = shapes[0] if len(set(shapes)) == 1 else None
@@ -129,7 +137,7 @@ def convert(
             f["shape"] = [] if f["kind"] == "int" else (list(one) if one else None)
     check_resume(dst, state, meta)
     if state.kind == "ours":  # what the first run's scan found stays with the LMDB
-        for key in ("created", "scan_skipped", "scan_skipped_count"):
+        for key in ("created", "scan_skipped", "scan_skipped_count", "top_level"):
             if key in state.meta:
                 meta[key] = state.meta[key]
     progress = state.progress if state.kind == "ours" else {"next_source": 0, "written": 0}
@@ -185,7 +193,9 @@ def convert(
         env.close()
         lock.close()
     done = writer.next_source - start
-    return _result(dst, meta, t0, done, start, growths=writer.growths)
+    result = _result(dst, meta, t0, done, start, growths=writer.growths)
+    result.changed = writer.changed
+    return result
 
 
 def _state(dst: Path) -> DestState:
@@ -247,7 +257,8 @@ def _pump(writer, pool, source, chunk: int, limits, cancel) -> Job[None]:
         pool.discard(inflight)
 
 
-def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, first) -> dict:
+def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, first,
+              fingerprint: str | None = None) -> dict:
     fields = source.fields() if isinstance(source, FolderSource) else leaf_names(structure)
     meta = {
         "format": fmt.FORMAT,
@@ -257,7 +268,7 @@ def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, firs
             "kind": source.kind,
             "spec": source.spec,
             "count": len(source),
-            "fingerprint": source.fingerprint(),
+            "fingerprint": fingerprint or source.fingerprint(),
         },
         "preprocess": pre.to_dict(),
         "structure": structure,
@@ -272,6 +283,8 @@ def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, firs
         meta["listing"] = len(source)
         meta["scan_skipped"] = source.scan_skipped[:1000]
         meta["scan_skipped_count"] = len(source.scan_skipped)
+        meta["top_level"] = {"count": source.ignored_top_level,
+                             "example": source.ignored_example}
     return meta
 
 
@@ -282,6 +295,10 @@ def _exact_shapes(meta: dict, writer: Writer, source: Source) -> None:
         {"mode": note[len(NARROWED):], "count": n, "example": source.name_of(first)}
         for note, (n, first) in sorted(writer.cur_notes.items()) if note.startswith(NARROWED)
     ]  # fmt: skip
+    padded = [(n, note[len(PADDED):], first) for note, (n, first) in writer.cur_notes.items()
+              if note.startswith(PADDED)]  # fmt: skip
+    meta["padded"] = [{"size": size, "count": n, "example": source.name_of(first)}
+                      for n, size, first in sorted(padded, key=lambda p: (-p[0], p[1]))]
     counts = writer.layout_counts()
     if counts is None:  # resumed from a conversion that did not count them: the survey stays
         return
@@ -311,10 +328,12 @@ def _result(dst: Path, meta: dict, t0: float, done: int, start: int, *, already_
             stored = fmt.loads(txn.get(fmt.META_KEY))
     finally:
         env.close()
+    pre = stored.get("preprocess") or {}
     return ConvertResult(
         str(dst), int(stored["count"]), int(meta["source"]["count"]), skipped,
         time.perf_counter() - t0, done, start, already_complete, growths,
         os.path.getsize(dst / "data.mdb"), list(stored.get("stored", [])),
         list(stored.get("scan_skipped", [])), dict(stored.get("survey", {})),
-        list(stored.get("narrowed", [])),
+        list(stored.get("narrowed", [])), list(stored.get("padded", [])),
+        pre.get("crop"), bool(pre.get("resize")), dict(stored.get("top_level") or {}),
     )  # fmt: skip

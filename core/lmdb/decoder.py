@@ -27,12 +27,17 @@ from stallscope.core.lmdb.images import (
     changes_nothing,
     image_to_chw,
     narrowed,
+    padded_size,
     preprocess_image,
 )
 from stallscope.core.lmdb.source import Source
 from stallscope.core.lmdb.structure import describe
 
 NARROWED = "narrowed:"  # a kept sample's note: "narrowed:I;16", its mode clipped to 8 bits
+PADDED = "padded:"  # a kept sample's note: "padded:100x80", its size (resized) under the crop
+# a kept sample's note: "changed:<size>:<mtime_ns>", a file that is not as the scan listed it
+# (changed before a resume took it in): converted as it is now, its listing entry updated
+CHANGED = "changed:"
 
 
 def source_desc(source: Source) -> dict:
@@ -71,7 +76,7 @@ class Decoder:
         self.pre = Preprocess.from_dict(preprocess)
         self.structure = structure
         self.dataset: Any = None
-        self.note = ""  # about the last sample() decoded and kept (NARROWED + its mode)
+        self.note = ""  # about the last sample() decoded and kept (notes(): "\n" between)
         self.name = Path(source_desc["spec"]).name
         if self.kind == "factory":
             path, name = source_desc["spec"].rsplit(":", 1)
@@ -81,10 +86,9 @@ class Decoder:
         """-> (source index, structure, leaves). Raises SampleError."""
         self.note = ""
         if self.kind == "folder":
-            index, path, label = entry
-            mode, dtype, arr = _load_image(path, self.pre)
-            if narrowed(self.pre, mode):
-                self.note = NARROWED + mode
+            index, path, label = entry[:3]
+            mode, size, st, dtype, arr = _load_image(path, self.pre)
+            self.note = "\n".join(n for n in (self.notes(mode, *size), _changed(entry, st)) if n)
             leaves = [("image", dtype, arr)]
             if label >= 0:
                 leaves.append(("int", "int64", np.asarray(label, np.int64)))
@@ -106,6 +110,15 @@ class Decoder:
         if self.structure is not None and structure != self.structure:
             raise SampleError(f"structure {describe(structure)} differs from sample 0's")
         return index, structure, leaves
+
+    def notes(self, mode: str, w: int, h: int) -> str:
+        """What preprocessing did to an image of this mode and size that the user should hear
+        of: its values clipped to 8 bits (NARROWED), black added by the crop (PADDED)."""
+        notes = [NARROWED + mode] if narrowed(self.pre, mode) else []
+        size = padded_size(self.pre, w, h)
+        if size is not None:
+            notes.append(f"{PADDED}{size[0]}x{size[1]}")
+        return "\n".join(notes)
 
     def decode(self, task: list, current=None, w: int = 0) -> list[tuple[int, tuple | None, str]]:
         """-> [(source index, (header, offsets, size, arrays) or the finished record (a uint8
@@ -132,13 +145,16 @@ class Decoder:
         mode and size; every other file (and a PNG that png.py leaves to PIL) via Image.open."""
         out: list[tuple[int, tuple | None, str] | None] = [None] * len(task)
         groups: dict[tuple[str, tuple[int, int], bool], list[tuple[int, png.PlainPNG]]] = {}
-        for pos, (index, path, label) in enumerate(task):
+        changed = [""] * len(task)
+        for pos, (index, path, label, *_listed) in enumerate(task):
             plain = None
             if path[-4:].lower() == ".png":
                 if current is not None:
                     current[w] = index
                 try:
-                    plain = png.parse(png.read_file(path))
+                    data, st = png.read_file_stat(path)
+                    plain = png.parse(data)
+                    changed[pos] = _changed(task[pos], st)
                 except OSError:
                     plain = None  # Image.open says what is wrong, as it always has
             if plain is None:
@@ -159,15 +175,17 @@ class Decoder:
                 continue
             rows = self._rows(mode, pixels, [task[pos] for pos, _plain in members], labelled)
             for j, (pos, _plain) in enumerate(members):
-                index, _path, label = task[pos]
+                index, _path, label = task[pos][:3]
                 if rows is not None:
-                    out[pos] = (index, rows[j], "")
+                    out[pos] = (index, rows[j], changed[pos])
                     continue
                 dtype, arr = self._preprocessed(mode, pixels[j])
                 leaves = [("image", dtype, arr)]
                 if labelled:
                     leaves.append(("int", "int64", np.asarray(label, np.int64)))
-                out[pos] = (index, _plan_leaves(index, leaves), "")
+                note = "\n".join(n for n in (self.notes(mode, pixels.shape[2], pixels.shape[1]),
+                                              changed[pos]) if n)  # fmt: skip
+                out[pos] = (index, _plan_leaves(index, leaves), note)
         return out  # type: ignore[return-value]  # every position is filled above
 
     def _rows(self, mode: str, pixels: np.ndarray, entries: list, labelled: bool):
@@ -216,7 +234,8 @@ def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]
     number or None for bytes kept here)."""
     kept = [(planned, index) for index, planned, _reason in decoded if planned is not None]
     skips = [(index, reason) for index, planned, reason in decoded if planned is None]
-    notes = [(index, note) for index, planned, note in decoded if planned is not None and note]
+    notes = [(index, one) for index, planned, note in decoded if planned is not None and note
+             for one in note.split("\n")]
     sizes = np.fromiter(
         (p[2] if isinstance(p, tuple) else len(p) for p, _i in kept), np.int64, len(kept)
     )
@@ -260,15 +279,37 @@ def _plan_leaves(index: int, leaves: list) -> tuple:
 
 def load_image(path: str, pre: Preprocess) -> tuple[str, np.ndarray]:
     """(dtype, CHW array) of one image file; SampleError (without the path) when it fails."""
-    _mode, dtype, arr = _load_image(path, pre)
+    _mode, _size, _st, dtype, arr = _load_image(path, pre)
     return dtype, arr
 
 
-def _load_image(path: str, pre: Preprocess) -> tuple[str, str, np.ndarray]:
-    """(the file's colour mode, dtype, CHW array), as load_image."""
+def _changed(entry: tuple, st: os.stat_result | None) -> str:
+    """CHANGED + the file's size and mtime when it is not as the scan listed it, else ''
+    (entry: a folder task's (index, path, label[, (size, mtime_ns) as listed]))."""
+    listed = entry[3] if len(entry) > 3 else None
+    if listed is None or st is None:
+        return ""
+    size, mtime = listed
+    if st.st_size == size and (not mtime or st.st_mtime_ns == mtime):
+        return ""
+    return f"{CHANGED}{st.st_size}:{st.st_mtime_ns}"
+
+
+def _fstat(img: Image.Image) -> os.stat_result | None:
+    try:
+        return os.fstat(getattr(img, "fp").fileno())  # noqa: B009 - ImageFile, not Image
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _load_image(path: str, pre: Preprocess
+                ) -> tuple[str, tuple[int, int], os.stat_result | None, str, np.ndarray]:
+    """(the file's colour mode, its size (w, h), its stat as opened, dtype, CHW array), as
+    load_image."""
     try:
         with Image.open(path) as img:  # decoded by the array conversion, inside this try
-            return (img.mode, *image_to_chw(preprocess_image(img, pre)))
+            st = _fstat(img)
+            return (img.mode, img.size, st, *image_to_chw(preprocess_image(img, pre)))
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a skipped sample
         text = one_line(exc).replace(repr(path), "").replace(f"'{path}'", "").replace(path, "")
         raise SampleError(text.rstrip().rstrip(":").rstrip()) from exc  # the line names it

@@ -27,11 +27,12 @@ class FolderSource:
     files: list[str]  # paths relative to root, sample order
     labels: np.ndarray | None  # int64 per file, None for a flat folder
     classes: list[str]
-    ignored_top_level: int = 0
+    ignored_top_level: int = 0  # images beside the class folders: not samples
     sizes: np.ndarray | None = None  # st_size per file, from the one scan
     mtimes: np.ndarray | None = None  # st_mtime_ns per file
     scan_skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}: not samples
     kind: str = "folder"
+    ignored_example: str = ""  # the first image beside the class folders
 
     @property
     def spec(self) -> str:
@@ -77,11 +78,26 @@ class FolderSource:
         return ""
 
     def task(self, start: int, stop: int) -> list:
+        """[(index, path, label or -1, (size, mtime_ns) as listed or None)]: the decoder
+        compares the file it opens with what the scan listed."""
         labels, root, join = self.labels, str(self.root), os.path.join
+        sizes, mtimes = self.sizes, self.mtimes
+        listed = sizes is not None and mtimes is not None
         return [  # os.path.join: a tenth of pathlib's cost, per file, in the writing process
-            (i, join(root, self.files[i]), -1 if labels is None else int(labels[i]))
+            (i, join(root, self.files[i]), -1 if labels is None else int(labels[i]),
+             (int(sizes[i]), int(mtimes[i])) if listed else None)  # type: ignore[index]
             for i in range(start, stop)
         ]
+
+    def relisted(self, index: int, size: int, mtime_ns: int) -> str:
+        """Take a file's size and mtime as it was converted into the listing; how it differs
+        from what was listed."""
+        assert self.sizes is not None and self.mtimes is not None
+        old = int(self.sizes[index])
+        why = (f"is {size:,} bytes now, {old:,} when listed" if size != old
+               else "was modified since it was listed")
+        self.sizes[index], self.mtimes[index] = size, mtime_ns
+        return why
 
     def name_of(self, index: int) -> str:
         return self.files[index]
@@ -119,7 +135,9 @@ def scan_folder_job(root: Path) -> Job[FolderSource]:
         for label, name in enumerate(class_dirs):
             yield from scan.walk(name, label)
         if scan.files:
-            return scan.source(class_dirs, len(top_images))
+            source = scan.source(class_dirs, len(top_images))
+            source.ignored_example = top_images[0].name if top_images else ""
+            return source
     scan = _Scan(root)
     for entry in top_images:
         scan.add_file(entry.path, entry.name, -1)

@@ -110,6 +110,35 @@ def changes_nothing(pre: Preprocess, mode: str, w: int, h: int) -> bool:
     return not pre.crop or tuple(pre.crop) == (w, h)
 
 
+def padded_size(pre: Preprocess, w: int, h: int) -> tuple[int, int] | None:
+    """The size (after the resize) of an image of w x h that the centre crop is larger than
+    in width or height, so that the crop pads it with black; None when the crop fits."""
+    if not pre.crop:
+        return None
+    if isinstance(pre.resize, int):
+        w, h = _short_side(w, h, pre.resize)
+    elif pre.resize:
+        w, h = pre.resize
+    cw, ch = pre.crop
+    return (w, h) if cw > w or ch > h else None
+
+
+def padded_line(found: list[dict], crop: list | tuple | None, resized: bool = False) -> str:
+    """One warning for the images the centre crop padded with black (found: [{"size",
+    "count", "example"}], as a finished conversion's meta "padded"; size "WxH" after resizing,
+    or "other sizes")."""
+    if not found:
+        return ""
+    n = sum(int(f["count"]) for f in found)
+    sizes = "; ".join(f"{f['size']}: {int(f['count']):,}, e.g. {f['example']}" for f in found[:5])
+    more = f"; {len(found) - 5} more sizes" if len(found) > 5 else ""
+    what = f"--crop {crop[0]}x{crop[1]}" if crop else "the crop"
+    after = "; sizes after the resize" if resized else ""
+    return (f"warning: {what} is larger than {n:,} image(s) ({sizes}{more}{after}): the crop "
+            "padded them with black; --resize to at least the crop size, or a smaller --crop, "
+            "keeps only real pixels")
+
+
 def preprocess_image(img: Image.Image, pre: Preprocess) -> Image.Image:
     if pre.rgb and img.mode != "RGB":
         img = img.convert("RGB")

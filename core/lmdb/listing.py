@@ -33,17 +33,24 @@ def block_key(block: int) -> bytes:
 
 def listing_blocks(files: list[str], labels: np.ndarray, sizes: np.ndarray, mtimes: np.ndarray):
     """Yield (key, value) for every block of the listing."""
-    for block, start in enumerate(range(0, len(files), BLOCK)):
-        stop = min(len(files), start + BLOCK)
-        names = b"\0".join(os.fsencode(f) for f in files[start:stop])
-        raw = b"".join([
-            _N.pack(stop - start),
-            np.ascontiguousarray(labels[start:stop], "<i8").tobytes(),
-            np.ascontiguousarray(sizes[start:stop], "<i8").tobytes(),
-            np.ascontiguousarray(mtimes[start:stop], "<i8").tobytes(),
-            names,
-        ])  # fmt: skip
-        yield block_key(block), zlib.compress(raw, 1)
+    for block in range((len(files) + BLOCK - 1) // BLOCK):
+        yield listing_block(block, files, labels, sizes, mtimes)
+
+
+def listing_block(block: int, files: list[str], labels: np.ndarray, sizes: np.ndarray,
+                  mtimes: np.ndarray) -> tuple[bytes, bytes]:
+    """(key, value) of one block of the listing (rewritten when a file in it changed)."""
+    start = block * BLOCK
+    stop = min(len(files), start + BLOCK)
+    names = b"\0".join(os.fsencode(f) for f in files[start:stop])
+    raw = b"".join([
+        _N.pack(stop - start),
+        np.ascontiguousarray(labels[start:stop], "<i8").tobytes(),
+        np.ascontiguousarray(sizes[start:stop], "<i8").tobytes(),
+        np.ascontiguousarray(mtimes[start:stop], "<i8").tobytes(),
+        names,
+    ])  # fmt: skip
+    return block_key(block), zlib.compress(raw, 1)
 
 
 def read_listing(txn, count: int):

@@ -34,6 +34,7 @@ from stallscope.core.lmdb.source import open_source
 from stallscope.core.lmdb.structure import rebuild
 
 MIN_SECONDS = 2.0  # per warm pass: below ~1 s the figures of one LMDB varied 2x run to run
+FEW_SAMPLES = 1000  # below this, caveat(): the figures time a few batches over and over
 MAX_SAMPLES = 100_000
 
 
@@ -63,6 +64,7 @@ class Throughput:
     after_cold: Rate | None = None
     tried_workers: dict[int, float] = field(default_factory=dict)  # num_workers -> LMDB samples/s
     collate: str = "default collate"  # or "collate_fn=list": samples of different shapes
+    samples_in_lmdb: int = 0  # how many distinct samples the figures read (caveat())
 
     @property
     def speedup(self) -> float:
@@ -73,6 +75,17 @@ class Throughput:
         if self.before_cold is None or self.after_cold is None:
             return None
         return _ratio(self.after_cold, self.before_cold)
+
+    def caveat(self) -> str:
+        """Why the figures say little about a real dataset ('' when nothing stands out)."""
+        n = self.samples_in_lmdb
+        if not n or n >= FEW_SAMPLES:
+            return ""
+        batches = -(-n // max(self.batch_size, 1))
+        return (f"caveat: only {n:,} samples ({batches:,} batch(es) of {self.batch_size}): the "
+                "cold figures time one short epoch and the warm ones read the same samples "
+                "again and again, so start-up and caching weigh more than on a real dataset; "
+                f"measure {FEW_SAMPLES:,} samples or more before deciding")
 
     def verdict(self) -> str:
         """'12.3x faster' or '0.4x: 2.5x slower', never a slowdown worded as a speed-up."""
@@ -232,6 +245,7 @@ def measure(
     batch = batch if batch_size is None else max(1, int(batch_size))
     batch = min(batch, max(1, len(after_ds) // 4))  # a few batches per epoch at least
     stackable = same_shapes(after_ds)
+    n_samples = len(after_ds)
     after_ds.close()
     tried: dict[int, float] = {}
     cores = os.cpu_count() or 1
@@ -283,7 +297,7 @@ def measure(
     return Throughput(
         rates[names[0], False], rates[names[1], False], workers, batch,
         rates.get((names[0], True)), rates.get((names[1], True)), tried,
-        "default collate" if stackable else "collate_fn=list",
+        "default collate" if stackable else "collate_fn=list", n_samples,
     )  # fmt: skip
 
 

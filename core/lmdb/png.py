@@ -49,6 +49,11 @@ class PlainPNG:
 def read_file(path: str) -> bytes:
     """A regular file's bytes in one read (OSError as open() raises it; a file that is not a
     regular file is an OSError too, never a wait on a FIFO)."""
+    return read_file_stat(path)[0]
+
+
+def read_file_stat(path: str) -> tuple[bytes, os.stat_result]:
+    """read_file, and the file's stat as it was read."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
@@ -58,7 +63,7 @@ def read_file(path: str) -> bytes:
         if len(parts[0]) > st.st_size:  # it grew since fstat: read to the end
             while parts[-1]:
                 parts.append(os.read(fd, 1 << 20))
-        return b"".join(parts) if len(parts) > 1 else parts[0]
+        return (b"".join(parts) if len(parts) > 1 else parts[0]), st
     finally:
         os.close(fd)
 

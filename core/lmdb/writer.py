@@ -19,7 +19,10 @@ import numpy as np
 
 from stallscope.core.errors import StallscopeError
 from stallscope.core.lmdb import format as fmt
+from stallscope.core.lmdb.decoder import CHANGED
 from stallscope.core.lmdb.destination import os_message
+from stallscope.core.lmdb.folder import FolderSource
+from stallscope.core.lmdb.listing import BLOCK, listing_block
 from stallscope.core.lmdb.source import Source
 
 if TYPE_CHECKING:
@@ -61,6 +64,11 @@ class Writer:
         # notes on kept samples (decoder.NARROWED + mode) -> [samples, first source index]
         self.notes = _read_notes(progress)
         self.cur_notes = _copy(self.notes) or {}
+        # files converted as they are now, not as listed ({"path", "reason"}), this run; the
+        # listing blocks that hold them (rewritten at each commit: the arrays stay updated)
+        self.changed: list[dict] = []
+        self.cur_changed: list[dict] = []
+        self.relisted_blocks: set[int] = set()
         # the partial chunk: runs of records [(bytes, sizes int64, crcs uint32)]
         self.pending: list[tuple] = self._committed_partial()
         self.committed_pending = list(self.pending)
@@ -118,9 +126,23 @@ class Writer:
                 else:
                     self.cur_more += n
         for index, note in result.notes:
+            if note.startswith(CHANGED):
+                self._relist(index, note)
+                continue
+            if note not in self.cur_notes and len(self.cur_notes) >= MAX_NOTES:
+                note = note.split(":", 1)[0] + ":" + OTHER_NOTE  # e.g. a thousand sizes padded
             seen_note = self.cur_notes.setdefault(note, [0, index])
             seen_note[0] += 1
         self.cur_source = max(self.cur_source, result.stop)
+
+    def _relist(self, index: int, note: str) -> None:
+        """A file converted as it is now, not as the scan listed it: its listing entry takes
+        its size and mtime (written with the next commit), and this run names it."""
+        assert isinstance(self.source, FolderSource)
+        size, mtime = (int(v) for v in note[len(CHANGED):].split(":"))
+        why = self.source.relisted(index, size, mtime)
+        self.cur_changed.append({"path": self.source.name_of(index), "reason": why})
+        self.relisted_blocks.add(index // BLOCK)
 
     def _extend(self, txn, data: memoryview, sizes: np.ndarray, crcs: np.ndarray) -> None:
         while len(sizes):
@@ -173,6 +195,11 @@ class Writer:
                 txn.put(fmt.REPORT_KEY, fmt.dumps(report))
             for key, value in extra:
                 txn.put(key, value)
+            if self.relisted_blocks:
+                assert isinstance(self.source, FolderSource)
+                files, labels, sizes, mtimes = self.source.listing()
+                for block in sorted(self.relisted_blocks):
+                    txn.put(*listing_block(block, files, labels, sizes, mtimes))
             txn.commit()
         except lmdb.MapFullError:
             raise
@@ -183,6 +210,8 @@ class Writer:
         self.written, self.next_source = self.cur_written, self.cur_source
         self.layouts, self.more = _copy(self.cur_layouts), self.cur_more
         self.notes = _copy(self.cur_notes) or {}
+        self.changed = list(self.cur_changed)
+        self.relisted_blocks = set()
         self.committed_pending = list(self.pending)
         self.batch_n = self.batch_bytes = 0
         self.last_commit = time.monotonic()
@@ -201,6 +230,7 @@ class Writer:
         self.cur_written, self.cur_source = self.written, self.next_source
         self.cur_layouts, self.cur_more = _copy(self.layouts), self.more
         self.cur_notes = _copy(self.notes) or {}
+        self.cur_changed = list(self.changed)  # decoded again, they are named again
         self.pending = list(self.committed_pending)
         self.chunk_start = self.written - self.written % self.chunk
         self.batch_n = self.batch_bytes = 0
@@ -226,6 +256,8 @@ class Writer:
 
 
 MAX_LAYOUTS = 256  # layouts listed one by one; past that only their records are counted
+MAX_NOTES = 64  # notes counted one by one; past that "<kind>:" + OTHER_NOTE counts the rest
+OTHER_NOTE = "other sizes"
 
 
 def _read_layouts(progress: dict) -> tuple[dict[bytes, list[int]] | None, int]:

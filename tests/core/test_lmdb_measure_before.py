@@ -54,4 +54,35 @@ def test_measure_and_the_cli_name_the_plain_loop(tmp_path, capsys):
     assert t.before.name == "ImageFolder + PIL" and t.before.samples > 0
     assert cli.main(["convert", str(src), str(tmp_path / "again.lmdb"), "--workers", "0",
                      "--verify", "0", "--measure", "--num-workers", "0"]) == 0  # fmt: skip
-    assert "throughput, ImageFolder + PIL -> LMDBDataset" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    head = out.index(next(line for line in out if line.startswith("throughput in samples/s")))
+    assert out[head + 1].split() == ["ImageFolder", "+", "PIL", "LMDBDataset", "LMDB", "MB/s"]
+
+
+@pytest.mark.runner  # measure tries DataLoader workers (child processes)
+def test_measure_prints_one_labelled_figure_per_column_and_says_when_samples_are_few(
+        tmp_path, capsys):
+    """Each row is one page-cache state with a column per dataset (no "A -> B" pairs), each
+    num_workers tried is named with its figure, and 24 samples get the caveat."""
+    from stallscope.core.commands.convert import print_throughput
+
+    src, dst = folder(tmp_path / "src", n=12), tmp_path / "out.lmdb"
+    run_job(convert(str(src), str(dst), workers=0))
+    t = run_job(measure(dst, batch_size=6, seconds=0.05))
+    print_throughput(t)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"throughput in samples/s, DataLoader(batch_size=6, "
+                      f"num_workers={t.num_workers}, shuffled, {t.collate}):")
+    rows = {line.split("  ")[1].strip(): line for line in out[2:4]}
+    assert set(rows) == {"cold page cache", "warm page cache"}
+    for temp, before, after in (("cold page cache", t.before_cold, t.after_cold),
+                                ("warm page cache", t.before, t.after)):
+        figures = rows[temp].split()[3:6]
+        assert figures == [f"{before.samples_per_s:,.0f}", f"{after.samples_per_s:,.0f}",
+                           f"{after.mb_per_s:,.1f}"]
+    assert not [line for line in out if "->" in line]
+    if t.tried_workers:  # more than one core: each setting tried, named with its figure
+        tried = next(line for line in out if "was chosen by" in line)
+        for w, rate in t.tried_workers.items():
+            assert f"num_workers={w}: {rate:,.0f}/s" in tried
+    assert out[-1].strip().startswith("caveat: only 24 samples (4 batch(es) of 6): ")
