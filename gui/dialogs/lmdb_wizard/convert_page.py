@@ -19,7 +19,8 @@ from stallscope.core import units
 from stallscope.core.lmdb.convert import ConvertResult
 from stallscope.core.lmdb.destination import destination_state
 from stallscope.core.lmdb.fields import field_lines
-from stallscope.gui.dialogs.lmdb_wizard.widgets import Page, esc, mono, say, text_block
+from stallscope.core.lmdb.notices import notices
+from stallscope.gui.dialogs.lmdb_wizard.widgets import Page, esc, mono, say, text_block, toned
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
@@ -137,9 +138,10 @@ class ConvertPage(Page):
             skipped += f", {len(result.scan_skipped)} path(s) not listed (loops, not files)"
         per = result.bytes_on_disk / max(result.count, 1)
         fields = "".join(f"<br>&nbsp;&nbsp;{esc(line)}" for line in field_lines(result.fields))
+        said = "".join(f"<br>{_notice(line)}" for line in notices(result))
         self.summary.setText(
             f"{esc(result.dst)}: {units.size(result.bytes_on_disk)} on disk ({per:,.0f} B per "
-            f"sample), {skipped}. Stored as:{fields}<br>Next: verify and measure."
+            f"sample), {skipped}. Stored as:{fields}{said}<br>Next: verify and measure."
         )
         self.sig_conversion_finished.emit(result)
 
@@ -159,3 +161,10 @@ class ConvertPage(Page):
         self.status.setText(
             f"Cancelled at {done:,} samples; they are committed. Resume continues from there."
         )
+
+
+def _notice(line: str) -> str:
+    """A conversion's notice (notices()) as rich text: a warning marked, a note dimmed."""
+    if line.startswith("warning: "):
+        return f"<b>⚠</b> {esc(line[len('warning: '):])}"
+    return toned(line.removeprefix("note: "), "dim")

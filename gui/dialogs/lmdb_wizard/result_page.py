@@ -146,6 +146,7 @@ class ResultPage(Page):
             f"{t.after.samples_per_s:,.0f} samples/s, {t.before.mb_per_s:,.1f} → "
             f"{t.after.mb_per_s:,.1f} MB/s (batch {t.batch_size}, num_workers={t.num_workers}, "
             f"shuffled, {esc(t.collate)}).{cold}"
+            + (f"<br>{toned(t.caveat(), 'dim')}" if t.caveat() else "")
         )
         if self.wiz.result is not None:
             self.snippet.setPlainText(lmdb_snippet(self.wiz.result.dst, t.num_workers,
