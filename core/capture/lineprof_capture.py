@@ -64,6 +64,7 @@ class _Target:
         self.attr = attr
         self.root = root
         self.wraps: list[str] = []
+        self.unprofiled: list[str] = []  # the user's functions it calls, not profiled
 
     @property
     def key(self) -> tuple[str, str]:
@@ -308,7 +309,9 @@ def _resolve_explicit(target: str) -> tuple[tuple | None, str | None]:
 
 
 def _callees(func: types.FunctionType, klass: type | None) -> list[tuple[object, str, object]]:
-    """Functions and methods `func` refers to by name that are defined in the same file."""
+    """Functions and methods `func` refers to by name that are the user's own code: defined in
+    the same file, or in another file outside the standard library and installed packages
+    (`helpers.augment(x)`, `from helpers import augment`)."""
     file = func.__code__.co_filename
     names: list[str] = []
     stack = [func.__code__]
@@ -316,9 +319,10 @@ def _callees(func: types.FunctionType, klass: type | None) -> list[tuple[object,
         code = stack.pop()
         names.extend(code.co_names)
         stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    names = list(dict.fromkeys(names))
     out: list[tuple[object, str, object]] = []
     seen: set[int] = set()
-    for name in dict.fromkeys(names):
+    for name in names:
         cands: list[tuple[object, str, object]] = []
         if klass is not None:
             owner = _defining_class(klass, name)
@@ -327,15 +331,47 @@ def _callees(func: types.FunctionType, klass: type | None) -> list[tuple[object,
         glob = func.__globals__.get(name)
         if isinstance(glob, types.FunctionType):
             cands.append((func.__globals__, name, glob))
+        elif isinstance(glob, types.ModuleType) and _is_users(getattr(glob, "__file__", None)):
+            for attr in names:  # module.attr: both names are in co_names
+                value = glob.__dict__.get(attr)
+                if isinstance(value, types.FunctionType):
+                    cands.append((glob.__dict__, attr, value))
         for holder, attr, raw in cands:
             inner, _ = _unwrap_callable(raw)
-            if inner is None or inner.__code__.co_filename != file or inner is func:
+            if inner is None or inner is func:
+                continue
+            if inner.__code__.co_filename != file and not _is_users(inner.__code__.co_filename):
                 continue
             if getattr(inner, _MARK, None) or id(inner) in seen:
                 continue
             seen.add(id(inner))
             out.append((holder, attr, raw))
     return out
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    dirs = {_real(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+_LIBRARY_DIRS: tuple[str, ...] | None = None
+
+
+def _is_users(file: str | None) -> bool:
+    """Whether a source file is the user's own code (not the standard library, not an installed
+    package): its functions are followed by --lineprof-depth."""
+    global _LIBRARY_DIRS
+    if not file or file.startswith("<"):
+        return False
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
+    real = _real(file)
+    parts = real.split(os.sep)
+    return (not real.startswith(_LIBRARY_DIRS) and "site-packages" not in parts
+            and "dist-packages" not in parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,7 +470,25 @@ def _install_with_callees(owner, attr, raw, depth: int, st: _ProcState,
                 if sub is not None:
                     nxt.append((sub.func, c_owner if isinstance(c_owner, type) else None))
         frontier = nxt
+    _note_unprofiled(frontier, st)
     return target
+
+
+def _note_unprofiled(frontier: list, st: _ProcState) -> None:
+    """On each function of the last level profiled: the user's functions it calls that are
+    not profiled (past --lineprof-depth), whose time shows only on the line that calls them."""
+    for func, klass in frontier:
+        target = st.targets.get((_real(func.__code__.co_filename), func.__qualname__))
+        if target is None:
+            continue
+        for _owner, attr, raw in _callees(func, klass):
+            inner, _ = _unwrap_callable(raw)
+            if inner is None or _why_not_profilable(attr, raw):
+                continue
+            if (_real(inner.__code__.co_filename), inner.__qualname__) in st.targets:
+                continue
+            if inner.__qualname__ not in target.unprofiled:
+                target.unprofiled.append(inner.__qualname__)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,6 +514,7 @@ def _snapshot(st: _ProcState) -> tuple[float, list[dict]]:
         calls = st.calls.get(key, 0) - st.baseline_calls.get(key, 0)
         funcs.append({"file": key[0], "qualname": key[1], "first_line": int(first),
                       "calls": int(calls), "root": target.root, "wraps": target.wraps,
+                      "unprofiled": target.unprofiled,
                       "lines": lines})
     return float(stats.unit), funcs
 
@@ -833,6 +888,7 @@ class Capture:
             "warnings": list(self.warnings),
             "root": bool(entry.get("root")),
             "wraps": entry.get("wraps", []),
+            "unprofiled": entry.get("unprofiled", []),
             "target": self.target,
             "created": time.time(),
         }
@@ -873,8 +929,9 @@ def _merge_parts(parts: list[tuple[float, list[dict], bool]]) -> dict:
                                         "first_line": f["first_line"], "calls": 0,
                                         "lines": {}, "unit": unit, "workers": 0,
                                         "root": f.get("root", False),
-                                        "wraps": f.get("wraps", [])})
+                                        "wraps": f.get("wraps", []), "unprofiled": []})
             e["root"] = e["root"] or f.get("root", False)
+            e["unprofiled"] += [u for u in f.get("unprofiled", []) if u not in e["unprofiled"]]
             e["calls"] += f["calls"]
             if not is_main and f["calls"] > 0:
                 e["workers"] += 1

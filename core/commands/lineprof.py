@@ -15,6 +15,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "lineprof",
         help="line-by-line time of Dataset.__getitem__ (a session, its JSON, or a kernprof .lprof)",
         description="Print line stats recorded with `--lineprof` (or made by kernprof).",
+        epilog="Record them with `stallscope-cli run --lineprof auto -- train.py`: the "
+               "__getitem__ of the Dataset the DataLoader iterates. Helpers it calls show as "
+               "their call line only; add --lineprof-depth 1 (or more) to profile them too, "
+               "or name a function with --lineprof module:Class.method.",
     )
     p.add_argument("path", metavar="SESSION|FILE.json|FILE.lprof")
     p.add_argument("--json", action="store_true", help="print the stats as JSON")

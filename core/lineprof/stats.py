@@ -82,6 +82,17 @@ class Profile:
         ranked = sorted((ln for ln in self.lines if ln.total_s > 0), key=lambda ln: -ln.total_s)
         return ranked[:n]
 
+    def unprofiled_note(self) -> str:
+        """What the heatmap and the table say when functions this one calls were not profiled
+        ('' when none): their time is on the lines that call them, their lines unseen."""
+        if not self.unprofiled:
+            return ""
+        shown = ", ".join(f"{name}()" for name in self.unprofiled[:4])
+        more = f" and {len(self.unprofiled) - 4} more" if len(self.unprofiled) > 4 else ""
+        return (f"{shown}{more}, called here, were not line-profiled: their time shows on the "
+                "line that calls them; rerun with --lineprof-depth 1 (or deeper) to see their "
+                "lines too")
+
     def line(self, lineno: int) -> Line | None:
         for ln in self.lines:
             if ln.lineno == lineno:

@@ -25,6 +25,8 @@ def format_table(profile: Profile, match: SourceMatch | None = None) -> str:
               + "\n")
     for w in [*profile.warnings, *([match.warning] if match and match.warning else [])]:
         out.write(f"Warning: {w}\n")
+    if profile.unprofiled_note():
+        out.write(f"Note: {profile.unprofiled_note()}\n")
     rows = []
     for ln, share in zip(profile.lines, profile.shares(), strict=True):
         if ln.hits:

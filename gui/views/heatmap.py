@@ -344,8 +344,11 @@ class HeatmapView(QWidget):
         match = p.match  # read with the stats, off the GUI thread (read_stats, open_profiles)
         if match is not None and match.warning:
             warnings.append(match.warning)
-        self.warnings.setText("\n".join(f"⚠ {w}" for w in dict.fromkeys(warnings)))
-        self.warnings.setVisible(bool(warnings))
+        lines = [f"⚠ {w}" for w in dict.fromkeys(warnings)]
+        if p.unprofiled_note():
+            lines.append(f"ℹ {p.unprofiled_note()}")
+        self.warnings.setText("\n".join(lines))
+        self.warnings.setVisible(bool(lines))
         self._fill_top(p)
         self._fit_columns()
 

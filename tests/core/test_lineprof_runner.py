@@ -133,3 +133,73 @@ def test_a_run_without_a_dataloader_is_told_to_name_its_dataset(tmp_path, capsys
     assert "the run had --lineprof auto, but no Dataset found" in err
     assert "--lineprof module:Class.__getitem__" in err
     assert "run with --lineprof auto" not in err
+
+
+HELPED = """
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import helpers
+
+
+class Helped(Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        x = self._load(i)
+        return helpers.augment(x)
+
+    def _load(self, i):
+        return torch.full((4,), float(i))
+
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x in DataLoader(Helped(), batch_size=4, num_workers=int(sys.argv[1])):
+        loss = model(x).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+HELPERS = """
+def augment(x):
+    y = x * 2
+    return y + 1
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_helpers_not_profiled_are_named_and_depth_1_profiles_them_in_any_module(tmp_path,
+                                                                                workers):
+    """At the default depth a helper's lines show only as its call line: the stats name the
+    helpers not profiled (a method beside __getitem__, a function in another module of the
+    user's), and --lineprof-depth 1 profiles both."""
+    script = tmp_path / "train.py"
+    script.write_text(HELPED)
+    (tmp_path / "helpers.py").write_text(HELPERS)
+    _out, session, _events = run_runner(tmp_path, script, "--lineprof", "auto",
+                                        "--no-stop-after-window", args=[str(workers)])
+    (root,) = lineprof.load_session(session)
+    assert root.qualname == "Helped.__getitem__" and root.samples == 24
+    assert root.unprofiled == ["Helped._load", "augment"]
+    note = root.unprofiled_note()
+    assert note.startswith("Helped._load(), augment(), called here, were not line-profiled")
+    assert "--lineprof-depth 1" in note
+    assert f"Note: {note}" in lineprof.format_table(root)
+
+    deeper = tmp_path / "deeper"
+    deeper.mkdir()
+    for f in (script, tmp_path / "helpers.py"):
+        (deeper / f.name).write_text(f.read_text())
+    _out, session, _events = run_runner(deeper, deeper / "train.py", "--lineprof", "auto",
+                                        "--lineprof-depth", "1", "--no-stop-after-window",
+                                        args=[str(workers)])
+    profiles = {p.qualname: p for p in lineprof.load_session(session)}
+    assert set(profiles) == {"Helped.__getitem__", "Helped._load", "augment"}
+    assert profiles["Helped.__getitem__"].unprofiled == []
+    assert profiles["augment"].samples == 24
+    assert [ln.hits for ln in profiles["augment"].lines if ln.hits] == [24, 24]

@@ -172,6 +172,28 @@ def test_changed_source_is_warned_and_profiled_code_shown(qtbot, tmp_path):
     assert cell(view, row_of(view, "img = decode(i)"), "Source").strip() == "img = decode(i)"
 
 
+def test_helpers_that_were_not_profiled_are_named_with_the_option_that_profiles_them(
+        qtbot, tmp_path):
+    """Stats whose function calls helpers beyond --lineprof-depth (the capture names them):
+    the heatmap says their time is on the calling line and how to see their lines."""
+    from shots import save_shot
+
+    profile = make_profile(tmp_path, {"img = decode(i)": 0.6, "arr = to_array(img)": 0.3})
+    profile.unprofiled = ["decode", "to_array"]
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.set_profile(lineprof.with_sources([profile])[0])
+    view.resize(1000, 610)
+    view.show()
+    qtbot.waitExposed(view)
+    assert view.warnings.isVisible()
+    assert view.warnings.text() == (
+        "ℹ decode(), to_array(), called here, were not line-profiled: their time shows on "
+        "the line that calls them; rerun with --lineprof-depth 1 (or deeper) to see their "
+        "lines too")
+    save_shot(view, "heatmap_unprofiled")
+
+
 def test_several_functions_get_a_chooser(qtbot, tmp_path):
     main = make_profile(tmp_path, {"img = decode(i)": 0.6})
     helper = lineprof.Profile("decode", "decode", main.file, 1,
