@@ -74,6 +74,7 @@ class ConvertResult:
     resized: bool = False  # a resize came before the crop
     top_level: dict = field(default_factory=dict)  # images beside class folders: count, example
     changed: list[dict] = field(default_factory=list)  # {"path", "reason"}: not as listed
+    empty_classes: list[list] = field(default_factory=list)  # [label, class folder]: no image
 
     @property
     def samples_per_s(self) -> float:
@@ -137,7 +138,8 @@ def convert(
             f["shape"] = [] if f["kind"] == "int" else (list(one) if one else None)
     check_resume(dst, state, meta)
     if state.kind == "ours":  # what the first run's scan found stays with the LMDB
-        for key in ("created", "scan_skipped", "scan_skipped_count", "top_level"):
+        for key in ("created", "scan_skipped", "scan_skipped_count", "top_level",
+                    "empty_classes"):
             if key in state.meta:
                 meta[key] = state.meta[key]
     progress = state.progress if state.kind == "ours" else {"next_source": 0, "written": 0}
@@ -285,6 +287,7 @@ def _new_meta(source: Source, pre: Preprocess, structure: dict, chunk: int, firs
         meta["scan_skipped_count"] = len(source.scan_skipped)
         meta["top_level"] = {"count": source.ignored_top_level,
                              "example": source.ignored_example}
+        meta["empty_classes"] = source.empty_classes()[:100]
     return meta
 
 
@@ -336,4 +339,5 @@ def _result(dst: Path, meta: dict, t0: float, done: int, start: int, *, already_
         list(stored.get("scan_skipped", [])), dict(stored.get("survey", {})),
         list(stored.get("narrowed", [])), list(stored.get("padded", [])),
         pre.get("crop"), bool(pre.get("resize")), dict(stored.get("top_level") or {}),
+        changed=[], empty_classes=list(stored.get("empty_classes") or []),
     )  # fmt: skip

@@ -51,6 +51,14 @@ class FolderSource:
     def fields(self) -> list[str]:
         return ["image", "label"] if self.labels is not None else ["image"]
 
+    def empty_classes(self) -> list[list]:
+        """[[label, class folder]] of the class folders holding no image: their labels have
+        no sample (torchvision's ImageFolder refuses such a folder)."""
+        if self.labels is None:
+            return []
+        counts = np.bincount(self.labels, minlength=len(self.classes))
+        return [[label, name] for label, name in enumerate(self.classes) if counts[label] == 0]
+
     def fingerprint(self) -> str:
         """Names and sizes as the scan saw them (no second stat of every file)."""
         h = hashlib.sha1(b"\0".join(os.fsencode(f) for f in self.files))

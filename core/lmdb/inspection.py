@@ -20,6 +20,7 @@ from stallscope.core.lmdb.fields import field_lines, stored_fields
 from stallscope.core.lmdb.folder import FolderSource
 from stallscope.core.lmdb.format import DTYPES, chunk_for, layout_fields, record_size
 from stallscope.core.lmdb.images import Preprocess, to_display
+from stallscope.core.lmdb.notices import empty_classes_line
 from stallscope.core.lmdb.source import open_source, open_source_job
 from stallscope.core.lmdb.structure import leaf_names
 
@@ -199,6 +200,9 @@ def inspect_source(
                 f"{source.ignored_top_level} image(s) at the top level are ignored "
                 "(ImageFolder layout: only class subfolders count)"
             )
+        empty = empty_classes_line(source.empty_classes())
+        if empty:
+            notes.append(empty.removeprefix("warning: "))
     preview = [(caption, picture) for _i, caption, picture in sorted(preview, key=lambda p: p[0])]
     names = leaf_names(structure) if isinstance(source, FactorySource) else source.fields()
     found = survey(shapes)

@@ -20,7 +20,8 @@ LISTED = 5  # changed files named one by one
 def notices(result: ConvertResult) -> list[str]:
     lines = [narrowed_line(result.narrowed),
              padded_line(result.padded, result.crop, result.resized),
-             top_level_line(result.top_level), *changed_lines(result.changed)]
+             top_level_line(result.top_level), empty_classes_line(result.empty_classes),
+             *changed_lines(result.changed)]
     return [line for line in lines if line]
 
 
@@ -32,6 +33,16 @@ def top_level_line(top: dict) -> str:
     return (f"note: {n:,} image(s) beside the class folders{example} are not converted: with "
             "class subfolders, only the images inside them are samples (ImageFolder's layout); "
             "move them into a class folder to include them")
+
+
+def empty_classes_line(empty: list[list]) -> str:
+    if not empty:
+        return ""
+    named = ", ".join(f"{name} ({label})" for label, name in empty[:LISTED])
+    more = f" and {len(empty) - LISTED:,} more" if len(empty) > LISTED else ""
+    return (f"warning: {len(empty):,} class folder(s) hold no image: {named}{more}; their "
+            "labels (in brackets) have no samples (torchvision's ImageFolder refuses such a "
+            "folder); remove those folders or put images in them")
 
 
 def changed_lines(changed: list[dict]) -> list[str]:

@@ -74,6 +74,28 @@ def test_images_beside_the_class_folders_are_counted_and_explained(tmp_path, cap
             "move them into a class folder to include them") in out
 
 
+def test_class_folders_without_images_are_named_with_their_labels(tmp_path, capsys):
+    """ImageFolder's classes are every subfolder; one holding no image (an empty one, one of
+    notes only) is a label without samples: convert and the wizard's source page say so."""
+    from stallscope.core.lmdb.inspection import inspect_source
+
+    root = noise_classes(tmp_path / "src", 2, 2, (8, 8), seed=3)
+    (root / "b_empty").mkdir()
+    (root / "z_notes").mkdir()
+    (root / "z_notes" / "readme.txt").write_text("not an image")
+    assert cli.main(["convert", str(root), str(tmp_path / "e.lmdb"), "--verify", "0"]) == 0
+    said = ("2 class folder(s) hold no image: b_empty (0), z_notes (3); their labels (in "
+            "brackets) have no samples (torchvision's ImageFolder refuses such a folder); "
+            "remove those folders or put images in them")
+    assert f"warning: {said}" in capsys.readouterr().out
+    assert said in inspect_source(str(root)).notes
+    ds = LMDBDataset(tmp_path / "e.lmdb")
+    try:
+        assert sorted({int(ds[k][1]) for k in range(len(ds))}) == [1, 2]  # c0, c1
+    finally:
+        ds.close()
+
+
 def _rewrite(path: Path, size: tuple[int, int], seed: int) -> None:
     """A new image at the same path, another size (so another byte count) and a later mtime."""
     rng = np.random.default_rng(seed)
