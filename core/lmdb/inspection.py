@@ -19,7 +19,7 @@ from stallscope.core.lmdb.factory import FactorySource
 from stallscope.core.lmdb.fields import field_lines, stored_fields
 from stallscope.core.lmdb.folder import FolderSource
 from stallscope.core.lmdb.format import DTYPES, chunk_for, layout_fields, record_size
-from stallscope.core.lmdb.images import Preprocess, to_display
+from stallscope.core.lmdb.images import Preprocess, padded_size, to_display
 from stallscope.core.lmdb.notices import empty_classes_line
 from stallscope.core.lmdb.source import open_source, open_source_job
 from stallscope.core.lmdb.structure import leaf_names
@@ -42,6 +42,7 @@ class SourceInfo:
     surveyed: int = 0  # samples the shape survey looked at
     suggestion: str = ""  # "--resize 32 --crop 32" when shapes vary
     source: object = field(default=None, repr=False)  # the opened source: pass it on, no rescan
+    padded: str = ""  # the crop is larger than some sampled images: what it will do
 
     @property
     def varied(self) -> bool:
@@ -215,6 +216,7 @@ def inspect_source(
         source.spec, source.kind, n, list(source.classes), names, info, structure, preview,
         mean, int(n * lmdb_bytes(mean)), notes, [tuple(c) for c in found["shapes"]],
         found["surveyed"], found["suggestion"], source,
+        padded_preview(source, pre, n_size) if isinstance(source, FolderSource) else "",
     )  # fmt: skip
 
 
@@ -250,6 +252,31 @@ def header_sizes(source: FolderSource, pre: Preprocess, k: int) -> list[int]:
 def record_of(shape: tuple[int, ...], labelled: bool) -> int:
     leaves = [("uint8", shape)] + ([("int64", ())] if labelled else [])
     return record_size(leaves)
+
+
+def padded_preview(source: FolderSource, pre: Preprocess, k: int) -> str:
+    """Before converting: the sampled images (headers only) a crop larger than them would pad
+    with black, by size after the resize ('' when the crop fits them all)."""
+    if not pre.crop:
+        return ""
+    sizes: Counter[str] = Counter()
+    seen = 0
+    for index in _spread(len(source), k):
+        try:
+            with Image.open(source.root / source.files[index]) as img:
+                size = padded_size(pre, *img.size)
+        except Exception:  # noqa: BLE001 - a corrupt file is not an image to pad
+            continue
+        seen += 1
+        if size is not None:
+            sizes[f"{size[0]}x{size[1]}"] += 1
+    if not sizes:
+        return ""
+    listed = "; ".join(f"{size}: {n}" for size, n in sizes.most_common(4))
+    after = " after the resize" if pre.resize else ""
+    return (f"the {pre.crop[0]}x{pre.crop[1]} crop is larger than {sum(sizes.values())} of "
+            f"{seen} sampled images ({listed}{after}): it will pad them with black; resize to "
+            "at least the crop size first")
 
 
 def header_shapes(source: FolderSource, pre: Preprocess, k: int) -> list[tuple[tuple, bool]]:

@@ -1,5 +1,6 @@
 """The LMDB wizard says what `convert` says beyond its figures: 16-bit images made 8-bit,
-a crop larger than the images, images beside the class folders; and --measure's caveat."""
+a crop larger than the images (before converting too), images beside the class folders; and
+--measure's caveat."""
 
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ def test_the_convert_page_shows_every_warning_convert_prints(qtbot, tmp_path):
     opts.crop_h.setValue(16)
     opts.workers_spin.setValue(1)
     qtbot.waitUntil(opts.isComplete, timeout=20_000)
+    # said before converting too, from the sampled images' headers
+    qtbot.waitUntil(lambda: "crop is larger" in opts.shapes.text(), timeout=20_000)
+    assert ("warning: the 24x16 crop is larger than 7 of 7 sampled images (20x16: 7): it will "
+            "pad them with black; resize to at least the crop size first") in opts.shapes.text()
+    save_shot(wizard, "lmdb_notices_options")
     wizard.next()
     conv = wizard.convert_page
     qtbot.waitUntil(conv.isComplete, timeout=60_000)

@@ -26,7 +26,16 @@ from stallscope.core.lmdb.destination import check_destination, check_space
 from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.inspection import SourceInfo
 from stallscope.core.lmdb.snippet import default_destination
-from stallscope.gui.dialogs.lmdb_wizard.widgets import Page, esc, row, say, spin, text_block
+from stallscope.gui.dialogs.lmdb_wizard.widgets import (
+    Page,
+    esc,
+    row,
+    say,
+    spin,
+    text_block,
+    toned,
+)
+from stallscope.gui.widgets import set_rich
 
 if TYPE_CHECKING:
     from stallscope.gui.dialogs.lmdb_wizard.wizard import LMDBWizard
@@ -150,7 +159,10 @@ class OptionsPage(Page):
             f"({info.count:,} samples × {units.size(info.bytes_per_sample)}), stored as:<br>"
             f"{fields}"
         )
-        say(self.shapes, info.shape_line() or "-", "bad" if info.varied else "info")
+        lines = [toned(info.shape_line() or "-", "bad" if info.varied else "info")]
+        if info.padded:
+            lines.append(toned(f"warning: {info.padded}", "bad"))
+        set_rich(self.shapes, "<br>".join(lines))  # toned escaped each line
         self._suggestion = _sizes(info.suggestion)
         if self._suggestion:
             side = self._suggestion
