@@ -109,6 +109,8 @@ class Decoder:
             raise SampleError("nested too deeply to store") from exc
         if self.structure is not None and structure != self.structure:
             raise SampleError(f"structure {describe(structure)} differs from sample 0's")
+        notes = (self.notes(img.mode, *img.size) for img in _pil_images(item))
+        self.note = "\n".join(dict.fromkeys(n for note in notes if note for n in note.split("\n")))
         return index, structure, leaves
 
     def notes(self, mode: str, w: int, h: int) -> str:
@@ -270,6 +272,19 @@ def encode(decoded: list, buffer: Callable[[int], tuple[memoryview, int | None]]
             pos += size
         where = slot if slot is not None else cast(bytearray, mv.obj)  # buffer()'s own
     return Encoded(where, nbytes, sizes.tobytes(), crcs.tobytes(), skips, stop, layouts, notes)
+
+
+def _pil_images(obj, depth: int = 0):
+    """The PIL images in a factory's sample (tuples, lists and dicts of them, as flatten
+    walks it): what preprocessing did to them is noted as for a folder's files."""
+    if isinstance(obj, Image.Image):
+        yield obj
+    elif depth < 32 and isinstance(obj, tuple | list):
+        for item in obj:
+            yield from _pil_images(item, depth + 1)
+    elif depth < 32 and isinstance(obj, dict):
+        for item in obj.values():
+            yield from _pil_images(item, depth + 1)
 
 
 def _plan_leaves(index: int, leaves: list) -> tuple:

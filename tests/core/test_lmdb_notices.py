@@ -18,6 +18,7 @@ from stallscope.core.jobs import CancelFlag, run_job
 from stallscope.core.lmdb.convert import convert
 from stallscope.core.lmdb.dataset import LMDBDataset
 from stallscope.core.lmdb.destination import destination_state
+from stallscope.core.lmdb.images import Preprocess
 from stallscope.core.lmdb.notices import notices
 from stallscope.core.lmdb.verify import verify
 
@@ -141,3 +142,36 @@ def test_a_file_changed_before_the_resume_takes_it_in_is_named_and_converted_as_
     assert [m.split(":")[0] for m in check.mismatches] == ["sample 0 (c0/000.png)"]
     again = run_job(convert(root, dst, workers=0))  # not refused as another source
     assert again.already_complete and again.count == 12
+
+
+SCANS = """
+import numpy as np
+from PIL import Image
+
+
+class Scans:
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        deep = Image.fromarray(np.full((10, 12), 1000 * i, np.uint16))
+        return {"scan": deep, "label": i % 2}
+
+
+def make():
+    return Scans()
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_factorys_pil_images_get_the_same_warnings_as_a_folders(tmp_path, workers):
+    (tmp_path / "scans.py").write_text(SCANS)
+    result = run_job(convert(f"{tmp_path / 'scans.py'}:make", tmp_path / "s.lmdb",
+                             workers=workers, preprocess=Preprocess(crop=(16, 16))))
+    assert result.narrowed == [{"mode": "I;16", "count": 6, "example": "scans.py:make[0]"}]
+    assert result.padded == [{"size": "12x10", "count": 6, "example": "scans.py:make[0]"}]
+    said = notices(result)
+    assert said[0].startswith("warning: 6 image(s) of more than 8 bits per channel (I;16: 6, "
+                              "e.g. scans.py:make[0])")
+    assert said[1].startswith("warning: --crop 16x16 is larger than 6 image(s) (12x10: 6, "
+                              "e.g. scans.py:make[0]): the crop padded them with black")
