@@ -33,6 +33,11 @@ from stallscope.gui.views.timeline import TimelineView
 from stallscope.gui.widgets import ElidedLabel, plain_label, rich_label
 
 ALL_STEPS = "All steps"
+HINT = "wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit"
+# A step zooms the timeline alone: the summary stays on the whole window, as Nsight Systems'
+# statistics stay on the whole report while its timeline zooms (a view, not a filter).
+STEP_TIP = ("Zooms the timeline to one step. The summary on the right stays on the whole "
+            "profiled window (one step's figures: its row in Per step)")
 
 
 class AnalysisView(QWidget):
@@ -47,6 +52,7 @@ class AnalysisView(QWidget):
         self.rank_combo.currentIndexChanged.connect(self.set_rank)
         self.step_combo = QComboBox()
         self.step_combo.setMinimumWidth(190)
+        self.step_combo.setToolTip(STEP_TIP)
         self.step_combo.currentIndexChanged.connect(self._on_step_chosen)
         self.prev_button = QPushButton("◀ Step")
         self.next_button = QPushButton("Step ▶")
@@ -57,7 +63,7 @@ class AnalysisView(QWidget):
         self.prev_button.clicked.connect(lambda: self.step_by(-1))
         self.next_button.clicked.connect(lambda: self.step_by(+1))
         self.fit_button.clicked.connect(self.fit)
-        hint = ElidedLabel("wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit")
+        hint = ElidedLabel(HINT)
         hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.hint = hint
         self._style_hint()
@@ -175,6 +181,7 @@ class AnalysisView(QWidget):
         self.step_combo.addItem(ALL_STEPS)
         self.step_combo.addItems([s.name for s in report.steps])
         self.step_combo.blockSignals(False)
+        self.hint.setText(HINT)  # the timeline shows the whole window again
         has_steps = bool(report.steps)
         for w in (self.step_combo, self.prev_button, self.next_button):
             w.setEnabled(has_steps)
@@ -196,8 +203,11 @@ class AnalysisView(QWidget):
 
     def _on_step_chosen(self, combo_index: int) -> None:
         if combo_index <= 0:
+            self.hint.setText(HINT)
             self.timeline.fit()
         else:
+            self.hint.setText(f"timeline: {self.step_combo.currentText()} alone · summary: the "
+                              f"whole window")
             self.timeline.zoom_to_step(combo_index - 1)
 
     def step_by(self, delta: int) -> None:

@@ -105,6 +105,22 @@ def test_step_selector_and_keyboard_steps(qtbot, window, open_and_wait):
     assert lo <= doc.reports[0].window[0] and hi >= doc.reports[0].window[1]
 
 
+def test_a_step_zooms_the_timeline_and_says_the_summary_stays_whole(qtbot, window,
+                                                                    open_and_wait):
+    """As in Nsight Systems, zooming is a view, not a filter: the summary keeps the whole
+    window's figures, and the bar says so while a step is picked."""
+    open_and_wait(fixture_path("kineto_nw0"))
+    analysis = window.analysis
+    whole = analysis.summary.subtitle.text()
+    assert "summary on the right stays on the whole" in analysis.step_combo.toolTip()
+    analysis.step_combo.setCurrentIndex(3)
+    assert analysis.hint.full_text() == (f"timeline: {analysis.step_combo.currentText()} alone "
+                                         "· summary: the whole window")
+    assert analysis.summary.subtitle.text() == whole
+    window.actions_by_name["Zoom to fit"].trigger()
+    assert analysis.hint.full_text().startswith("wheel: zoom")
+
+
 def test_hta_df_index_resolver_memory_with_totals(qtbot, window, open_and_wait):
     doc = open_and_wait(fixture_path("hta_df_index_resolver"))
     report = doc.reports[0]
