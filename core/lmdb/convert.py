@@ -131,7 +131,7 @@ def convert(
     est = record_estimate(source, pre, shapes)
     chunk_n = state.meta.get("chunk", 1) if state.kind == "ours" else fmt.chunk_for(est)
     meta = _new_meta(source, pre, structure, chunk_n, first, listed)
-    meta["survey"] = survey(shapes)
+    meta["survey"] = survey(shapes, not pre.rgb)
     if isinstance(source, FolderSource):  # shapes from the survey: no image decoded here
         one = shapes[0] if len(set(shapes)) == 1 else None
         for f in meta["stored"]:
@@ -306,7 +306,8 @@ def _exact_shapes(meta: dict, writer: Writer, source: Source) -> None:
     if counts is None:  # resumed from a conversion that did not count them: the survey stays
         return
     layouts, more = counts
-    meta["survey"] = exact_survey(layouts, more, source.name_of)
+    meta["survey"] = exact_survey(layouts, more, source.name_of,
+                                  not meta["preprocess"].get("rgb", True))
     meta["stored"] = exact_fields(meta["stored"], layouts, more)
 
 

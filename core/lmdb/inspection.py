@@ -24,6 +24,8 @@ from stallscope.core.lmdb.notices import empty_classes_line
 from stallscope.core.lmdb.source import open_source, open_source_job
 from stallscope.core.lmdb.structure import leaf_names
 
+RGB_FIX = "every image as RGB (no --keep-mode)"
+
 
 @dataclass
 class SourceInfo:
@@ -92,7 +94,8 @@ def survey_line(name: str, shapes: list, surveyed: int, suggestion: str,
             f"{count}); {stack}")  # fmt: skip
 
 
-def exact_survey(layouts: dict[bytes, list[int]], more: int, name_of) -> dict:
+def exact_survey(layouts: dict[bytes, list[int]], more: int, name_of,
+                 keep_mode: bool = False) -> dict:
     """The shape survey of every record a conversion wrote, from the writer's layout counts
     ({format.layout_key: [records, first source index]}; `more`: records in layouts past
     the ones listed): the first field's sizes, most seen first, an example file of each,
@@ -108,10 +111,7 @@ def exact_survey(layouts: dict[bytes, list[int]], more: int, name_of) -> dict:
         first[text] = min(first.get(text, index), index)
         if len(shape) == 3:
             images[shape] += n
-    suggestion = ""
-    if (len(counted) > 1 or more) and images:
-        _c, h, w = images.most_common(1)[0][0]
-        suggestion = f"--resize {min(h, w)} --crop {min(h, w)}"
+    suggestion = _fix(images, keep_mode) if len(counted) > 1 or more else ""
     shapes = [[text, n] for text, n in counted.most_common()]
     if more:
         shapes.append(["other sizes", more])
@@ -136,11 +136,12 @@ def exact_fields(stored: list[dict], layouts: dict[bytes, list[int]], more: int)
     return out
 
 
-def survey(shapes: list[tuple[int, ...]]) -> dict:
-    """The shape survey as stored in an LMDB's metadata: shapes counted, how many, advice."""
+def survey(shapes: list[tuple[int, ...]], keep_mode: bool = False) -> dict:
+    """The shape survey as stored in an LMDB's metadata: shapes counted, how many, advice
+    (keep_mode: images kept in their own colour modes, --keep-mode)."""
     counted = Counter("x".join(map(str, shape)) or "scalar" for shape in shapes).most_common()
     return {"shapes": [list(c) for c in counted], "surveyed": len(shapes),
-            "suggestion": _suggest(shapes)}  # fmt: skip
+            "suggestion": _suggest(shapes, keep_mode)}  # fmt: skip
 
 
 def inspect_job(spec, pre: Preprocess | None = None, n_preview: int = 6, n_size: int = 48):
@@ -206,7 +207,7 @@ def inspect_source(
             notes.append(empty.removeprefix("warning: "))
     preview = [(caption, picture) for _i, caption, picture in sorted(preview, key=lambda p: p[0])]
     names = leaf_names(structure) if isinstance(source, FactorySource) else source.fields()
-    found = survey(shapes)
+    found = survey(shapes, not pre.rgb)
     stored = stored_fields(structure, names, first)
     if stored and len(found["shapes"]) > 1:  # not sample 0's shape: the survey's spread
         stored[0] = {**stored[0], "shape": None}
@@ -220,14 +221,26 @@ def inspect_source(
     )  # fmt: skip
 
 
-def _suggest(shapes: list[tuple[int, ...]]) -> str:
-    """--resize S --crop S from the most common image size (its shorter side)."""
-    images = [s for s in shapes if len(s) == 3]
-    if len({*shapes}) <= 1 or not images:
+def _suggest(shapes: list[tuple[int, ...]], keep_mode: bool = False) -> str:
+    """What makes images of several shapes stack: see _fix."""
+    if len({*shapes}) <= 1:
         return ""
-    c, h, w = Counter(images).most_common(1)[0][0]
-    side = min(h, w)
-    return f"--resize {side} --crop {side}"
+    return _fix(Counter(s for s in shapes if len(s) == 3), keep_mode)
+
+
+def _fix(images: Counter, keep_mode: bool) -> str:
+    """'--resize S --crop S' from the most common image size (its shorter side) when sizes
+    differ; 'every image as RGB (no --keep-mode)' when --keep-mode left them in different
+    channel counts (grayscale beside RGB): resizing does not change those."""
+    if not images:
+        return ""
+    parts = []
+    if len({shape[1:] for shape in images}) > 1:
+        _c, h, w = images.most_common(1)[0][0]
+        parts.append(f"--resize {min(h, w)} --crop {min(h, w)}")
+    if keep_mode and len({shape[0] for shape in images}) > 1:
+        parts.append(f"{RGB_FIX}")
+    return " and ".join(parts)
 
 
 def lmdb_bytes(record: float) -> float:

@@ -175,3 +175,18 @@ def test_a_factorys_pil_images_get_the_same_warnings_as_a_folders(tmp_path, work
                               "e.g. scans.py:make[0])")
     assert said[1].startswith("warning: --crop 16x16 is larger than 6 image(s) (12x10: 6, "
                               "e.g. scans.py:make[0]): the crop padded them with black")
+
+
+def test_keep_mode_with_grayscale_beside_rgb_is_told_to_convert_to_rgb_not_to_resize(
+        tmp_path, capsys):
+    """Under --keep-mode a grayscale file beside RGB ones of the same size stores 1 channel
+    against 3: resizing cannot make them stack, converting to RGB does."""
+    root = noise_classes(tmp_path / "src", 2, 3, (16, 16), seed=9)
+    Image.open(root / "c1" / "000.png").convert("L").save(root / "c1" / "000.png")
+    assert cli.main(["convert", str(root), str(tmp_path / "k.lmdb"), "--keep-mode",
+                     "--verify", "0", "--workers", "0"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert ("warning: image has 2 sizes in 6 samples (3x16x16: 5; 1x16x16: 1 (c1/000.png)); a "
+            "DataLoader cannot stack them into batches: convert with every image as RGB (no "
+            "--keep-mode), or read with collate_fn=list") in out
+    assert "--resize" not in out

@@ -64,3 +64,25 @@ def test_the_convert_page_shows_every_warning_convert_prints(qtbot, tmp_path):
     assert "caveat: only 7 samples" in result.chart_note.text()
     save_shot(wizard, "lmdb_notices_result")
     wizard.close()
+
+
+def test_keep_mode_with_grayscale_beside_rgb_offers_rgb_not_a_resize(qtbot, tmp_path):
+    src = noise_classes(tmp_path / "mixed", 2, 3, (16, 16), seed=9)
+    Image.open(src / "c1" / "000.png").convert("L").save(src / "c1" / "000.png")
+    wizard = lmdb_wizard(None, str(src))
+    qtbot.addWidget(wizard)
+    wizard.resize(900, 700)
+    wizard.show()
+    qtbot.waitUntil(wizard.source_page.isComplete, timeout=20_000)
+    wizard.next()
+    opts = wizard.options_page
+    opts.rgb_box.setChecked(False)  # --keep-mode
+    qtbot.waitUntil(lambda: "2 sizes in 6 sampled" in opts.shapes.text(), timeout=20_000)
+    assert "convert with every image as RGB (no --keep-mode)" in opts.shapes.text()
+    assert opts.apply_btn.isVisibleTo(opts)
+    assert opts.apply_btn.text() == "Convert every image to RGB"
+    save_shot(wizard, "lmdb_keep_mode")
+    opts.apply_btn.click()
+    assert opts.rgb_box.isChecked() and not opts.resize_box.isChecked()
+    qtbot.waitUntil(lambda: "3x16x16 in all" in opts.shapes.text(), timeout=20_000)
+    wizard.close()

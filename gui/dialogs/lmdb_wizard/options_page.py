@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import units
 from stallscope.core.lmdb.destination import check_destination, check_space
 from stallscope.core.lmdb.images import Preprocess
-from stallscope.core.lmdb.inspection import SourceInfo
+from stallscope.core.lmdb.inspection import RGB_FIX, SourceInfo
 from stallscope.core.lmdb.snippet import default_destination
 from stallscope.gui.dialogs.lmdb_wizard.widgets import (
     Page,
@@ -44,9 +44,12 @@ FLOATS = ("auto", "float32", "float16")  # the floats combo's entries, in order
 
 
 def _sizes(suggestion: str) -> int | None:
-    """The side S of a survey's '--resize S --crop S' suggestion."""
+    """The side S of a survey's '--resize S --crop S' suggestion (None: no resize in it)."""
     parts = suggestion.split()
-    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
+    if "--resize" not in parts[:-1]:
+        return None
+    side = parts[parts.index("--resize") + 1]
+    return int(side) if side.isdigit() else None
 
 
 class OptionsPage(Page):
@@ -164,15 +167,24 @@ class OptionsPage(Page):
             lines.append(toned(f"warning: {info.padded}", "bad"))
         set_rich(self.shapes, "<br>".join(lines))  # toned escaped each line
         self._suggestion = _sizes(info.suggestion)
+        self._to_rgb = RGB_FIX in info.suggestion
+        todo = []
         if self._suggestion:
             side = self._suggestion
-            self.apply_btn.setText(f"Resize shorter side to {side} and crop {side}×{side}")
-        self.apply_btn.setVisible(self._suggestion is not None)
+            todo.append(f"Resize shorter side to {side} and crop {side}×{side}")
+        if self._to_rgb:
+            todo.append("convert every image to RGB" if todo else "Convert every image to RGB")
+        self.apply_btn.setText(", and ".join(todo))
+        self.apply_btn.setVisible(bool(todo))
         self._update_checks()
 
     _suggestion: int | None = None
 
+    _to_rgb = False
+
     def _apply_suggestion(self) -> None:
+        if self._to_rgb:
+            self.rgb_box.setChecked(True)
         side = self._suggestion
         if side is None:
             return
