@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 
@@ -84,11 +85,14 @@ def run(args) -> int:
                   commit_every=None if args.commit_every is None else max(1, args.commit_every))
     try:
         result = run_job(job, progress)
-    except KeyboardInterrupt:
-        job.close()  # when Ctrl-C came between two steps: commit what is decoded, close the LMDB
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (signals.Terminated)
+        job.close()  # when it came between two steps: commit what is decoded, close the LMDB
         progress.end()
-        print(f"stallscope: {interrupted_line(args.dst)}", file=sys.stderr)
-        return 130
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        how = "interrupted" if signum == signal.SIGINT else \
+            f"ended by {signal.Signals(signum).name}"
+        print(f"stallscope: {interrupted_line(args.dst, how)}", file=sys.stderr)
+        return 128 + signum
     progress.end()
     out = {
         "dst": result.dst,
@@ -146,8 +150,8 @@ def run(args) -> int:
     return rc
 
 
-def interrupted_line(dst: str) -> str:
-    """What a Ctrl-C during a conversion kept, and how to go on."""
+def interrupted_line(dst: str, how: str = "interrupted") -> str:
+    """What a Ctrl-C (or SIGTERM, SIGHUP) during a conversion kept, and how to go on."""
     from pathlib import Path
 
     from stallscope.core.lmdb.destination import destination_state
@@ -159,11 +163,11 @@ def interrupted_line(dst: str) -> str:
     except StallscopeError:
         state = None
     if state is None or state.kind != "ours" or not state.progress:
-        return f"interrupted before any sample was committed to {name}; nothing was kept"
+        return f"{how} before any sample was committed to {name}; nothing was kept"
     kept = int(state.progress.get("written", 0))
     total = int(state.meta.get("source", {}).get("count", 0))
     of = f" of {total:,}" if total else ""
-    return (f"interrupted: {kept:,}{of} samples are kept in {name}; run the same "
+    return (f"{how}: {kept:,}{of} samples are kept in {name}; run the same "
             "command again to resume from there")
 
 

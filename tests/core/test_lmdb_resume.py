@@ -19,7 +19,10 @@ from test_lmdb_convert import _progress, check_factory_lmdb, write_factory  # no
 pytestmark = pytest.mark.runner  # the CLI in a child process
 
 
-def test_ctrl_c_says_how_many_samples_are_kept_and_that_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize("sig, how", [(signal.SIGINT, "interrupted"),
+                                      (signal.SIGTERM, "ended by SIGTERM")])
+def test_ctrl_c_says_how_many_samples_are_kept_and_that_the_same_command_resumes(tmp_path, sig,
+                                                                                how):
     n = 40
     spec, files = write_factory(tmp_path / "slow", n, 0.03)
     dst = tmp_path / "stopped.lmdb"
@@ -31,14 +34,14 @@ def test_ctrl_c_says_how_many_samples_are_kept_and_that_the_same_command_resumes
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         assert time.monotonic() < deadline, "no progress committed"
         time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig, err
     state = destination_state(dst)
     kept = state.progress["written"]
     assert not state.complete and 0 < kept < n - 1
     assert err.strip().splitlines()[-1] == (
-        f"stallscope: interrupted: {kept:,} of {n} samples are kept in {dst}; run the same "
+        f"stallscope: {how}: {kept:,} of {n} samples are kept in {dst}; run the same "
         "command again to resume from there")
     assert "Traceback" not in err
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
