@@ -80,6 +80,18 @@ def plain_label(text: str = "", parent: QWidget | None = None) -> QLabel:
     return label
 
 
+def wrap_to_width(label: QLabel) -> QLabel:
+    """Word-wrapped, as wide as its panel gives (never widening it), as tall as its lines at
+    that width. setSizePolicy after setWordWrap would drop the height-for-width that wrapping
+    needs: the label then takes its text's height at a narrow guessed width (5 lines for one),
+    its text centred in the room, an empty band above it."""
+    label.setWordWrap(True)
+    policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    policy.setHeightForWidth(True)
+    label.setSizePolicy(policy)
+    return label
+
+
 def set_rich_tooltip(widget: QWidget, template: str, *values, **named) -> None:
     widget.setProperty(RICH_TIP, True)
     widget.setToolTip(rich(template, *values, **named))

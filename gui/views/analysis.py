@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (
 from stallscope.core import causes, units
 from stallscope.core import intervals as iv
 from stallscope.core.document import Document
+from stallscope.core.ranks.stragglers import Stragglers
 from stallscope.core.ranks.text import rank_stragglers, straggler_sentence
 from stallscope.core.report import Report
 from stallscope.gui.colors import follow_theme, plot_theme
@@ -30,9 +30,17 @@ from stallscope.gui.model import DocumentModel
 from stallscope.gui.views.ranks import RankTable
 from stallscope.gui.views.summary import SummaryPanel
 from stallscope.gui.views.timeline import TimelineView
-from stallscope.gui.widgets import ElidedLabel, plain_label, rich_label
+from stallscope.gui.widgets import (
+    ElidedLabel,
+    plain_label,
+    rich_label,
+    set_rich,
+    wrap_to_width,
+)
 
 ALL_STEPS = "All steps"
+RANKS_HEADING = ("<b>Ranks</b> · {}GPU idle per step (ms) by cause · the slowest rank sets "
+                 "everyone's pace; click a row to view it")
 HINT = "wheel: zoom · drag: pan · shift-drag: zoom to box · double-click: fit"
 # A step zooms the timeline alone: the summary stays on the whole window, as Nsight Systems'
 # statistics stay on the whole report while its timeline zooms (a view, not a filter).
@@ -92,15 +100,9 @@ class AnalysisView(QWidget):
         left = QWidget()
         left_box = QVBoxLayout(left)
         left_box.setContentsMargins(0, 0, 0, 0)
-        self.ranks_heading = rich_label("<b>Ranks</b> · GPU idle per step (ms) by cause · the "
-                                        "slowest rank sets everyone's pace; click a row to "
-                                        "view it")
-        self.ranks_heading.setWordWrap(True)
-        self.ranks_heading.setSizePolicy(QSizePolicy.Policy.Ignored,
-                                         QSizePolicy.Policy.Preferred)
-        self.straggler = plain_label("")  # the CLI's straggler sentence (ranks' names: text)
-        self.straggler.setWordWrap(True)
-        self.straggler.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.ranks_heading = wrap_to_width(rich_label(RANKS_HEADING, ""))
+        # the CLI's straggler sentence (ranks' names: text)
+        self.straggler = wrap_to_width(plain_label(""))
         left_box.addWidget(self.ranks_heading)
         left_box.addWidget(self.rank_table)
         left_box.addWidget(self.straggler)
@@ -156,6 +158,7 @@ class AnalysisView(QWidget):
             table = rank_stragglers(document.reports, document.labels)
             slowest = table.slowest.key if table.slowest is not None else None
             self.rank_table.set_reports(document.reports, document.labels, slowest)
+            set_rich(self.ranks_heading, RANKS_HEADING, job_line(document.reports, table) + " · ")
             self.straggler.setText(straggler_sentence(table))
         start = self.rank_table.slowest_index if multi else 0
         self.model.select_rank(start or 0)
@@ -255,6 +258,15 @@ class AnalysisView(QWidget):
             return self.show_worst_gap(advice.cause)
         self.sig_status.emit(f"{advice.title}: nothing specific to show on the timeline.")
         return False
+
+
+def job_line(reports: list[Report], table: Stragglers) -> str:
+    """What the CLI's ranks table opens with (core/ranks/text.render_job): "2 ranks of world
+    size 128 over 5 compared steps": a folder of some ranks of a larger job says so."""
+    world = {r.trace.world_size for r in reports} - {None}
+    of = f" of world size {world.pop()}" if len(world) == 1 else ""
+    steps = f" over {units.plural(len(table.steps), 'compared step')}" if table.steps else ""
+    return f"{units.plural(len(reports), 'rank')}{of}{steps}"
 
 
 def longest_host_span(report: Report, cause: str) -> tuple[float, float] | None:

@@ -204,6 +204,44 @@ def test_two_ranks_show_a_table_with_the_slowest_marked(qtbot, window, tmp_path,
     assert window.analysis.rank_combo.currentIndex() == other
 
 
+def two_of_128(tmp_path) -> Path:
+    """hta_sampled_rank-0/1: 2 ranks of a 128-rank job, in one folder."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for r in (0, 1):
+        shutil.copy(fixture_path(f"hta_sampled_rank-{r}"), folder)
+    return folder
+
+
+@pytest.mark.runner  # the CLI analyses the ranks in a process pool
+def test_two_ranks_of_a_larger_job_say_its_world_size_as_the_cli_does(qtbot, window, tmp_path,
+                                                                      open_and_wait, capsys):
+    from stallscope.core.cli import main as cli
+
+    folder = two_of_128(tmp_path)
+    assert cli(["analyze", str(folder)]) == 0
+    said = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("2 ranks of world size"))
+    cli_line = said.split(";")[0]  # "2 ranks of world size 128 over 2 compared steps"
+    open_and_wait(folder)
+    assert f"· {cli_line} ·" in window.analysis.ranks_heading.text()
+
+
+def test_switching_rank_leaves_no_band_above_the_ranks_heading(qtbot, window, tmp_path,
+                                                               open_and_wait):
+    """The heading's wrapped text is as tall as its lines at its width, not at a narrow guessed
+    width with the text centred in the room (an empty band above it)."""
+    open_and_wait(two_of_128(tmp_path))
+    analysis = window.analysis
+    heading = analysis.ranks_heading
+    for index in (1 - analysis.rank_index, 1 - analysis.rank_index):
+        analysis.set_rank(index)
+        qtbot.wait(10)
+        assert heading.isVisible() and heading.width() > 300
+        assert heading.height() == heading.heightForWidth(heading.width())
+        assert analysis.rank_table.y() - heading.geometry().bottom() <= 12
+
+
 def test_compare_shows_deltas(qtbot, window, open_and_wait):
     doc = open_and_wait(fixture_path("kineto_nw0"))
     with qtbot.waitSignal(window.sig_compare_shown, timeout=60_000) as blocker:
