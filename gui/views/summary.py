@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
@@ -27,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import units
-from stallscope.core.compare import primary_device, step_breakdown
+from stallscope.core.compare import covered_in, primary_device, step_breakdown
 from stallscope.core.render.facts import (
     facts_text,
     memory_facts,
@@ -336,9 +337,10 @@ class SummaryPanel(QScrollArea):
         kind = report.trace.device_kind
         self.step_heading.set_heading(f"Per step: where the {kind}'s time went" if gpu
                                       else "Per step: where the main thread's time went")
-        parts = step_breakdown(report)
+        parts = communication_apart(report, step_breakdown(report))
         self.step_plot.set_parts(parts, [s.name for s in report.steps])
-        set_rich(self.step_legend, parts_legend(parts, {"compute": f"{kind} busy"} if gpu else {}))
+        set_rich(self.step_legend, parts_legend(parts, {"compute": f"{kind} busy",
+                                                        "communication": "communication"}))
         for w in (self.step_heading, self.step_plot, self.step_legend):
             w.setVisible(bool(report.steps))
         self.step_parts = parts
@@ -378,6 +380,26 @@ class SummaryPanel(QScrollArea):
     @property
     def advice_count(self) -> int:
         return len(self.report.advice) if self.report is not None else 0
+
+
+def communication_apart(report: Report, parts: dict) -> dict:
+    """The per-step bars as the timeline paints the lane (lanes.device_lane): the time the
+    primary GPU runs communication with nothing else leaves its busy ("compute") part for a
+    "communication" part of its own, right above it. A trace without such time keeps its
+    parts as step_breakdown gives them."""
+    dev = primary_device(report)
+    stats = report.devices.get(dev) if dev is not None else None
+    if stats is None or not report.steps or not len(stats.exposed_comm):
+        return parts
+    lo = np.array([s.start_us for s in report.steps])
+    hi = lo + np.array([s.dur_us for s in report.steps])
+    alone = np.minimum(covered_in(np.asarray(stats.exposed_comm, np.float64).reshape(-1, 2),
+                                  lo, hi), parts["compute"])
+    if not alone.any():
+        return parts
+    out = {"compute": parts["compute"] - alone, "communication": alone}
+    out.update((k, v) for k, v in parts.items() if k != "compute")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

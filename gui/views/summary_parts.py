@@ -25,10 +25,10 @@ from PySide6.QtWidgets import (
 
 from stallscope.core import causes, units
 from stallscope.core.causes import BY_CODE, CAUSES
-from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, LIGHT_PLOT, qcolor
+from stallscope.gui.colors import BUSY_COLOR, CAUSE_COLORS, COMM_COLOR, LIGHT_PLOT, qcolor
 from stallscope.gui.widgets import ElidedLabel, breakable, plain_label, rich_label
 
-PART_COLORS = {"compute": BUSY_COLOR, **CAUSE_COLORS}
+PART_COLORS = {"compute": BUSY_COLOR, "communication": COMM_COLOR, **CAUSE_COLORS}
 
 
 def shrinkable(label: QLabel) -> QLabel:
@@ -350,7 +350,8 @@ def _linked(text: str, links: dict | None) -> str:
 
 
 class StepChart(pg.PlotWidget):
-    """One stacked bar per step: the parts (compute, then each cause) in their own colours."""
+    """One stacked bar per step: the parts (compute, communication alone, then each cause) in
+    their own colours."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -242,6 +242,36 @@ def test_switching_rank_leaves_no_band_above_the_ranks_heading(qtbot, window, tm
         assert analysis.rank_table.y() - heading.geometry().bottom() <= 12
 
 
+def test_the_per_step_bars_draw_bare_communication_as_the_timeline_does(qtbot, window,
+                                                                         open_and_wait):
+    """hta_sampled_rank-0's GPU runs all-to-alls with nothing beside them: the timeline paints
+    that time purple (lanes.device_lane's "comm" layer); each step's bar gives the same time
+    the same colour, out of GPU busy, the parts still adding up to the step."""
+    from stallscope.core import intervals as iv
+    from stallscope.core.compare import primary_device, step_breakdown
+    from stallscope.gui.colors import COMM_COLOR
+
+    doc = open_and_wait(fixture_path("hta_sampled_rank-0"))
+    report = doc.reports[0]
+    lane = next(spec for spec in window.analysis.timeline.specs if spec.kind == "gpu")
+    comm_layer = next(layer for layer in lane.layers if layer.key == "comm")
+    assert comm_layer.color == COMM_COLOR and len(comm_layer.intervals)
+    summary = window.analysis.summary
+    parts, chart = summary.step_parts, summary.step_plot
+    assert chart.bars["communication"].opts["brush"] == COMM_COLOR
+    assert chart.bars["compute"].opts["brush"] == BUSY_COLOR
+    stats = report.devices[primary_device(report)]
+    lo = np.array([s.start_us for s in report.steps])
+    hi = lo + np.array([s.dur_us for s in report.steps])
+    bare = iv.measure_in(stats.exposed_comm, lo, hi)
+    assert bare.min() > 0
+    np.testing.assert_allclose(parts["communication"], bare)
+    busy = step_breakdown(report)["compute"]
+    np.testing.assert_allclose(parts["compute"] + parts["communication"], busy)
+    np.testing.assert_allclose(sum(parts.values()), hi - lo, rtol=1e-6)
+    assert "communication" in summary.step_legend.text()
+
+
 def test_compare_shows_deltas(qtbot, window, open_and_wait):
     doc = open_and_wait(fixture_path("kineto_nw0"))
     with qtbot.waitSignal(window.sig_compare_shown, timeout=60_000) as blocker:
