@@ -19,6 +19,9 @@ from stallscope.core.jobs import run_job
 from stallscope.core.lmdb.convert import convert
 from stallscope.core.lmdb.verify import check_records, verify
 
+sys.path.insert(0, str(Path(__file__).parent))
+from test_lmdb_convert import flip_pixel  # noqa: E402  (tests/core is not a package)
+
 pytestmark = pytest.mark.runner  # the CLI in a child process
 
 
@@ -80,8 +83,6 @@ def test_cli_verify_lists_damage_with_the_source_gone(converted, tmp_path):
     dst = copy / "v.lmdb"
     run_job(convert(copy / "src", dst, workers=0))
     shutil.rmtree(copy / "src")
-    from tests.core.test_lmdb_convert import flip_pixel
-
     flip_pixel(dst, 123)
     flip_pixel(dst, 299)
     done = subprocess.run([sys.executable, "-m", "stallscope.core.cli", "verify", str(dst)],
@@ -112,7 +113,6 @@ def test_each_run_compares_other_samples_and_the_seed_repeats_one(converted, cap
 
 def test_a_big_lmdb_checks_the_sampled_records_after_converting(converted, tmp_path, monkeypatch):
     from stallscope.core.lmdb import verify as verify_mod
-    from tests.core.test_lmdb_convert import flip_pixel
 
     _src, pristine = converted
     dst = tmp_path / "big.lmdb"
