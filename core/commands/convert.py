@@ -179,13 +179,17 @@ def print_result(result) -> None:
     if result.already_complete:
         print(f"{shown(result.dst)}: already complete ({result.count} samples); nothing to do")
     else:
-        resumed = f", resumed at {result.resumed_from}" if result.resumed_from else ""
         per = result.bytes_on_disk / max(result.count, 1)
+        took = (f"in {units.duration(result.seconds * 1e6)}, {result.samples_per_s:.0f} "
+                "samples/s")
+        if result.resumed_from:  # the figures of this run, the count of the whole LMDB
+            took = (f"; resumed at {result.resumed_from:,}: {result.converted_now:,} source "
+                    f"samples converted {took}")
+        else:
+            took = f" {took}"
         print(
-            f"wrote {result.count} samples to {shown(result.dst)} "
-            f"({units.size(result.bytes_on_disk)}, {per:,.0f} B per sample) in "
-            f"{units.duration(result.seconds * 1e6)}, {result.samples_per_s:.0f} samples/s"
-            f"{resumed}"
+            f"wrote {result.count:,} samples to {shown(result.dst)} "
+            f"({units.size(result.bytes_on_disk)}, {per:,.0f} B per sample){took}"
         )
     for line in field_lines(result.fields):
         print(f"  {shown(line)}")
