@@ -157,6 +157,9 @@ def test_cancel_keeps_work_and_resume_finishes_exactly(qtbot, tmp_path):
     conv.resume_btn.click()
     qtbot.waitUntil(conv.isComplete, timeout=60_000)
     assert wizard.result.resumed_from == state.progress["next_source"]
+    start = state.progress["next_source"]
+    assert (f"Done: 40 samples; resumed at {start:,}, this run converted {40 - start:,} in "
+            in conv.status.text())
     ds = LMDBDataset(wizard.destination())
     assert [int(ds[k][1]) for k in range(len(ds))] == list(range(40))
     assert all(int(ds[k][0][0, 0]) == k for k in range(40))

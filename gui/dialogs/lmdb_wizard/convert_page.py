@@ -128,10 +128,14 @@ class ConvertPage(Page):
         if result.already_complete:
             self.status.setText("This LMDB was already complete; nothing to convert.")
         else:
-            resumed = f", resumed at {result.resumed_from:,}" if result.resumed_from else ""
-            rate = f"{result.samples_per_s:,.0f} samples/s{resumed}"
-            say(self.status, f"Done: {result.count:,} samples in "
-                f"{units.duration(result.seconds * 1e6)} ({rate}).", "ok")
+            took = (f"{units.duration(result.seconds * 1e6)} "
+                    f"({result.samples_per_s:,.0f} samples/s)")
+            if result.resumed_from:  # this run's figures, apart from the LMDB's count
+                say(self.status, f"Done: {result.count:,} samples; resumed at "
+                    f"{result.resumed_from:,}, this run converted {result.converted_now:,} "
+                    f"in {took}.", "ok")
+            else:
+                say(self.status, f"Done: {result.count:,} samples in {took}.", "ok")
         skipped = f"{len(result.skipped)} unreadable sample(s) skipped" if result.skipped else (
             "no unreadable samples")  # fmt: skip
         if result.scan_skipped:
