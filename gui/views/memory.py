@@ -67,6 +67,9 @@ class GridLines(pg.GraphicsObject):
                     painter.drawLines([QLineF(rect.left(), v, rect.right(), v) for v in values])
 
 
+HEADROOM = 1.4  # the y range's top over the highest line, when the legend fits in it
+
+
 class MemoryPlot(pg.PlotItem):
     """One PlotItem holding, per CUDA device, an allocated and a reserved line and drop marks."""
 
@@ -78,6 +81,7 @@ class MemoryPlot(pg.PlotItem):
         for axis in ("left", "bottom"):
             self.getAxis(axis).setStyle(tickLength=0)  # as under showGrid: the grid is the tick
         self.getViewBox().sigRangeChanged.connect(self._grid_moved)
+        self.getViewBox().sigResized.connect(self._fit_height)
         self.setMenuEnabled(False)
         self.hideButtons()
         self.getAxis("left").setWidth(130)
@@ -89,6 +93,7 @@ class MemoryPlot(pg.PlotItem):
         self._empty_text: pg.TextItem | None = None
         self._series: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.scale, self.unit = float(1024**2), "MiB"
+        self.peak = 0.0  # the highest line, in `unit`s: what the legend must stay above
         self.device_label: Callable[[int], str] = _gpu_label
 
     def _grid_moved(self, *_args) -> None:
@@ -106,6 +111,7 @@ class MemoryPlot(pg.PlotItem):
             self.removeItem(self._empty_text)
             self._empty_text = None
         self.legend.clear()
+        self.peak = 0.0
         self.lines.clear()
         self.drops.clear()
         self._series.clear()
@@ -163,8 +169,20 @@ class MemoryPlot(pg.PlotItem):
             if len(drop_x):
                 self.legend.addItem(scatter, f"reserved drop{suffix} ({len(drop_x)})")
             self.drops[dev] = scatter
-        # From zero (memory is an amount), with headroom for the legend above the lines.
-        self.setYRange(0, peak / self.scale * 1.4, padding=0)
+        self.peak = peak / self.scale
+        self._fit_height()
+
+    def _fit_height(self, *_args) -> None:
+        """From zero (memory is an amount) to enough above the highest line for the legend's
+        rows: their height is in pixels, so a short plot (a small window) or a legend of
+        several rows needs more than the usual 40%, or the legend hides the lines' start."""
+        if self.peak <= 0:
+            return
+        view_h = self.getViewBox().height()
+        legend_bottom = self.legend.pos().y() + self.legend.boundingRect().height() + 4
+        free = 1.0 - legend_bottom / view_h if view_h > 0 else 0.0
+        top = self.peak / max(free, 0.25) if free < 1 / HEADROOM else self.peak * HEADROOM
+        self.setYRange(0, top, padding=0)
 
     def _line(self, x, y, color, style, name) -> pg.PlotDataItem:
         item = pg.PlotDataItem(x, y, pen=pg.mkPen(color, width=1, style=style), name=name)

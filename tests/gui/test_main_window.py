@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixture_traces import fixture_path
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QImage
 
 from stallscope.core.causes import CAUSES
@@ -135,6 +135,23 @@ def test_hta_df_index_resolver_memory_with_totals(qtbot, window, open_and_wait):
     assert len(cards) == max(len(report.advice), 1)
     if not report.advice:
         assert "Nothing stands out" in cards[0].text and not cards[0].clickable
+
+
+@pytest.mark.parametrize("size", [(1024, 700), (1400, 900)])
+def test_the_memory_legend_leaves_the_lines_uncovered(qtbot, window, open_and_wait, size):
+    """hta_df_index_resolver's reserved line runs flat near its peak: at 1024x700 the plot is
+    short and a 40% headroom was less than the legend's row, which hid the line's start."""
+    window.resize(*size)
+    open_and_wait(fixture_path("hta_df_index_resolver"))
+    qtbot.wait(10)
+    plot = window.analysis.timeline.memory
+    legend = plot.legend.sceneBoundingRect()
+    view = plot.getViewBox()
+    for line in plot.lines[1]:
+        points = [view.mapViewToScene(QPointF(x, y)) for x, y in zip(line.xData, line.yData,
+                                                                      strict=True)]
+        under = [pt for pt in points if legend.left() <= pt.x() <= legend.right()]
+        assert under and all(pt.y() > legend.bottom() for pt in under), (size, legend)
 
 
 def test_bad_input_keeps_the_open_document(qtbot, window, tmp_path, open_and_wait):
