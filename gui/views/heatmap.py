@@ -16,6 +16,7 @@ opening files (asking before a .lprof pickle is read) gui/views/heatmap_files.py
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from PySide6.QtCore import QModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QLinearGradient, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -38,6 +40,7 @@ from PySide6.QtWidgets import (
 )
 
 from stallscope.core import lineprof, units
+from stallscope.core.errors import StallscopeError
 from stallscope.core.lineprof import Profile
 from stallscope.gui.colors import (
     HEAT_STOPS,
@@ -390,20 +393,41 @@ class HeatmapView(QWidget):
             self.sig_line_selected.emit(self.model.profile.lines[current.row()].lineno)
 
 
+def _read(path: str, screenshot: bool) -> list[Profile] | None:
+    """A window's profiles (a message box on a bad file, a question before a pickle), or for a
+    screenshot, with no one to answer: the error in one line, a pickle refused."""
+    if not screenshot:
+        return open_profiles(path)
+    try:
+        return lineprof.with_sources(lineprof.load_any(path))
+    except StallscopeError as exc:
+        print(f"stallscope: error: {exc}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m stallscope.gui.views.heatmap SESSION|FILE.json|FILE.lprof [BEFORE]")
-        return 0 if argv else 2
-    app = standalone_app()
-    profiles = open_profiles(argv[0])
+    parser = argparse.ArgumentParser(
+        description="The line heatmap of a session's line stats, a lineprof JSON file or a "
+                    "kernprof .lprof (asked first: a pickle); BEFORE adds before/after columns.")
+    parser.add_argument("path", metavar="SESSION|FILE.json|FILE.lprof")
+    parser.add_argument("before", nargs="?", metavar="BEFORE")
+    parser.add_argument("--screenshot", metavar="OUT.png", help="save a PNG and exit")
+    args = parser.parse_args(argv)
+    app = standalone_app(screenshot=bool(args.screenshot))
+    profiles = _read(args.path, bool(args.screenshot))
     if profiles is None:
         return 2
-    before = open_profiles(argv[1]) if len(argv) > 1 else None
+    before = _read(args.before, bool(args.screenshot)) if args.before else None
     view = HeatmapView()
     view.set_profiles(profiles, before)
-    view.setWindowTitle(f"stallscope · line heatmap · {Path(argv[0]).name}")
+    view.setWindowTitle(f"stallscope · line heatmap · {Path(args.path).name}")
     view.resize(1200, 640)
+    if args.screenshot:
+        view.show()
+        QApplication.processEvents()
+        ok = view.grab().save(args.screenshot)
+        view.close()
+        return 0 if ok else 2
     return run_until_closed(app, view)
 
 

@@ -359,3 +359,33 @@ def test_heaviest_lines_wrap_inside_the_list_at_1024x700(qtbot, tmp_path):
     assert listing.horizontalScrollBar().maximum() == 0
     label = view.top_label
     assert label.fontMetrics().horizontalAdvance(label.text()) <= label.width()
+
+
+@pytest.mark.runner  # the standalone view in a child process
+def test_the_standalone_view_saves_a_screenshot_or_says_why_in_one_line(tmp_path):
+    """`python -m stallscope.gui.views.heatmap SESSION --screenshot OUT.png`, as every view
+    runs standalone: a PNG of the session's stats, or one line when there are none (no
+    message box left waiting for a click)."""
+    import subprocess
+
+    from PySide6.QtGui import QImage
+
+    session = tmp_path / "session"
+    lineprof.save(make_profile(tmp_path, {"img = decode(i)": 0.6}),
+                  session / "lineprof" / "Ds.__getitem__.json")
+    out = tmp_path / "heat.png"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    cmd = [sys.executable, "-m", "stallscope.gui.views.heatmap"]
+    done = subprocess.run([*cmd, str(session), "--screenshot", str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (1200, 640)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run([*cmd, str(empty), "--screenshot", str(tmp_path / "no.png")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not (tmp_path / "no.png").exists()
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"stallscope: error: {empty}: no line stats here (no lineprof/*.json); run with "
+        "--lineprof auto to record them")
