@@ -359,6 +359,11 @@ class StepChart(pg.PlotWidget):
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()
         self.getAxis("left").setLabel("ms")
+        # a tick at the very top (the tallest bar near a round number) has its label centred
+        # on the plot's top edge: half a line of room above it, or its upper half is cut off
+        layout = self.getPlotItem().layout
+        left, _top, right, bottom = layout.getContentsMargins()
+        layout.setContentsMargins(left, self.fontMetrics().height() / 2 + 1, right, bottom)
         self.bars: dict[str, pg.BarGraphItem] = {}
         self.parts: dict[str, np.ndarray] = {}
 

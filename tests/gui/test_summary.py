@@ -236,3 +236,27 @@ def test_the_subtitle_says_steps_in_one_voice(qtbot):
     assert len(one.steps) == 1
     panel.set_report(one)
     assert f"· 1 profiled step of {units.duration(one.steps[0].dur_us)}" in panel.subtitle.text()
+
+
+def test_the_per_step_charts_top_tick_label_is_whole(qtbot):
+    """hta_rank-0's tallest step bar tops out just above 100 ms: the "100" tick sits on the
+    plot's top edge, and its label, centred on the tick, had its upper half cut off."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QFontMetrics
+
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.set_report(analyze(load(fixture_path("hta_rank-0"))))
+    panel.resize(300, 1400)
+    panel.show()
+    qtbot.waitExposed(panel)
+    chart = panel.step_plot
+    view = chart.getPlotItem().getViewBox()
+    lo, hi = view.viewRange()[1]
+    axis = chart.getAxis("left")
+    top = max(v for _spacing, values in axis.tickValues(lo, hi, view.height())
+              for v in values if v <= hi)
+    assert hi - top < 0.01 * (hi - lo)  # the case: a labelled tick at the very top
+    y = chart.mapFromScene(view.mapViewToScene(QPointF(0, top))).y()
+    half = QFontMetrics(axis.style["tickFont"] or chart.font()).height() / 2
+    assert y - half >= 0, (top, y, half)
