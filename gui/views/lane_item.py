@@ -105,6 +105,17 @@ def fitted(name: str, metrics: QFontMetrics, room: int) -> str:
     return metrics.elidedText(name, Qt.TextElideMode.ElideRight, room)
 
 
+def fitted_all(names: Sequence[str], metrics: QFontMetrics, rooms: Sequence[int]) -> list[str]:
+    """Each name fitted to its room; once one "ProfilerStep#N" must show its number alone,
+    every such name in the row does: steps of a little different length read alike ("#1011"
+    beside "#1012", not beside "ProfilerStep#1012")."""
+    shown = [fitted(name, metrics, room) for name, room in zip(names, rooms, strict=True)]
+    if any("#" in name and text != name for name, text in zip(names, shown, strict=True)):
+        shown = [fitted(name[name.rindex("#"):], metrics, room) if "#" in name else text
+                 for name, text, room in zip(names, shown, rooms, strict=True)]
+    return shown
+
+
 class Layer:
     """One colour of a band: its intervals and where the band sits in the row."""
 
@@ -245,11 +256,13 @@ class LaneItem(pg.GraphicsObject):
         painter.resetTransform()
         painter.setFont(font)
         painter.setPen(self.text_pen)
-        for i in wide.tolist():
-            x0, x1 = max(starts[i], lo), min(ends[i], hi)
-            rect = transform.mapRect(QRectF(x0, self.y, x1 - x0, self.h))
-            room = int(rect.width()) - 6
-            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, fitted(names[i], metrics, room))
+        rects = [transform.mapRect(QRectF(max(starts[i], lo), self.y,
+                                          min(ends[i], hi) - max(starts[i], lo), self.h))
+                 for i in wide.tolist()]
+        shown = fitted_all([names[i] for i in wide.tolist()], metrics,
+                           [int(rect.width()) - 6 for rect in rects])
+        for rect, text in zip(rects, shown, strict=True):
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
         painter.restore()
 
 

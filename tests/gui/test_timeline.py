@@ -350,6 +350,21 @@ def test_a_step_name_that_does_not_fit_keeps_its_number(qapp):
     assert fitted("aten::conv2d_long_name", metrics, 30).endswith("…")
 
 
+def test_steps_in_one_row_are_named_alike(qapp):
+    """hta_trace_diff_test at 1024x700 showed "#1010", then "ProfilerStep#1011" (a step a
+    little longer), then "#1012": once one step shows its number alone, all of them do."""
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from stallscope.gui.views.lane_item import fitted_all
+
+    metrics = QFontMetrics(QFont("DejaVu Sans", 9))
+    full = metrics.horizontalAdvance("ProfilerStep#1011")
+    names = ["ProfilerStep#1010", "ProfilerStep#1011", "aten::mm", "ProfilerStep#1012"]
+    assert fitted_all(names, metrics, [full - 5, full + 9, full, full - 2]) == [
+        "#1010", "#1011", "aten::mm", "#1012"]
+    assert fitted_all(names, metrics, [full + 1] * 4) == names  # all fit: all whole
+
+
 def test_communication_alone_has_its_own_colour_and_hover(qtbot, tmp_path):
     """In the two-GPU trace the all-reduce (500-800 µs) runs alone 580-700 and 780-800 µs: the
     device lane paints that time in the communication colour and the hover says so."""
